@@ -1,0 +1,5 @@
+import sys
+
+from holoxmc.cli import main
+
+sys.exit(main())
