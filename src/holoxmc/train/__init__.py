@@ -1,0 +1,19 @@
+"""Training: the shared trainer, checkpoints and batched inference."""
+
+from holoxmc.train.checkpoint import load_checkpoint, load_state_dict_file, save_checkpoint, save_state_dict
+from holoxmc.train.inference import evaluate_topk, predict_topk
+from holoxmc.train.trainer import FitResult, TrainConfig, Trainer, lr_factor, split_validation
+
+__all__ = [
+    "Trainer",
+    "TrainConfig",
+    "FitResult",
+    "split_validation",
+    "lr_factor",
+    "predict_topk",
+    "evaluate_topk",
+    "save_checkpoint",
+    "load_checkpoint",
+    "save_state_dict",
+    "load_state_dict_file",
+]

@@ -1,0 +1,138 @@
+"""Training checkpoints without pickle: tensors in safetensors, everything else in JSON.
+
+A checkpoint is ONE ``.safetensors`` file, written atomically, whose header metadata holds
+the JSON trainer state (config, epoch, history, RNG scheme, optimizer hyper-parameters),
+so tensors and state can never disagree after a crash; a readable ``.json`` copy of the
+same state is written beside it for people. The model, the best model so far and the
+optimizer's per-parameter state are flattened into named tensors.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save as safetensors_bytes
+from torch import Tensor
+
+from holoxmc.errors import InputError
+from holoxmc.io import atomic_write_bytes, atomic_write_json
+
+__all__ = [
+    "CHECKPOINT_TENSORS",
+    "CHECKPOINT_JSON",
+    "save_checkpoint",
+    "load_checkpoint",
+    "flatten_optimizer_state",
+    "unflatten_optimizer_state",
+    "save_state_dict",
+    "load_state_dict_file",
+]
+
+CHECKPOINT_TENSORS = "checkpoint.safetensors"
+CHECKPOINT_JSON = "checkpoint.json"
+_STATE_KEY = "trainer_state"
+
+
+def _detached(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
+    # safetensors refuses shared or non-contiguous storage; clone breaks sharing.
+    return {name: t.detach().cpu().contiguous().clone() for name, t in tensors.items()}
+
+
+def save_state_dict(path: str | Path, state: dict[str, Tensor], metadata: dict[str, str] | None = None) -> None:
+    """Atomically write a tensor dictionary (e.g. ``module.state_dict()``) as safetensors."""
+    atomic_write_bytes(path, safetensors_bytes(_detached(state), metadata=metadata))
+
+
+def load_state_dict_file(path: str | Path, device: torch.device | str = "cpu") -> tuple[dict[str, Tensor], dict[str, str]]:
+    """Read a safetensors file: ``(tensors, metadata)``. No code is executed while loading."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such model file")
+    try:
+        with safe_open(str(path), framework="pt", device=str(device)) as f:
+            tensors = {name: f.get_tensor(name) for name in f.keys()}
+            metadata = dict(f.metadata() or {})
+    except (OSError, SafetensorError) as exc:
+        raise InputError(f"{path}: not a readable safetensors file ({exc})") from exc
+    return tensors, metadata
+
+
+def flatten_optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Tensor], dict[str, Any]]:
+    """Split ``optimizer.state_dict()`` into named tensors and JSON-able rest.
+
+    Returns:
+        tensors named ``"{param_id}.{key}"``, and ``{"param_groups": ..., "scalars": ...}``
+        where ``scalars`` keeps any non-tensor per-parameter entries.
+    """
+    state = optimizer.state_dict()
+    tensors: dict[str, Tensor] = {}
+    scalars: dict[str, Any] = {}
+    for param_id, entries in state["state"].items():
+        for key, value in entries.items():
+            if isinstance(value, Tensor):
+                tensors[f"{param_id}.{key}"] = value
+            else:
+                scalars[f"{param_id}.{key}"] = value
+    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def unflatten_optimizer_state(tensors: dict[str, Tensor], rest: dict[str, Any]) -> dict[str, Any]:
+    """Inverse of :func:`flatten_optimizer_state`: a dict for ``optimizer.load_state_dict``."""
+    per_param: dict[int, dict[str, Any]] = {}
+    for flat, value in list(tensors.items()) + list(rest["scalars"].items()):
+        param_id, key = flat.split(".", 1)
+        per_param.setdefault(int(param_id), {})[key] = value
+    return {"state": per_param, "param_groups": rest["param_groups"]}
+
+
+def save_checkpoint(
+    run_dir: str | Path,
+    *,
+    model: dict[str, Tensor],
+    best_model: dict[str, Tensor],
+    optimizer: torch.optim.Optimizer,
+    state: dict[str, Any],
+) -> None:
+    """Write ``run_dir/checkpoint.safetensors`` (+ a readable ``checkpoint.json``) atomically.
+
+    Args:
+        run_dir: folder of the run (created if missing).
+        model: current weights (``network.state_dict()``).
+        best_model: weights of the best validation epoch so far.
+        optimizer: its state tensors are stored, its hyper-parameters go to JSON.
+        state: JSON-able trainer state (epoch, history, config, RNG scheme, ...).
+    """
+    run_dir = Path(run_dir)
+    optim_tensors, optim_rest = flatten_optimizer_state(optimizer)
+    tensors = {f"model.{k}": v for k, v in model.items()}
+    tensors |= {f"best.{k}": v for k, v in best_model.items()}
+    tensors |= {f"optim.{k}": v for k, v in optim_tensors.items()}
+    full_state = {**state, "optimizer": optim_rest}
+    save_state_dict(run_dir / CHECKPOINT_TENSORS, tensors, metadata={_STATE_KEY: json.dumps(full_state)})
+    atomic_write_json(run_dir / CHECKPOINT_JSON, full_state)
+
+
+def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> dict[str, Any] | None:
+    """Read the checkpoint of ``run_dir``; ``None`` when there is none.
+
+    Returns:
+        ``{"model": tensors, "best_model": tensors, "optimizer": optimizer state dict,
+        "state": JSON trainer state}``.
+    """
+    path = Path(run_dir) / CHECKPOINT_TENSORS
+    if not path.exists():
+        return None
+    tensors, metadata = load_state_dict_file(path, device)
+    if _STATE_KEY not in metadata:
+        raise InputError(f"{path}: not a holoxmc training checkpoint (no trainer state)")
+    state = json.loads(metadata[_STATE_KEY])
+    groups: dict[str, dict[str, Tensor]] = {"model": {}, "best": {}, "optim": {}}
+    for name, tensor in tensors.items():
+        group, key = name.split(".", 1)
+        groups[group][key] = tensor
+    optimizer_state = unflatten_optimizer_state(groups["optim"], state.pop("optimizer"))
+    return {"model": groups["model"], "best_model": groups["best"], "optimizer": optimizer_state, "state": state}

@@ -1,0 +1,341 @@
+"""The one trainer every model shares: Adam, LR schedule, validation-based model selection,
+early stopping, atomic safetensors checkpoints and exact resume.
+
+Determinism: the shuffling order and the torch RNG (dropout) of epoch ``e`` are derived
+from ``(seed, e)`` only, inside a forked RNG scope, so a run resumed after epoch ``e``
+replays epochs ``e+1..`` exactly like an uninterrupted one and the caller's global RNG
+state is left untouched.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from holoxmc.data.batch import LabelBatch, SparseBatch, input_batch, label_batch
+from holoxmc.errors import InputError
+from holoxmc.train.checkpoint import load_checkpoint, save_checkpoint
+from holoxmc.train.inference import evaluate_topk
+
+__all__ = ["TrainConfig", "Trainer", "FitResult", "TrainableNetwork", "split_validation", "lr_factor"]
+
+Schedule = Literal["none", "cosine", "linear"]
+_SCHEDULES = ("none", "cosine", "linear")
+
+
+class TrainableNetwork(Protocol):
+    """What the trainer needs from a model (``holoxmc.backbones.Network`` satisfies it)."""
+
+    def loss(self, x: SparseBatch | Tensor, labels: LabelBatch) -> Tensor: ...
+
+    def topk(self, x: SparseBatch | Tensor, k: int) -> tuple[Tensor, Tensor]: ...
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings of :class:`Trainer`.
+
+    Args:
+        epochs: maximum number of passes over the training rows.
+        batch_size: training rows per step.
+        lr: Adam learning rate (peak, after warm-up).
+        weight_decay: Adam (L2) weight decay.
+        schedule: LR multiplier over the run: ``"none"``, ``"cosine"`` (to 0) or ``"linear"`` (to 0).
+        warmup_epochs: linear warm-up length, in epochs (fractional allowed).
+        grad_clip: clip the global gradient norm to this value; ``None`` disables.
+        val_fraction: share of the training rows held out for model selection when no
+            validation set is given; ``0`` trains on everything and keeps the last epoch.
+        patience: stop after this many epochs without validation improvement; ``None`` never.
+        select_metric: validation metric maximised for model selection.
+        seed: seeds the validation split, the shuffling and dropout.
+        device: where to train (``"cpu"``, ``"cuda"``, ...).
+        eval_batch_size: rows per inference batch.
+        progress: show a tqdm bar; ``None`` = only when stderr is a terminal.
+    """
+
+    epochs: int = 20
+    batch_size: int = 128
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    schedule: Schedule = "cosine"
+    warmup_epochs: float = 0.0
+    grad_clip: float | None = None
+    val_fraction: float = 0.1
+    patience: int | None = None
+    select_metric: str = "P@1"
+    seed: int = 0
+    device: str = "cpu"
+    eval_batch_size: int = 1024
+    progress: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise InputError(f"epochs must be >= 1, got {self.epochs}")
+        if self.batch_size < 1:
+            raise InputError(f"batch_size must be >= 1, got {self.batch_size}")
+        if not self.lr > 0:
+            raise InputError(f"lr must be > 0, got {self.lr}")
+        if self.schedule not in _SCHEDULES:
+            raise InputError(f"schedule must be one of {_SCHEDULES}, got {self.schedule!r}")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise InputError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.patience is not None and self.patience < 1:
+            raise InputError(f"patience must be >= 1 or None, got {self.patience}")
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "TrainConfig":
+        """Build from a dict, ignoring keys that are not config fields."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+
+@dataclass
+class FitResult:
+    """What :meth:`Trainer.fit` learned about the run.
+
+    ``history`` has one entry per epoch: ``{"epoch", "loss", "seconds", "val": {...}}``;
+    ``epoch_seconds`` is the optimisation time of each epoch (validation excluded).
+    """
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    best_epoch: int = 0
+    best_score: float = -math.inf
+    stopped_early: bool = False
+
+    @property
+    def epoch_seconds(self) -> list[float]:
+        return [h["seconds"] for h in self.history]
+
+    @property
+    def train_seconds(self) -> float:
+        return float(sum(self.epoch_seconds))
+
+
+def split_validation(n_rows: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded split of ``range(n_rows)`` into sorted ``(train_rows, val_rows)``.
+
+    At least one row goes to each side when ``fraction > 0`` and ``n_rows >= 2``.
+
+    Example:
+        >>> train, val = split_validation(10, 0.2, seed=0)
+        >>> len(train), len(val)
+        (8, 2)
+    """
+    n_val = int(round(n_rows * fraction))
+    if fraction > 0:
+        n_val = min(max(n_val, 1), n_rows - 1)
+    order = np.random.default_rng([seed, 0x5EED]).permutation(n_rows)
+    return np.sort(order[n_val:]), np.sort(order[:n_val])
+
+
+def lr_factor(schedule: Schedule, step: int, total_steps: int, warmup_steps: int = 0) -> float:
+    """LR multiplier at optimisation ``step`` (0-based) of ``total_steps``.
+
+    Example:
+        >>> lr_factor("cosine", 0, 100), round(lr_factor("cosine", 50, 100), 3)
+        (1.0, 0.5)
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(total_steps - warmup_steps, 1)
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    if schedule == "linear":
+        return 1.0 - progress
+    return 1.0
+
+
+def _epoch_seed(seed: int, epoch: int) -> int:
+    return int(np.random.SeedSequence([seed, epoch]).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def _copy_state(module: nn.Module) -> dict[str, Tensor]:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+class Trainer:
+    """Train any network with ``loss(x, labels)`` and ``topk(x, k)`` (e.g. ``Network``).
+
+    Args:
+        config: a :class:`TrainConfig` (defaults when omitted).
+
+    Example:
+        >>> trainer = Trainer(TrainConfig(epochs=5, seed=0))  # doctest: +SKIP
+        >>> result = trainer.fit(network, X, Y)               # doctest: +SKIP
+        >>> result.history[-1]["val"]["P@1"]                  # doctest: +SKIP
+    """
+
+    def __init__(self, config: TrainConfig | None = None):
+        self.config = config or TrainConfig()
+
+    def fit(
+        self,
+        network: nn.Module,
+        X_train: sp.csr_matrix | np.ndarray,
+        Y_train: sp.csr_matrix,
+        X_val: sp.csr_matrix | np.ndarray | None = None,
+        Y_val: sp.csr_matrix | None = None,
+        run_dir: str | Path | None = None,
+        resume: bool = False,
+    ) -> FitResult:
+        """Train ``network`` in place and leave it holding the best validation weights.
+
+        Args:
+            network: the model; moved to ``config.device``.
+            X_train: ``(n, D)`` CSR features or ``(n, T)`` token ids; Y_train: ``(n, L)`` binary CSR.
+            X_val, Y_val: a validation set; when omitted, ``config.val_fraction`` of the
+                training rows is held out (seeded). Never pass the test set.
+            run_dir: where to write a checkpoint after every epoch; ``None`` writes nothing.
+            resume: continue from ``run_dir``'s checkpoint when there is one.
+
+        Returns:
+            a :class:`FitResult` with the per-epoch history and the selected epoch.
+        """
+        cfg = self.config
+        if (X_val is None) != (Y_val is None):
+            raise InputError("give both X_val and Y_val, or neither")
+        if X_train.shape[0] != Y_train.shape[0]:
+            raise InputError(f"X_train has {X_train.shape[0]} rows but Y_train has {Y_train.shape[0]}")
+        Y_train = sp.csr_matrix(Y_train)
+        if X_val is None:
+            train_rows, val_rows = split_validation(X_train.shape[0], cfg.val_fraction, cfg.seed)
+            X_val, Y_val = (X_train[val_rows], Y_train[val_rows]) if len(val_rows) else (None, None)
+        else:
+            train_rows = np.arange(X_train.shape[0])
+        device = torch.device(cfg.device)
+        network.to(device)
+        optimizer = torch.optim.Adam(network.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        steps_per_epoch = math.ceil(len(train_rows) / cfg.batch_size)
+        total_steps = steps_per_epoch * cfg.epochs
+        warmup_steps = int(round(cfg.warmup_epochs * steps_per_epoch))
+
+        result = FitResult()
+        best_state = _copy_state(network)
+        since_best = 0
+        fingerprint = {
+            "n_train": int(len(train_rows)),
+            "n_val": 0 if X_val is None else int(X_val.shape[0]),
+            "shape": [int(X_train.shape[1]), int(Y_train.shape[1])],
+        }
+        config_json = asdict(cfg) | {"progress": None, "device": None}
+        start_epoch = 0
+        if resume and run_dir is not None:
+            checkpoint = load_checkpoint(run_dir, device)
+            if checkpoint is not None:
+                state = checkpoint["state"]
+                if state["config"] != config_json or state["data"] != fingerprint:
+                    raise InputError(
+                        f"{run_dir}: the checkpoint was made with another configuration or data; "
+                        "use the same options to resume, or a new run directory"
+                    )
+                network.load_state_dict(checkpoint["model"])
+                optimizer.load_state_dict(checkpoint["optimizer"])
+                best_state = checkpoint["best_model"]
+                start_epoch = state["epoch"]
+                since_best = state["since_best"]
+                result = FitResult(state["history"], state["best_epoch"], state["best_score"], state["stopped_early"])
+
+        show = cfg.progress if cfg.progress is not None else sys.stderr.isatty()
+        for epoch in range(start_epoch, cfg.epochs):
+            if result.stopped_early:
+                break
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                torch.manual_seed(_epoch_seed(cfg.seed, epoch))
+                order = np.random.default_rng([cfg.seed, epoch]).permutation(train_rows)
+                loss, seconds = self._train_epoch(
+                    network, optimizer, X_train, Y_train, order, epoch, steps_per_epoch,
+                    total_steps, warmup_steps, device, show, result,
+                )
+            record: dict[str, Any] = {"epoch": epoch + 1, "loss": loss, "seconds": seconds}
+            if X_val is not None:
+                record["val"] = evaluate_topk(
+                    network, X_val, Y_val, ks=(1, 3, 5), batch_size=cfg.eval_batch_size, device=device
+                )
+                score = record["val"][cfg.select_metric]
+            else:
+                score = -loss  # nothing held out: the last epoch wins
+            result.history.append(record)
+            if score > result.best_score or X_val is None:
+                result.best_score, result.best_epoch, since_best = float(score), epoch + 1, 0
+                best_state = _copy_state(network)
+            else:
+                since_best += 1
+                if cfg.patience is not None and since_best >= cfg.patience:
+                    result.stopped_early = True
+            if run_dir is not None:
+                save_checkpoint(
+                    run_dir,
+                    model=network.state_dict(),
+                    best_model=best_state,
+                    optimizer=optimizer,
+                    state={
+                        "format": "holoxmc-trainer-checkpoint/1",
+                        "epoch": epoch + 1,
+                        "config": config_json,
+                        "data": fingerprint,
+                        "rng": {"scheme": "per-epoch (seed, epoch)", "seed": cfg.seed, "next_epoch": epoch + 1},
+                        "history": result.history,
+                        "best_epoch": result.best_epoch,
+                        "best_score": result.best_score,
+                        "since_best": since_best,
+                        "stopped_early": result.stopped_early,
+                    },
+                )
+        network.load_state_dict(best_state)
+        return result
+
+    def _train_epoch(
+        self,
+        network: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        X: sp.csr_matrix | np.ndarray,
+        Y: sp.csr_matrix,
+        order: np.ndarray,
+        epoch: int,
+        steps_per_epoch: int,
+        total_steps: int,
+        warmup_steps: int,
+        device: torch.device,
+        show: bool,
+        result: FitResult,
+    ) -> tuple[float, float]:
+        """One pass over ``order``; returns ``(mean loss, optimisation seconds)``."""
+        cfg = self.config
+        network.train()
+        total_loss = torch.zeros((), device=device)
+        last_val = result.history[-1].get("val", {}).get(cfg.select_metric) if result.history else None
+        bar = tqdm(
+            total=steps_per_epoch, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not show, leave=False,
+            file=sys.stderr,
+        )
+        start = time.perf_counter()
+        for i in range(steps_per_epoch):
+            rows = order[i * cfg.batch_size : (i + 1) * cfg.batch_size]
+            factor = lr_factor(cfg.schedule, epoch * steps_per_epoch + i, total_steps, warmup_steps)
+            for group in optimizer.param_groups:
+                group["lr"] = cfg.lr * factor
+            loss = network.loss(input_batch(X, rows).to(device), label_batch(Y, rows).to(device))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip is not None:
+                nn.utils.clip_grad_norm_(network.parameters(), cfg.grad_clip)
+            optimizer.step()
+            total_loss += loss.detach() * len(rows)
+            if show:
+                bar.update(1)
+                if i % 10 == 0:
+                    bar.set_postfix(loss=f"{loss.item():.4f}", val_p1="-" if last_val is None else f"{last_val:.2f}")
+        mean_loss = float(total_loss) / max(len(order), 1)
+        seconds = time.perf_counter() - start
+        bar.close()
+        return mean_loss, seconds

@@ -1,0 +1,212 @@
+"""The shared Trainer: learning, determinism, exact resume, checkpoints without pickle."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from safetensors import safe_open
+from torch import nn
+
+from holoxmc.data.batch import LabelBatch, SparseBatch
+from holoxmc.errors import InputError
+from holoxmc.train import (
+    TrainConfig,
+    Trainer,
+    evaluate_topk,
+    lr_factor,
+    predict_topk,
+    split_validation,
+)
+from holoxmc.train.checkpoint import CHECKPOINT_JSON, CHECKPOINT_TENSORS
+
+
+class TinyNetwork(nn.Module):
+    """A minimal Network-like model (EmbeddingBag → ReLU → dropout → L logits, BCE loss)."""
+
+    def __init__(self, n_features: int, n_labels: int, hidden: int = 16, seed: int = 0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.embed = nn.EmbeddingBag(n_features, hidden, mode="sum")
+        self.out = nn.Linear(hidden, n_labels)
+        self.dropout = nn.Dropout(0.2)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+
+    def forward(self, x: SparseBatch) -> torch.Tensor:
+        h = self.embed(x.indices, x.offsets, per_sample_weights=x.values)
+        return self.out(self.dropout(torch.relu(h)))
+
+    def loss(self, x: SparseBatch, labels: LabelBatch) -> torch.Tensor:
+        return nn.functional.binary_cross_entropy_with_logits(self(x), labels.to_dense())
+
+    def topk(self, x: SparseBatch, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.topk(self(x), k, dim=1)
+
+
+class InterruptAfter(TinyNetwork):
+    """Raises KeyboardInterrupt at a given training step, like a killed process."""
+
+    def __init__(self, *args, steps: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.steps_left = steps
+
+    def loss(self, x, labels):
+        if self.steps_left == 0:
+            raise KeyboardInterrupt
+        self.steps_left -= 1
+        return super().loss(x, labels)
+
+
+def make_data(n: int = 240, n_features: int = 40, n_labels: int = 6, seed: int = 0):
+    """Label ``l`` is present when feature ``l`` is (at least one per row), plus noise features."""
+    rng = np.random.default_rng(seed)
+    rows = [
+        np.concatenate([[rng.integers(n_labels)], n_labels + rng.choice(n_features - n_labels, 5, replace=False)])
+        for _ in range(n)
+    ]
+    X = sp.csr_matrix(
+        (np.ones(6 * n, np.float32), np.concatenate(rows), np.arange(0, 6 * n + 1, 6)), shape=(n, n_features)
+    )
+    X.sort_indices()
+    Y = sp.csr_matrix(X[:, :n_labels].toarray().astype(np.float32))
+    return X, Y
+
+
+def weights(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in module.state_dict().items()}
+
+
+def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+CONFIG = dict(epochs=4, batch_size=32, lr=0.05, seed=3, progress=False)
+
+
+def test_lr_factor_warmup_then_cosine_to_zero():
+    assert lr_factor("none", 7, 10) == 1.0
+    assert [lr_factor("cosine", s, 10, warmup_steps=2) for s in (0, 1)] == [0.5, 1.0]
+    assert lr_factor("cosine", 2, 10, warmup_steps=2) == 1.0
+    assert lr_factor("cosine", 10, 10) == pytest.approx(0.0, abs=1e-12)
+    assert lr_factor("linear", 5, 10) == pytest.approx(0.5)
+
+
+def test_split_validation_is_seeded_disjoint_and_complete():
+    train, val = split_validation(101, 0.1, seed=5)
+    assert len(val) == 10 and len(train) == 91
+    assert np.intersect1d(train, val).size == 0
+    assert np.array_equal(np.sort(np.concatenate([train, val])), np.arange(101))
+    again_train, again_val = split_validation(101, 0.1, seed=5)
+    assert np.array_equal(val, again_val) and np.array_equal(train, again_train)
+    assert not np.array_equal(val, split_validation(101, 0.1, seed=6)[1])
+    assert len(split_validation(5, 0.01, seed=0)[1]) == 1  # never an empty validation set
+
+
+def test_fit_learns_and_selects_on_validation():
+    X, Y = make_data()
+    network = TinyNetwork(X.shape[1], Y.shape[1])
+    before = evaluate_topk(network, X, Y, ks=(1,))["P@1"]
+    result = Trainer(TrainConfig(**CONFIG | {"epochs": 8})).fit(network, X, Y)
+    assert len(result.history) == 8
+    assert all("P@1" in h["val"] and h["seconds"] > 0 for h in result.history)
+    best = max(h["val"]["P@1"] for h in result.history)
+    assert result.best_score == best
+    assert result.history[result.best_epoch - 1]["val"]["P@1"] == best
+    after = evaluate_topk(network, X, Y, ks=(1,))["P@1"]
+    assert after > before + 20 and after > 80
+
+
+def test_same_seed_same_weights_and_global_rng_untouched():
+    X, Y = make_data()
+    first = TinyNetwork(X.shape[1], Y.shape[1])
+    torch.manual_seed(1234)
+    global_state = torch.get_rng_state()
+    Trainer(TrainConfig(**CONFIG)).fit(first, X, Y)
+    assert torch.equal(torch.get_rng_state(), global_state)
+    second = TinyNetwork(X.shape[1], Y.shape[1])
+    torch.manual_seed(999)  # a different global state must not matter
+    Trainer(TrainConfig(**CONFIG)).fit(second, X, Y)
+    assert_same_weights(weights(first), weights(second))
+    third = TinyNetwork(X.shape[1], Y.shape[1])
+    Trainer(TrainConfig(**CONFIG | {"seed": 4})).fit(third, X, Y)
+    assert not torch.equal(weights(first)["out.weight"], weights(third)["out.weight"])
+
+
+@pytest.mark.parametrize("kill_at_step", [14, 17])  # 7 steps/epoch: right after epoch 2, and mid-epoch 3
+def test_killed_run_resumes_to_identical_weights_and_metrics(tmp_path, kill_at_step):
+    X, Y = make_data()
+    config = TrainConfig(**CONFIG)
+    reference = TinyNetwork(X.shape[1], Y.shape[1])
+    expected = Trainer(config).fit(reference, X, Y, run_dir=tmp_path / "uninterrupted")
+
+    run_dir = tmp_path / "killed"
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(config).fit(InterruptAfter(X.shape[1], Y.shape[1], steps=kill_at_step), X, Y, run_dir=run_dir)
+    saved = json.loads((run_dir / CHECKPOINT_JSON).read_text())
+    assert saved["epoch"] == 2
+
+    resumed_network = TinyNetwork(X.shape[1], Y.shape[1], seed=77)  # fresh, different init
+    resumed = Trainer(config).fit(resumed_network, X, Y, run_dir=run_dir, resume=True)
+    assert len(resumed.history) == len(expected.history)
+    assert [h["val"] for h in resumed.history] == [h["val"] for h in expected.history]
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in expected.history]
+    assert resumed.best_epoch == expected.best_epoch
+    assert_same_weights(weights(resumed_network), weights(reference))
+    assert evaluate_topk(resumed_network, X, Y) == evaluate_topk(reference, X, Y)
+
+
+def test_checkpoint_is_safetensors_plus_json(tmp_path):
+    X, Y = make_data()
+    Trainer(TrainConfig(**CONFIG | {"epochs": 2})).fit(TinyNetwork(40, 6), X, Y, run_dir=tmp_path)
+    state = json.loads((tmp_path / CHECKPOINT_JSON).read_text())
+    assert state["epoch"] == 2 and len(state["history"]) == 2
+    assert state["config"]["seed"] == 3 and state["rng"]["next_epoch"] == 2
+    with safe_open(str(tmp_path / CHECKPOINT_TENSORS), framework="pt") as f:
+        names = set(f.keys())
+        assert json.loads(f.metadata()["trainer_state"])["epoch"] == 2
+    assert {"model.out.weight", "best.out.weight"} <= names
+    assert any(n.startswith("optim.") and n.endswith("exp_avg_sq") for n in names)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CHECKPOINT_JSON, CHECKPOINT_TENSORS]
+
+
+def test_resume_with_other_configuration_is_refused(tmp_path):
+    X, Y = make_data()
+    Trainer(TrainConfig(**CONFIG | {"epochs": 1})).fit(TinyNetwork(40, 6), X, Y, run_dir=tmp_path)
+    with pytest.raises(InputError, match="another configuration"):
+        Trainer(TrainConfig(**CONFIG | {"epochs": 1, "lr": 0.1})).fit(
+            TinyNetwork(40, 6), X, Y, run_dir=tmp_path, resume=True
+        )
+
+
+def test_early_stopping_and_explicit_validation_set():
+    X, Y = make_data()
+    config = TrainConfig(**CONFIG | {"epochs": 30, "patience": 2, "lr": 0.2})
+    result = Trainer(config).fit(TinyNetwork(40, 6), X[:200], Y[:200], X[200:], Y[200:])
+    assert result.stopped_early and len(result.history) < 30
+    assert len(result.history) - result.best_epoch == 2
+
+
+def test_inference_scores_every_row_with_odd_batch_sizes():
+    X, Y = make_data(n=103)
+    network = TinyNetwork(40, 6)
+    indices, scores = predict_topk(network, X, k=3, batch_size=10)
+    full_scores, full_indices = network.eval().topk(SparseBatch.from_csr(X), 3)
+    assert np.array_equal(indices, full_indices.numpy())
+    assert np.allclose(scores, full_scores.detach().numpy(), atol=1e-6)
+    assert evaluate_topk(network, X, Y, batch_size=10) == evaluate_topk(network, X, Y, batch_size=1000)
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [({"epochs": 0}, "epochs"), ({"schedule": "exp"}, "schedule"), ({"val_fraction": 1.0}, "val_fraction")],
+)
+def test_config_validation(bad, match):
+    with pytest.raises(InputError, match=match):
+        TrainConfig(**bad)
