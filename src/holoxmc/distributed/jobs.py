@@ -1,0 +1,174 @@
+"""Run independent jobs — no communication between them — inline, in local worker processes
+or as Ray tasks, with the same results everywhere.
+
+A job is a picklable value handed to a module-level function ``fn(job, shared)``; ``shared``
+is read-only data every job needs (e.g. the training matrices). It is shipped once per worker
+process (local) or once into the object store (Ray), never once per job. Every backend runs
+``fn`` with the same number of torch threads, so floating-point results are bit-identical.
+
+A job that raises does not stop the others: every job runs to its end, then
+:class:`JobsFailed` reports the failed ones, and a re-run only needs those.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import torch
+
+from holoxmc.errors import HoloxmcError, InputError
+
+__all__ = ["run_jobs", "JobsFailed", "JobFailure"]
+
+Job = TypeVar("Job")
+Result = TypeVar("Result")
+
+
+@dataclass(frozen=True)
+class JobFailure:
+    """One failed job: its position in the job list and the error, as text."""
+
+    position: int
+    error: str
+
+
+class JobsFailed(HoloxmcError):
+    """Some jobs failed; the others finished. ``results`` holds ``None`` at failed positions."""
+
+    def __init__(self, failures: list[JobFailure], results: list[Any]):
+        self.failures = failures
+        self.results = results
+        shown = "; ".join(f"job {f.position}: {f.error}" for f in failures[:3])
+        more = f" (+{len(failures) - 3} more)" if len(failures) > 3 else ""
+        super().__init__(f"{len(failures)} of {len(results)} jobs failed: {shown}{more}")
+
+
+# Per-worker-process state of the local backend: filled once by the pool initializer.
+_WORKER_SHARED: Any = None
+
+
+def _init_local_worker(threads: int, shared: Any) -> None:
+    global _WORKER_SHARED
+    torch.set_num_threads(threads)
+    _WORKER_SHARED = shared
+
+
+def _call_in_local_worker(fn: Callable[[Any, Any], Any], job: Any) -> Any:
+    return fn(job, _WORKER_SHARED)
+
+
+def _call_with_threads(fn: Callable[[Any, Any], Any], job: Any, shared: Any, threads: int) -> Any:
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return fn(job, shared)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _run_inline(fn, jobs, shared, threads) -> tuple[list[Any], list[JobFailure]]:
+    results: list[Any] = [None] * len(jobs)
+    failures: list[JobFailure] = []
+    for i, job in enumerate(jobs):
+        try:
+            results[i] = _call_with_threads(fn, job, shared, threads)
+        except Exception as exc:  # one failed job must not stop the others
+            failures.append(JobFailure(i, _describe(exc)))
+    return results, failures
+
+
+def _run_local(fn, jobs, shared, workers, threads) -> tuple[list[Any], list[JobFailure]]:
+    results: list[Any] = [None] * len(jobs)
+    failures: list[JobFailure] = []
+    context = multiprocessing.get_context("spawn")  # fork is unsafe with torch threads
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_init_local_worker, initargs=(threads, shared)
+    ) as pool:
+        futures = [pool.submit(_call_in_local_worker, fn, job) for job in jobs]
+        for i, future in enumerate(futures):
+            try:
+                results[i] = future.result()
+            except Exception as exc:  # includes BrokenProcessPool when a worker is killed
+                failures.append(JobFailure(i, _describe(exc)))
+    return results, failures
+
+
+def _run_ray(fn, jobs, shared, address, threads) -> tuple[list[Any], list[JobFailure]]:
+    try:
+        import ray
+    except ImportError as exc:
+        raise InputError("Ray is not installed: pip install 'holoxmc[ray]'") from exc
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+    task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=0)(_call_with_threads)
+    shared_ref = ray.put(shared)
+    refs = [task.remote(fn, job, shared_ref, threads) for job in jobs]
+    results: list[Any] = [None] * len(jobs)
+    failures: list[JobFailure] = []
+    for i, ref in enumerate(refs):
+        try:
+            results[i] = ray.get(ref)
+        except Exception as exc:  # RayTaskError wraps the job's own error
+            failures.append(JobFailure(i, _describe(getattr(exc, "cause", None) or exc)))
+    return results, failures
+
+
+def run_jobs(
+    fn: Callable[[Job, Any], Result],
+    jobs: Sequence[Job],
+    shared: Any = None,
+    *,
+    workers: int = 1,
+    ray_address: str | None = None,
+    threads_per_job: int = 1,
+) -> list[Result]:
+    """Run ``fn(job, shared)`` for every job, with no communication between jobs.
+
+    Args:
+        fn: a module-level (picklable) function.
+        jobs: the jobs; results come back in the same order.
+        shared: read-only data for every job, shipped once per worker / once to Ray.
+        workers: local worker processes (spawned); ``1`` runs in this process.
+        ray_address: run each job as a Ray task on this cluster (``"auto"``, ``"ray://host:10001"``,
+            or ``"local"`` for a fresh local instance); a task asks for one GPU when the cluster
+            has GPUs. Overrides ``workers``.
+        threads_per_job: torch threads inside each job (the same in every backend, so results are
+            bit-identical; keep ``workers * threads_per_job`` at or below the core count).
+
+    Returns:
+        the results of ``fn``, in job order.
+
+    Raises:
+        JobsFailed: after every job ran, when any of them raised (or its worker died).
+
+    Example:
+        >>> run_jobs(pow, [1, 2, 3], shared=2)
+        [1, 4, 9]
+    """
+    if workers < 1:
+        raise InputError(f"workers must be >= 1, got {workers}")
+    if threads_per_job < 1:
+        raise InputError(f"threads_per_job must be >= 1, got {threads_per_job}")
+    jobs = list(jobs)
+    if not jobs:
+        return []
+    if ray_address is not None:
+        address = None if ray_address == "local" else ray_address
+        results, failures = _run_ray(fn, jobs, shared, address, threads_per_job)
+    elif workers == 1:
+        results, failures = _run_inline(fn, jobs, shared, threads_per_job)
+    else:
+        results, failures = _run_local(fn, jobs, shared, min(workers, len(jobs)), threads_per_job)
+    if failures:
+        raise JobsFailed(failures, results)
+    return results
+

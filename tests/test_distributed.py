@@ -1,0 +1,69 @@
+"""Independent jobs inline, in spawned worker processes and as Ray tasks."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from holoxmc.distributed import JobsFailed, run_jobs
+from holoxmc.errors import InputError
+
+
+def _describe_worker(job: int, shared: dict) -> tuple[int, int, int]:
+    """Module-level so spawned workers can import it: (job * factor, torch threads, pid)."""
+    if job < 0:
+        raise ValueError(f"negative job {job}")
+    return job * shared["factor"], torch.get_num_threads(), os.getpid()
+
+
+def test_inline_runs_in_order_and_restores_threads():
+    before = torch.get_num_threads()
+    results = run_jobs(_describe_worker, [3, 1, 2], shared={"factor": 10}, threads_per_job=1)
+    assert [r[0] for r in results] == [30, 10, 20]
+    assert {r[1] for r in results} == {1}
+    assert {r[2] for r in results} == {os.getpid()}
+    assert torch.get_num_threads() == before
+
+
+def test_local_workers_run_in_other_processes_with_given_threads():
+    results = run_jobs(_describe_worker, [1, 2, 3, 4], shared={"factor": 3}, workers=2, threads_per_job=1)
+    assert [r[0] for r in results] == [3, 6, 9, 12]
+    assert {r[1] for r in results} == {1}
+    pids = {r[2] for r in results}
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_failed_job_does_not_stop_the_others(workers):
+    with pytest.raises(JobsFailed) as info:
+        run_jobs(_describe_worker, [1, -5, 2], shared={"factor": 1}, workers=workers)
+    error = info.value
+    assert [f.position for f in error.failures] == [1]
+    assert "negative job -5" in error.failures[0].error
+    assert [r if r is None else r[0] for r in error.results] == [1, None, 2]
+    assert "1 of 3 jobs failed" in str(error)
+
+
+def test_invalid_arguments():
+    assert run_jobs(_describe_worker, [], shared=None) == []
+    with pytest.raises(InputError):
+        run_jobs(_describe_worker, [1], workers=0)
+    with pytest.raises(InputError):
+        run_jobs(_describe_worker, [1], threads_per_job=0)
+
+
+def test_ray_tasks_return_results_and_report_failures():
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'holoxmc[ray]'")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        # pow is importable everywhere; pow(0, -1) raises ZeroDivisionError inside its task.
+        assert run_jobs(pow, [1, 2, 3], shared=3, ray_address="local") == [1, 8, 27]
+        with pytest.raises(JobsFailed) as info:
+            run_jobs(pow, [2, 0], shared=-1, ray_address="local")
+        assert [f.position for f in info.value.failures] == [1]
+        assert info.value.results[0] == 0.5
+        assert "ZeroDivisionError" in info.value.failures[0].error
+    finally:
+        ray.shutdown()
