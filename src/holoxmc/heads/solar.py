@@ -1,0 +1,188 @@
+"""SOLAR's output side: per-chunk bucket targets and loss, and inverted-index decoding.
+
+A chunk model predicts B bucket logits. Its training target is the OR of the buckets of the
+present labels, built per batch from the :class:`LabelBatch` (never an L-wide vector).
+Decoding takes every chunk's top-m buckets, collects their labels through the inverted index,
+counts in how many chunks each candidate was hit, drops candidates hit fewer than
+``min_freq`` times, scores the rest by summing a per-chunk score of their bucket over all K
+chunks and keeps the top k — batched over points with sort/scatter ops, no Python loop over
+candidates.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from holoxmc.data.batch import LabelBatch
+from holoxmc.errors import InputError
+from holoxmc.heads.dense import DenseHead
+
+__all__ = ["SolarChunkHead", "bucket_label_batch", "solar_decode", "SCORINGS"]
+
+Scoring = Literal["prob", "logprob", "logit"]
+SCORINGS: tuple[str, ...] = ("prob", "logprob", "logit")
+
+
+def bucket_label_batch(labels: LabelBatch, bucket_of_label: Tensor, n_buckets: int) -> LabelBatch:
+    """The OR of each row's label buckets, as a :class:`LabelBatch` over ``n_buckets``.
+
+    Args:
+        labels: present labels of a batch (label ids ``< L``).
+        bucket_of_label: ``(L,)`` int64 bucket of every label in this chunk.
+        n_buckets: B.
+
+    Shapes:
+        returns indices ``(n_pos',)`` sorted per row, duplicates removed; indptr ``(n + 1,)``.
+
+    Example:
+        >>> y = LabelBatch(torch.tensor([0, 2, 1]), torch.tensor([0, 2, 3]), n_labels=3)
+        >>> out = bucket_label_batch(y, torch.tensor([1, 0, 1]), n_buckets=2)
+        >>> out.indices.tolist(), out.indptr.tolist()
+        ([1, 0], [0, 1, 2])
+    """
+    rows = labels.row_ids()
+    keys = torch.unique(rows * n_buckets + bucket_of_label[labels.indices])  # sorted
+    counts = torch.bincount(keys // n_buckets, minlength=len(labels))
+    indptr = torch.zeros(len(labels) + 1, dtype=torch.int64, device=keys.device)
+    indptr[1:] = torch.cumsum(counts, 0)
+    return LabelBatch(keys % n_buckets, indptr, n_buckets)
+
+
+class SolarChunkHead(nn.Module):
+    """One SOLAR chunk's output layer: a :class:`DenseHead` over B buckets whose targets are
+    the buckets of the present labels.
+
+    ``forward`` gives ``(n, B)`` bucket logits; ``loss`` takes labels in label space (L) and
+    maps them to this chunk's buckets per batch; ``topk`` ranks buckets (used for per-chunk
+    model selection on bucket-space validation targets).
+
+    Args:
+        in_features: width of the backbone output.
+        bucket_of_label: ``(L,)`` bucket ids of this chunk (a row of ``SolarLabelCode.buckets``).
+        n_buckets: B.
+        seed: seed of the weight initialisation (local generator).
+
+    Example:
+        >>> head = SolarChunkHead(8, torch.tensor([0, 1, 1, 2]), n_buckets=3)
+        >>> head(torch.zeros(2, 8)).shape
+        torch.Size([2, 3])
+    """
+
+    def __init__(self, in_features: int, bucket_of_label: Tensor, n_buckets: int, *, seed: int = 0) -> None:
+        super().__init__()
+        bucket_of_label = torch.as_tensor(bucket_of_label, dtype=torch.int64)
+        if bucket_of_label.ndim != 1 or (bucket_of_label.numel() and int(bucket_of_label.max()) >= n_buckets):
+            raise InputError("bucket_of_label must be a 1-D array of bucket ids < n_buckets")
+        self.n_buckets = int(n_buckets)
+        self.n_labels = int(bucket_of_label.numel())
+        self.dense = DenseHead(in_features, self.n_buckets, seed=seed)
+        self.register_buffer("bucket_of_label", bucket_of_label, persistent=False)
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.dense(h)
+
+    def loss(self, out: Tensor, labels: LabelBatch) -> Tensor:
+        """Binary cross-entropy over the B buckets against the OR of the label buckets."""
+        if labels.n_labels != self.n_labels:
+            raise InputError(f"labels have {labels.n_labels} classes, the chunk code has {self.n_labels}")
+        return self.dense.loss(out, bucket_label_batch(labels, self.bucket_of_label, self.n_buckets))
+
+    def topk(self, out: Tensor, k: int) -> tuple[Tensor, Tensor]:
+        """Top-k buckets ``(scores, bucket ids)``."""
+        return self.dense.topk(out, k)
+
+
+def _chunk_scores(logits: Tensor, scoring: Scoring) -> Tensor:
+    if scoring == "prob":
+        return torch.sigmoid(logits)
+    if scoring == "logprob":
+        return F.logsigmoid(logits)
+    if scoring == "logit":
+        return logits
+    raise InputError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
+
+
+def solar_decode(
+    logits: Tensor,
+    index_table: Tensor,
+    buckets: Tensor,
+    k: int = 5,
+    *,
+    top_buckets: int = 50,
+    min_freq: int = 1,
+    scoring: Scoring = "prob",
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Top-k labels from K chunks' bucket logits through the inverted index.
+
+    1. per chunk, the ``top_buckets`` (m) best buckets; 2. their labels from ``index_table``;
+    3. hit count of every distinct candidate (in how many chunks it was retrieved);
+    4. keep candidates with ``>= min_freq`` hits — per point the threshold is lowered to the
+    k-th largest hit count when fewer than k would remain; 5. score = sum over all K chunks of
+    ``sigmoid`` (``"prob"``), ``logsigmoid`` (``"logprob"``) or the raw logit (``"logit"``) of
+    the candidate's bucket; 6. top-k by score.
+
+    Args:
+        logits: bucket logits of all chunks.
+        index_table: inverted index as a padded table (``InvertedIndex.padded()``), padding = L.
+        buckets: the label codes (``SolarLabelCode.buckets``) as int64.
+        k: labels returned per point.
+        top_buckets: m, buckets kept per chunk.
+        min_freq: least number of chunks that must retrieve a candidate.
+        scoring: ``"prob"``, ``"logprob"`` or ``"logit"``.
+
+    Shapes:
+        logits ``(n, K, B)``; index_table ``(K, B, S)``; buckets ``(K, L)`` →
+        scores ``(n, k)``, labels ``(n, k)`` int64 (``-1`` with score ``-inf`` where a point
+        has fewer than k candidates at all), candidates ``(n,)`` int64 — candidates kept after
+        the ``min_freq`` filter.
+    """
+    n, n_chunks, n_buckets = logits.shape
+    n_labels = buckets.shape[1]
+    if index_table.shape[:2] != (n_chunks, n_buckets) or buckets.shape[0] != n_chunks:
+        raise InputError(
+            f"logits {tuple(logits.shape)} do not match index {tuple(index_table.shape)} "
+            f"and codes {tuple(buckets.shape)}"
+        )
+    if k < 1 or top_buckets < 1 or min_freq < 1:
+        raise InputError("k, top_buckets and min_freq must be >= 1")
+    device = logits.device
+    values = _chunk_scores(logits, scoring)
+    m = min(top_buckets, n_buckets)
+    top = logits.topk(m, dim=2).indices  # (n, K, m)
+    chunk_ids = torch.arange(n_chunks, device=device).view(1, n_chunks, 1)
+    retrieved = index_table[chunk_ids, top].reshape(n, -1)  # (n, K*m*S), padding = L
+    keys = torch.arange(n, device=device).unsqueeze(1) * (n_labels + 1) + retrieved
+    keys = keys[retrieved < n_labels]
+    unique_keys, hits = torch.unique(keys, sorted=True, return_counts=True)
+    rows, labels = unique_keys // (n_labels + 1), unique_keys % (n_labels + 1)
+
+    # score every candidate with its bucket in all K chunks: (C, K) gathers, summed.
+    candidate_buckets = buckets[:, labels].T  # (C, K)
+    scores = values[rows.unsqueeze(1), chunk_ids.view(1, -1), candidate_buckets].sum(1)
+
+    # ragged (row-sorted) candidates → padded (n, width) for per-row thresholds and top-k.
+    per_row = torch.bincount(rows, minlength=n)
+    starts = torch.cumsum(per_row, 0) - per_row
+    slot = torch.arange(rows.numel(), device=device) - starts[rows]
+    width = max(int(per_row.max()) if n else 0, 1)
+    hits_pad = torch.zeros(n, width, dtype=torch.int64, device=device)
+    hits_pad[rows, slot] = hits
+    kk = min(k, width)
+    kth_hits = hits_pad.topk(kk, dim=1).values[:, -1]
+    threshold = torch.clamp(torch.minimum(kth_hits, torch.full_like(kth_hits, min_freq)), min=1)
+    keep = hits_pad >= threshold.unsqueeze(1)
+    score_pad = torch.full((n, width), -torch.inf, dtype=scores.dtype, device=device)
+    score_pad[rows, slot] = scores
+    score_pad = score_pad.masked_fill(~keep, -torch.inf)
+    label_pad = torch.full((n, width), -1, dtype=torch.int64, device=device)
+    label_pad[rows, slot] = labels
+    top_scores, top_slots = score_pad.topk(kk, dim=1)
+    top_labels = label_pad.gather(1, top_slots).masked_fill(top_scores == -torch.inf, -1)
+    if kk < k:
+        top_scores = F.pad(top_scores, (0, k - kk), value=-torch.inf)
+        top_labels = F.pad(top_labels, (0, k - kk), value=-1)
+    return top_scores, top_labels, keep.sum(1)
