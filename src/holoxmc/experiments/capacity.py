@@ -1,0 +1,559 @@
+"""Binding-capacity evidence for the HRR projection (HRR paper, Fig. 1 and App. D.1–D.2).
+
+Three measurements, all on statements ``S = bundle_{i≤n} bind(x_i, y_i)`` of random pairs:
+
+* **Fig. 1 — responses.** For ``d = 256`` and ``T`` bound terms, the response
+  ``xᵀ(S ⊗ y†)`` for pairs present in ``S`` (should be ≈ 1) and for fresh pairs absent from
+  it (≈ 0), naive HRR (N(0, 1/d) vectors, exact inverse ``y†`` of eq. 2) against projected
+  HRR (π applied to the vectors, eq. 3). Mean and standard deviation over the individual
+  responses of all trials.
+* **App. D.1, Figs. 5–6 — capacity.** Protocol of App. D.1: draw ``n`` pairs and ``n``
+  distractors ``z_j`` the same way, unbind every ``y_i`` from ``S`` to get ``x̂_i``; item
+  ``i`` is a retrieval error when some distractor is more cosine-similar to ``x̂_i`` than
+  ``x_i`` is. The error rate is the fraction of the ``n`` items in error, averaged over the
+  trials (10 by default). ``n`` runs over the √2 grid ``round(√2^j)`` (deduplicated); the
+  capacity is the largest grid ``n`` before the first one whose mean error rate exceeds the
+  threshold (3 %). The curves of error rate against ``n`` are Fig. 6.
+* **App. D.2, Fig. 7 — response range.** Same responses as Fig. 1 for ``n`` up to 2¹⁶
+  (at most ``queries`` present and ``queries`` absent pairs are probed per trial).
+
+Output layout (:func:`write_capacity_outputs`): ``capacity.json`` is *nested* JSON, so the
+dotted names resolve key by key — ``fig1.terms``, ``fig1.projected.present_mean``,
+``fig1.naive.absent_std``, ``capacity.dims``, ``capacity.hrr``, ``capacity.hrr_projected``,
+``capacity.map_c``, ``capacity.vtb``, ``fig7.n``, ``fig7.projected.present_mean`` … are all
+lists aligned with their ``terms``/``dims``/``n`` list. CSVs (``fig1.csv``,
+``capacity.csv``, ``retrieval_errors.csv``, ``fig7.csv``) and PNGs (``fig1_response.png``,
+``fig5_capacity.png``, ``fig6_retrieval_error.png``, ``fig7_response_range.png``) sit
+beside it; every file is written atomically.
+
+Randomness: every (figure, method, d) cell draws from its own ``torch.Generator`` seeded
+from ``(seed, figure, method, d)``, so a cell's numbers do not depend on which other cells
+run (quick and full runs agree where they overlap).
+
+Example:
+    >>> config = CapacityConfig.smoke()
+    >>> results = run_capacity(config, seed=0)
+    >>> results["capacity"]["hrr_projected"][-1] > results["capacity"]["hrr"][-1]
+    True
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from holoxmc.errors import InputError
+from holoxmc.experiments.vsa import VSAS, VSA
+from holoxmc.io import atomic_write_bytes, atomic_write_json, atomic_write_text
+
+__all__ = [
+    "CapacityConfig",
+    "sqrt2_grid",
+    "response_statistics",
+    "retrieval_error_rates",
+    "capacity_curve",
+    "run_capacity",
+    "write_capacity_outputs",
+    "summary_table",
+]
+
+#: Methods of Figs. 5–6, in plotting order.
+CAPACITY_METHODS: tuple[str, ...] = ("hrr", "hrr_approx_inverse", "hrr_projected", "map_c", "vtb")
+#: Methods of Figs. 1 and 7: the JSON names them ``naive`` and ``projected``.
+RESPONSE_METHODS: dict[str, str] = {"naive": "hrr", "projected": "hrr_projected"}
+#: Elements per chunk of trials, bounding the memory of the retrieval test (~256 MiB).
+_CHUNK_ELEMENTS = 1 << 26
+
+
+def sqrt2_grid(max_n: int) -> list[int]:
+    """The √2 grid ``round(√2^j)``, deduplicated, up to ``max_n`` (App. D.1).
+
+    Example:
+        >>> sqrt2_grid(40)
+        [1, 2, 3, 4, 6, 8, 11, 16, 23, 32]
+    """
+    values: list[int] = []
+    j = 0
+    while (n := round(math.sqrt(2) ** j)) <= max_n:
+        if not values or n != values[-1]:
+            values.append(n)
+        j += 1
+    return values
+
+
+@dataclass(frozen=True)
+class CapacityConfig:
+    """Sizes of the three measurements. :meth:`full` follows the paper, :meth:`quick`
+    is the ~1-minute version, :meth:`smoke` the seconds-long one used by the tests.
+
+    Attributes:
+        fig1_dim: dimension of Fig. 1 (paper: 256).
+        fig1_terms: numbers ``T`` of bound terms (paper: up to 1024).
+        fig1_trials: independent statements per ``T``.
+        capacity_dims: dimensions of Figs. 5–6; perfect squares because of VTB.
+        capacity_trials: trials per ``(method, d, n)`` (paper: 10).
+        capacity_threshold: error rate that ends the capacity (paper: 3 %).
+        capacity_max_n: largest ``n`` tried; a capacity equal to it is a lower bound.
+        capacity_stop_error: stop a Fig. 6 curve once the mean error rate reaches this.
+        fig7_dim: dimension of Fig. 7 (paper: 256).
+        fig7_n: bundle sizes ``n`` of Fig. 7 (paper: up to 2¹⁶).
+        fig7_trials: independent statements per ``n``.
+        queries: present and absent pairs probed per statement in Figs. 1 and 7.
+    """
+
+    fig1_dim: int = 256
+    fig1_terms: tuple[int, ...] = tuple(sqrt2_grid(1024))
+    fig1_trials: int = 20
+    capacity_dims: tuple[int, ...] = (64, 144, 256, 400, 576, 784, 1024, 1600, 2304)
+    capacity_trials: int = 10
+    capacity_threshold: float = 0.03
+    capacity_max_n: int = 1 << 14
+    capacity_stop_error: float = 0.5
+    fig7_dim: int = 256
+    fig7_n: tuple[int, ...] = tuple(2**k for k in range(17))
+    fig7_trials: int = 5
+    queries: int = 1024
+    methods: tuple[str, ...] = field(default=CAPACITY_METHODS)
+
+    @classmethod
+    def full(cls) -> CapacityConfig:
+        """The paper's sizes: T ≤ 1024, d up to 2304, n up to 2¹⁶."""
+        return cls()
+
+    @classmethod
+    def quick(cls) -> CapacityConfig:
+        """About a minute on 2 CPU cores: T ≤ 1024, d ≤ 576, n ≤ 2¹², fewer trials."""
+        return cls(
+            fig1_trials=10,
+            capacity_dims=(64, 144, 256, 400, 576),
+            capacity_stop_error=0.2,
+            fig7_n=tuple(2**k for k in range(13)),
+            fig7_trials=2,
+            queries=512,
+        )
+
+    @classmethod
+    def smoke(cls) -> CapacityConfig:
+        """Seconds: the same code paths at toy sizes (tests, doctests)."""
+        return cls(
+            fig1_terms=(1, 16, 256, 1024),
+            fig1_trials=4,
+            capacity_dims=(64, 256),
+            capacity_trials=5,
+            capacity_stop_error=0.1,
+            fig7_n=(1, 64, 4096),
+            fig7_trials=1,
+            queries=256,
+        )
+
+    def __post_init__(self) -> None:
+        unknown = set(self.methods) - set(VSAS)
+        if unknown:
+            raise InputError(f"unknown methods {sorted(unknown)}; known: {sorted(VSAS)}")
+        if not 0 < self.capacity_threshold < 1:
+            raise InputError(f"capacity_threshold must lie in (0, 1), got {self.capacity_threshold}")
+        for name in ("fig1_trials", "capacity_trials", "fig7_trials", "queries", "capacity_max_n"):
+            if getattr(self, name) < 1:
+                raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if min(self.fig1_terms + self.fig7_n) < 1:
+            raise InputError("bundle sizes must be >= 1")
+
+
+def _generator(seed: int, *parts: object) -> torch.Generator:
+    """A local generator for one experiment cell, seeded from ``seed`` and the cell's name."""
+    key = zlib.crc32("/".join(map(str, parts)).encode())
+    state = np.random.SeedSequence([seed, key]).generate_state(2, dtype=np.uint32)
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+
+
+def _draw(
+    vsa: VSA, batch: int, counts: Sequence[int], d: int, generator: torch.Generator
+) -> tuple[Tensor, ...]:
+    """Draw, for each of ``batch`` trials, blocks of ``counts`` vectors: ``(batch, count, d)``.
+
+    Trial-major order (all blocks of trial 1, then of trial 2, …) keeps the random stream
+    the same however the trials are chunked.
+    """
+    total = sum(counts)
+    vectors = vsa.random(batch * total, d, generator=generator).reshape(batch, total, d)
+    return vectors.split(list(counts), dim=1)
+
+
+def response_statistics(
+    vsa: VSA,
+    d: int,
+    sizes: Sequence[int],
+    *,
+    trials: int,
+    queries: int,
+    generator: torch.Generator,
+) -> dict[str, list[float]]:
+    """Mean and std of the responses ``xᵀ unbind(S, y)`` to present and absent pairs.
+
+    Each trial draws ``max(sizes)`` pairs once; the statement of size ``n`` bundles the
+    first ``n`` of them (statements are nested across sizes, so every point is a valid
+    sample but neighbouring points are correlated). The first ``min(n, queries)`` bound
+    pairs are probed as *present*, ``queries`` pairs drawn apart from the statement as
+    *absent*. Statistics pool all individual responses of all trials; trials run in
+    memory-bounded chunks.
+
+    Args:
+        vsa: the architecture (its ``unbind`` defines ``y†``).
+        d: dimension.
+        sizes: bundle sizes ``n``.
+        trials: statements per size.
+        queries: probes per statement and case.
+        generator: local random generator.
+
+    Returns:
+        ``present_mean``, ``present_std``, ``absent_mean``, ``absent_std``: lists aligned
+        with ``sizes``.
+
+    Example:
+        >>> from holoxmc.experiments.vsa import VSAS
+        >>> g = torch.Generator().manual_seed(0)
+        >>> stats = response_statistics(VSAS["hrr_projected"], 256, [8], trials=2, queries=8, generator=g)
+        >>> abs(stats["present_mean"][0] - 1) < 0.2 and abs(stats["absent_mean"][0]) < 0.2
+        True
+    """
+    max_n = max(sizes)
+    chunk = max(1, _CHUNK_ELEMENTS // (4 * max(max_n, queries) * d))
+    present: list[list[Tensor]] = [[] for _ in sizes]
+    absent: list[list[Tensor]] = [[] for _ in sizes]
+    for start in range(0, trials, chunk):
+        batch = min(chunk, trials - start)
+        x, y, x_absent, y_absent = _draw(vsa, batch, (max_n, max_n, queries, queries), d, generator)
+        bound = vsa.bind(x, y)
+        for i, n in enumerate(sizes):
+            statement = vsa.bundle(bound[:, :n], dim=-2).unsqueeze(-2)  # (batch, 1, d)
+            k = min(n, queries)
+            present[i].append((x[:, :k] * vsa.unbind(statement, y[:, :k])).sum(-1).flatten())
+            absent[i].append((x_absent * vsa.unbind(statement, y_absent)).sum(-1).flatten())
+    out: dict[str, list[float]] = {
+        key: [] for key in ("present_mean", "present_std", "absent_mean", "absent_std")
+    }
+    for case, responses in (("present", present), ("absent", absent)):
+        for parts in responses:
+            values = torch.cat(parts).double()
+            out[f"{case}_mean"].append(float(values.mean()))
+            out[f"{case}_std"].append(float(values.std(correction=0)))
+    return out
+
+
+def retrieval_error_rates(
+    vsa: VSA, d: int, n: int, *, trials: int, generator: torch.Generator
+) -> Tensor:
+    """Per-trial fraction of ``n`` bound items lost to one of ``n`` distractors (App. D.1).
+
+    Item ``i`` is an error when ``max_j cos(x̂_i, z_j) > cos(x̂_i, x_i)`` with
+    ``x̂_i = unbind(S, y_i)``. Trials are batched, in chunks that bound memory.
+
+    Returns:
+        ``(trials,)`` float tensor of error rates in [0, 1].
+
+    Example:
+        >>> from holoxmc.experiments.vsa import VSAS
+        >>> g = torch.Generator().manual_seed(0)
+        >>> float(retrieval_error_rates(VSAS["hrr_projected"], 256, 4, trials=3, generator=g).max())
+        0.0
+    """
+    chunk = max(1, _CHUNK_ELEMENTS // (n * max(n, d)))
+    rates = []
+    for start in range(0, trials, chunk):
+        batch = min(chunk, trials - start)
+        x, y, distractors = _draw(vsa, batch, (n, n, n), d, generator)
+        statement = vsa.bundle(vsa.bind(x, y), dim=-2).unsqueeze(-2)
+        retrieved = torch.nn.functional.normalize(vsa.unbind(statement, y), dim=-1)
+        true_similarity = (retrieved * torch.nn.functional.normalize(x, dim=-1)).sum(-1)
+        distractor_similarity = retrieved @ torch.nn.functional.normalize(distractors, dim=-1).mT
+        errors = distractor_similarity.amax(dim=-1) > true_similarity
+        rates.append(errors.float().mean(dim=-1))
+    return torch.cat(rates)
+
+
+def capacity_curve(
+    vsa: VSA,
+    d: int,
+    *,
+    trials: int,
+    threshold: float,
+    max_n: int,
+    stop_error: float,
+    generator: torch.Generator,
+) -> dict[str, Any]:
+    """Walk the √2 grid of ``n`` until the mean error rate reaches ``stop_error``.
+
+    Returns:
+        ``capacity`` (largest grid ``n`` before the first mean error rate above
+        ``threshold``; 0 if already ``n = 1`` fails), ``censored`` (no failure up to
+        ``max_n``, so the capacity is a lower bound), and the Fig. 6 curve ``n``,
+        ``error_mean``, ``error_std`` (std over trials).
+    """
+    curve: dict[str, Any] = {"n": [], "error_mean": [], "error_std": []}
+    capacity, failed = 0, False
+    for n in sqrt2_grid(max_n):
+        rates = retrieval_error_rates(vsa, d, n, trials=trials, generator=generator).double()
+        mean = float(rates.mean())
+        curve["n"].append(n)
+        curve["error_mean"].append(mean)
+        curve["error_std"].append(float(rates.std(correction=0)))
+        failed = failed or mean > threshold
+        if not failed:
+            capacity = n
+        if mean >= stop_error:
+            break
+    return {"capacity": capacity, "censored": not failed, **curve}
+
+
+def _linear_fit(dims: Sequence[int], values: Sequence[float]) -> dict[str, float]:
+    """Least-squares line ``capacity ≈ slope·d + intercept`` and its R²."""
+    x, y = np.asarray(dims, dtype=float), np.asarray(values, dtype=float)
+    slope, intercept = np.polyfit(x, y, 1)
+    residual = y - (slope * x + intercept)
+    total = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float((residual**2).sum()) / total if total > 0 else 0.0
+    return {"slope": float(slope), "intercept": float(intercept), "r2": r2}
+
+
+def run_capacity(
+    config: CapacityConfig,
+    seed: int = 0,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run Fig. 1, Figs. 5–6 and Fig. 7; return the nested results (see module docstring).
+
+    Args:
+        config: sizes; :meth:`CapacityConfig.quick` or :meth:`CapacityConfig.full`.
+        seed: master seed; every cell derives its own local generator from it.
+        progress: called with a short message after each part (e.g. ``print``).
+
+    Returns:
+        ``{"config", "seed", "seconds", "fig1", "capacity", "fig7"}``.
+    """
+    say = progress or (lambda message: None)
+    seconds: dict[str, float] = {}
+    results: dict[str, Any] = {"config": asdict(config), "seed": seed, "seconds": seconds}
+
+    start = time.perf_counter()
+    fig1: dict[str, Any] = {"dim": config.fig1_dim, "trials": config.fig1_trials, "terms": list(config.fig1_terms)}
+    for key, method in RESPONSE_METHODS.items():
+        fig1[key] = response_statistics(
+            VSAS[method], config.fig1_dim, config.fig1_terms, trials=config.fig1_trials,
+            queries=config.queries, generator=_generator(seed, "fig1", method, config.fig1_dim),
+        )
+    results["fig1"] = fig1
+    seconds["fig1"] = time.perf_counter() - start
+    say(f"fig1 done in {seconds['fig1']:.1f}s")
+
+    start = time.perf_counter()
+    capacity: dict[str, Any] = {
+        "dims": list(config.capacity_dims),
+        "threshold": config.capacity_threshold,
+        "trials": config.capacity_trials,
+    }
+    curves: dict[str, dict[str, Any]] = {}
+    censored: dict[str, list[bool]] = {}
+    for method in config.methods:
+        vsa = VSAS[method]
+        curves[method], capacity[method], censored[method] = {}, [], []
+        for d in config.capacity_dims:
+            curve = capacity_curve(
+                vsa, d, trials=config.capacity_trials, threshold=config.capacity_threshold,
+                max_n=config.capacity_max_n, stop_error=config.capacity_stop_error,
+                generator=_generator(seed, "capacity", method, d),
+            )
+            capacity[method].append(curve.pop("capacity"))
+            censored[method].append(curve.pop("censored"))
+            curves[method][str(d)] = curve
+        say(f"capacity {method}: {capacity[method]}")
+    capacity["censored"] = censored
+    capacity["linear_fit"] = {m: _linear_fit(config.capacity_dims, capacity[m]) for m in config.methods}
+    capacity["error_curves"] = curves
+    results["capacity"] = capacity
+    seconds["capacity"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    fig7: dict[str, Any] = {"dim": config.fig7_dim, "trials": config.fig7_trials, "queries": config.queries, "n": list(config.fig7_n)}
+    for key, method in RESPONSE_METHODS.items():
+        fig7[key] = response_statistics(
+            VSAS[method], config.fig7_dim, config.fig7_n, trials=config.fig7_trials,
+            queries=config.queries, generator=_generator(seed, "fig7", method, config.fig7_dim),
+        )
+    results["fig7"] = fig7
+    seconds["fig7"] = time.perf_counter() - start
+    say(f"fig7 done in {seconds['fig7']:.1f}s")
+    return results
+
+
+def _csv(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def _response_rows(section: dict[str, Any], sizes_key: str) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for key in RESPONSE_METHODS:
+        stats = section[key]
+        for i, n in enumerate(section[sizes_key]):
+            for case in ("present", "absent"):
+                rows.append([key, case, n, stats[f"{case}_mean"][i], stats[f"{case}_std"][i]])
+    return rows
+
+
+def _save_figure(figure: Any, path: Path) -> None:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def _plot_responses(section: dict[str, Any], sizes_key: str, title: str, xlabel: str, path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6.5, 4.2))
+    axes = figure.subplots()
+    sizes = np.asarray(section[sizes_key])
+    for key in RESPONSE_METHODS:
+        for case in ("present", "absent"):
+            mean = np.asarray(section[key][f"{case}_mean"])
+            std = np.asarray(section[key][f"{case}_std"])
+            (line,) = axes.plot(sizes, mean, marker=".", label=f"{key} {case}")
+            axes.fill_between(sizes, mean - std, mean + std, color=line.get_color(), alpha=0.2)
+    axes.axhline(1.0, color="black", linestyle="--", linewidth=0.8)
+    axes.axhline(0.0, color="black", linestyle=":", linewidth=0.8)
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("symlog", linthresh=1.0)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel("response xᵀ(S ⊗ y†)  (mean ± std)")
+    axes.set_title(title)
+    axes.legend(fontsize=8)
+    _save_figure(figure, path)
+
+
+def _plot_capacity(capacity: dict[str, Any], path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6.5, 4.2))
+    axes = figure.subplots()
+    for method in capacity["error_curves"]:
+        axes.plot(capacity["dims"], capacity[method], marker="o", label=VSAS[method].label)
+    axes.set_xlabel("dimension d")
+    axes.set_ylabel(f"capacity n (≤ {capacity['threshold']:.0%} retrieval error)")
+    axes.set_title("Binding capacity vs dimension (App. D.1, Fig. 5)")
+    axes.legend(fontsize=8)
+    _save_figure(figure, path)
+
+
+def _plot_errors(capacity: dict[str, Any], path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    methods = list(capacity["error_curves"])
+    figure = Figure(figsize=(3.2 * len(methods), 3.4))
+    for axes, method in zip(figure.subplots(1, len(methods), sharey=True, squeeze=False)[0], methods):
+        for d, curve in capacity["error_curves"][method].items():
+            n, mean, std = (np.asarray(curve[k]) for k in ("n", "error_mean", "error_std"))
+            (line,) = axes.plot(n, mean, label=f"d={d}")
+            axes.fill_between(n, mean - std, mean + std, color=line.get_color(), alpha=0.2)
+        axes.axhline(capacity["threshold"], color="black", linestyle=":", linewidth=0.8)
+        axes.set_xscale("log", base=2)
+        axes.set_title(VSAS[method].label, fontsize=9)
+        axes.set_xlabel("n pairs (= n distractors)")
+    figure.axes[0].set_ylabel("P(retrieval error)")
+    figure.axes[0].legend(fontsize=7)
+    _save_figure(figure, path)
+
+
+def write_capacity_outputs(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
+    """Write ``capacity.json``, the CSVs and the PNG plots into ``out_dir`` (atomically).
+
+    Returns:
+        The paths written.
+    """
+    out = Path(out_dir)
+    fig1, capacity, fig7 = results["fig1"], results["capacity"], results["fig7"]
+    response_header = ("method", "case", "n", "mean", "std")
+    methods = list(capacity["error_curves"])
+    files = {
+        "fig1.csv": _csv(response_header, _response_rows(fig1, "terms")),
+        "fig7.csv": _csv(response_header, _response_rows(fig7, "n")),
+        "capacity.csv": _csv(
+            ("d", *methods),
+            [[d, *(capacity[m][i] for m in methods)] for i, d in enumerate(capacity["dims"])],
+        ),
+        "retrieval_errors.csv": _csv(
+            ("method", "d", "n", "error_mean", "error_std"),
+            [
+                [m, d, n, mean, std]
+                for m in methods
+                for d, curve in capacity["error_curves"][m].items()
+                for n, mean, std in zip(curve["n"], curve["error_mean"], curve["error_std"])
+            ],
+        ),
+    }
+    written: list[Path] = []
+    for name, text in files.items():
+        atomic_write_text(out / name, text)
+        written.append(out / name)
+    plots = {
+        "fig1_response.png": lambda p: _plot_responses(
+            fig1, "terms", f"Fig. 1: responses, d={fig1['dim']}", "T bound terms", p
+        ),
+        "fig5_capacity.png": lambda p: _plot_capacity(capacity, p),
+        "fig6_retrieval_error.png": lambda p: _plot_errors(capacity, p),
+        "fig7_response_range.png": lambda p: _plot_responses(
+            fig7, "n", f"Fig. 7: response range, d={fig7['dim']}", "n bound pairs", p
+        ),
+    }
+    for name, plot in plots.items():
+        plot(out / name)
+        written.append(out / name)
+    atomic_write_json(out / "capacity.json", results)
+    written.append(out / "capacity.json")
+    return written
+
+
+def summary_table(results: dict[str, Any]) -> str:
+    """Markdown tables of the headline numbers: Fig. 1 at its largest T, and capacity vs d."""
+    fig1, capacity = results["fig1"], results["capacity"]
+    last = len(fig1["terms"]) - 1
+    lines = [
+        f"Fig. 1, d={fig1['dim']}, T={fig1['terms'][last]} bound terms:",
+        "",
+        "| HRR | present mean ± std | absent mean ± std |",
+        "|---|---|---|",
+    ]
+    for key in RESPONSE_METHODS:
+        s = fig1[key]
+        lines.append(
+            f"| {key} | {s['present_mean'][last]:.3f} ± {s['present_std'][last]:.3f} "
+            f"| {s['absent_mean'][last]:.3f} ± {s['absent_std'][last]:.3f} |"
+        )
+    methods = list(capacity["error_curves"])
+    lines += [
+        "",
+        f"Capacity (largest n with ≤ {capacity['threshold']:.0%} retrieval error, "
+        f"{capacity['trials']} trials, ≥ = no failure up to the largest n tried):",
+        "",
+        "| d | " + " | ".join(VSAS[m].label for m in methods) + " |",
+        "|---|" + "---|" * len(methods),
+    ]
+    for i, d in enumerate(capacity["dims"]):
+        cells = [("≥" if capacity["censored"][m][i] else "") + str(capacity[m][i]) for m in methods]
+        lines.append(f"| {d} | " + " | ".join(cells) + " |")
+    fits = capacity["linear_fit"]
+    lines.append("| slope (R²) | " + " | ".join(f"{fits[m]['slope']:.3f} ({fits[m]['r2']:.2f})" for m in methods) + " |")
+    return "\n".join(lines)
