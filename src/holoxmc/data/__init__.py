@@ -1,0 +1,40 @@
+"""Data layer: readers of the XMC formats, the dataset registry, the synthetic generator,
+text featurizers, the ``.npz`` cache and the mini-batch types handed to models."""
+
+from holoxmc.data.cache import load_npz, save_npz
+from holoxmc.data.dataset import Dataset, DatasetStats
+from holoxmc.data.readers import (
+    read_jsonl,
+    read_mat,
+    read_split_indices,
+    read_svmlight,
+    read_xml_repo,
+    read_xml_repo_split,
+)
+from holoxmc.data.registry import REGISTRY, DatasetInfo, StatisticsWarning, download, fetch, find_dataset_dir, load
+from holoxmc.data.synthetic import SYNTHETIC_PRESETS, make_synthetic
+from holoxmc.data.text import Tokenizer, fit_tfidf
+
+__all__ = [
+    "Dataset",
+    "DatasetStats",
+    "DatasetInfo",
+    "REGISTRY",
+    "StatisticsWarning",
+    "load",
+    "fetch",
+    "download",
+    "find_dataset_dir",
+    "make_synthetic",
+    "SYNTHETIC_PRESETS",
+    "read_xml_repo",
+    "read_xml_repo_split",
+    "read_split_indices",
+    "read_svmlight",
+    "read_mat",
+    "read_jsonl",
+    "Tokenizer",
+    "fit_tfidf",
+    "save_npz",
+    "load_npz",
+]

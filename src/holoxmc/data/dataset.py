@@ -1,0 +1,107 @@
+"""The in-memory form every reader returns: CSR features, binary CSR labels, optional text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from holoxmc.errors import InputError
+
+__all__ = ["Dataset", "DatasetStats"]
+
+
+@dataclass(frozen=True)
+class DatasetStats:
+    """Summary counts of a dataset, as the Extreme Classification Repository reports them."""
+
+    points: int
+    features: int
+    labels: int
+    labels_per_point: float
+    points_per_label: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "points": self.points,
+            "features": self.features,
+            "labels": self.labels,
+            "labels_per_point": self.labels_per_point,
+            "points_per_label": self.points_per_label,
+        }
+
+
+@dataclass
+class Dataset:
+    """One split of a multi-label dataset.
+
+    Attributes:
+        X: ``(n, n_features)`` CSR float32 features (TF-IDF for text sets).
+        Y: ``(n, n_labels)`` CSR float32, values 1, sorted indices.
+        name: dataset name (registry name or file stem).
+        texts: raw texts, one per row, for text datasets.
+        label_names: names of the ``n_labels`` columns of ``Y``, when known.
+        tokens: ``(n, max_length)`` int32 padded token ids (``0`` = padding) for text
+            backbones, when requested (``load(..., features="tokens")``).
+
+    Example:
+        >>> import scipy.sparse as sp
+        >>> d = Dataset(sp.csr_matrix((2, 3)), sp.csr_matrix([[1, 0], [1, 1]]), "toy")
+        >>> len(d), d.n_features, d.n_labels
+        (2, 3, 2)
+    """
+
+    X: sp.csr_matrix
+    Y: sp.csr_matrix
+    name: str
+    texts: list[str] | None = None
+    label_names: list[str] | None = None
+    tokens: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if not sp.issparse(self.X) or not sp.issparse(self.Y):
+            raise InputError("Dataset.X and Dataset.Y must be scipy sparse matrices")
+        self.X = sp.csr_matrix(self.X, dtype=np.float32)
+        Y = sp.csr_matrix(self.Y, dtype=np.float32)
+        if not Y.has_canonical_format:
+            Y.sum_duplicates()
+        Y.eliminate_zeros()
+        Y.data[:] = 1.0
+        self.Y = Y
+        n = self.X.shape[0]
+        if self.Y.shape[0] != n:
+            raise InputError(f"X has {n} rows but Y has {self.Y.shape[0]}")
+        if self.texts is not None and len(self.texts) != n:
+            raise InputError(f"{len(self.texts)} texts for {n} rows")
+        if self.label_names is not None and len(self.label_names) != self.Y.shape[1]:
+            raise InputError(f"{len(self.label_names)} label names for {self.Y.shape[1]} labels")
+        if self.tokens is not None and (self.tokens.ndim != 2 or self.tokens.shape[0] != n):
+            raise InputError(f"tokens must have shape (n={n}, max_length), got {self.tokens.shape}")
+
+    def __len__(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def n_features(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def n_labels(self) -> int:
+        return self.Y.shape[1]
+
+    @property
+    def inputs(self) -> sp.csr_matrix | np.ndarray:
+        """What a model consumes: ``tokens`` when present, else ``X`` (see ``batch.input_batch``)."""
+        return self.tokens if self.tokens is not None else self.X
+
+    def stats(self) -> DatasetStats:
+        """Points, features, labels, average labels per point and points per label."""
+        n_positive = self.Y.nnz
+        return DatasetStats(
+            points=len(self),
+            features=self.n_features,
+            labels=self.n_labels,
+            labels_per_point=n_positive / len(self) if len(self) else 0.0,
+            points_per_label=n_positive / self.n_labels if self.n_labels else 0.0,
+        )

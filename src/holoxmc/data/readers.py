@@ -1,0 +1,417 @@
+"""Readers of the multi-label file formats: Extreme Classification Repository text (with
+header, plain or gzip, train/test pairs and the split-file variant), svmlight/libsvm
+multilabel, MATLAB ``.mat`` and raw-text JSON lines.
+
+Parsing is scikit-learn's ``load_svmlight_file(multilabel=True)``; this module adds what
+that parser does not check (header counts, declared ``D``/``L``, negative or non-integer
+labels, NaN/inf, duplicate labels, blank or commented lines) with vectorised NumPy
+checks. Only when something is wrong does a line-by-line scan locate the first faulty
+line, so every error names the file, the 1-based line and the fault.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import math
+import os
+import re
+import zlib
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_file
+
+from holoxmc.errors import DataFormatError, InputError
+
+__all__ = [
+    "read_bytes",
+    "read_xml_repo",
+    "read_svmlight",
+    "read_xml_repo_split",
+    "read_split_indices",
+    "read_mat",
+    "read_jsonl",
+    "JsonlRecords",
+    "has_xml_repo_header",
+]
+
+PathLike = str | os.PathLike
+_HEADER = re.compile(rb"^\s*(\d+)\s+(\d+)\s+(\d+)\s*$")
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_bytes(path: PathLike) -> bytes:
+    """The content of ``path``, gunzipped when it starts with the gzip magic bytes."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise DataFormatError(path, None, f"cannot read file: {exc.strerror or exc}") from None
+    if raw[:2] != _GZIP_MAGIC:
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataFormatError(path, None, f"unreadable gzip data: {exc}") from None
+
+
+def has_xml_repo_header(path: PathLike) -> bool:
+    """Whether the first line of ``path`` is an XML-repository header ``N D L``."""
+    first_line = read_bytes(path).split(b"\n", 1)[0]
+    return _HEADER.match(first_line) is not None
+
+
+def _short(token: bytes) -> str:
+    text = token.decode("utf-8", "replace")
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
+def _parse_float(token: bytes) -> float | None:
+    try:
+        return float(token)
+    except ValueError:
+        return None
+
+
+def _line_fault(line: bytes, n_features: int | None, n_labels: int | None, allow_comments: bool) -> str | None:
+    """The first fault of one data line in the XML-repository/svmlight grammar, or ``None``."""
+    if b"#" in line:
+        if not allow_comments:
+            return "'#' is not allowed (svmlight would ignore the rest of the line as a comment)"
+        line = line.split(b"#", 1)[0]
+    parts = line.split()
+    if not parts:
+        return None
+    if line[:1].isspace() or b":" in parts[0]:
+        label_tokens: list[bytes] = []
+        feature_tokens = parts
+    else:
+        label_tokens = parts[0].split(b",")
+        feature_tokens = parts[1:]
+    seen_labels: set[float] = set()
+    for token in label_tokens:
+        value = _parse_float(token)
+        if value is None:
+            return f"bad label token {_short(token)}"
+        if not math.isfinite(value) or value != int(value):
+            return f"label {_short(token)} is not an integer"
+        if value < 0:
+            return f"negative label index {int(value)}"
+        if n_labels is not None and value >= n_labels:
+            return f"label index {int(value)} >= declared L={n_labels}"
+        if value in seen_labels:
+            return f"duplicate label {int(value)}"
+        seen_labels.add(value)
+    previous = -1
+    for token in feature_tokens:
+        index_token, colon, value_token = token.partition(b":")
+        if not colon:
+            return f"bad feature token {_short(token)} (expected index:value)"
+        try:
+            index = int(index_token)
+        except ValueError:
+            return f"bad feature index {_short(index_token)}"
+        if index < 0:
+            return f"negative feature index {index}"
+        if n_features is not None and index >= n_features:
+            return f"feature index {index} >= declared D={n_features}"
+        if index == previous:
+            return f"duplicate feature index {index}"
+        if index < previous:
+            return f"feature indices not ascending ({previous} then {index})"
+        previous = index
+        value = _parse_float(value_token)
+        if value is None:
+            return f"bad feature value {_short(value_token)}"
+        if not math.isfinite(value):
+            return f"non-finite feature value {_short(value_token)} at index {index}"
+    return None
+
+
+def _locate_fault(
+    path: PathLike, body: bytes, first_line: int, n_features: int | None, n_labels: int | None, allow_comments: bool
+) -> tuple[int, str] | None:
+    """Slow path: scan lines until the first fault; ``(line number, message)`` or ``None``."""
+    for offset, line in enumerate(body.split(b"\n")):
+        fault = _line_fault(line, n_features, n_labels, allow_comments)
+        if fault is not None:
+            return first_line + offset, fault
+    return None
+
+
+def _blank_line_numbers(body: bytes, first_line: int) -> list[int]:
+    """1-based numbers of whitespace-only lines of ``body`` (a final newline ends the last line)."""
+    lines = body.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return [first_line + i for i, line in enumerate(lines) if not line.strip()]
+
+
+def _parse_body(
+    path: PathLike,
+    body: bytes,
+    first_line: int,
+    n_features: int | None,
+    n_labels: int | None,
+    allow_comments: bool,
+) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Parse svmlight multilabel ``body`` into validated ``(X, Y)``."""
+
+    def fail(default_message: str) -> DataFormatError:
+        found = _locate_fault(path, body, first_line, n_features, n_labels, allow_comments)
+        if found is None:
+            return DataFormatError(path, None, default_message)
+        return DataFormatError(path, found[0], found[1])
+
+    if not allow_comments and b"#" in body:
+        raise fail("'#' found")
+    try:
+        X, label_tuples = load_svmlight_file(
+            io.BytesIO(body), multilabel=True, zero_based=True, dtype=np.float32
+        )
+    except (ValueError, OverflowError) as exc:
+        raise fail(f"unparseable data ({exc})") from None
+    counts = np.fromiter(map(len, label_tuples), dtype=np.int64, count=len(label_tuples))
+    labels = np.fromiter(chain.from_iterable(label_tuples), dtype=np.float64, count=int(counts.sum()))
+    if not np.all(np.isfinite(labels)) or (labels.size and (labels.min() < 0 or labels.max() >= 2**62)):
+        raise fail("bad label value")
+    label_ints = labels.astype(np.int64)
+    if np.any(label_ints != labels):
+        raise fail("non-integer label")
+    if n_labels is not None and labels.size and labels.max() >= n_labels:
+        raise fail(f"label index >= declared L={n_labels}")
+    label_rows = np.repeat(np.arange(len(counts)), counts)
+    # sklearn sorts the labels of each row, so duplicates are neighbours
+    if np.any((label_ints[1:] == label_ints[:-1]) & (label_rows[1:] == label_rows[:-1])):
+        raise fail("duplicate label")
+    if X.nnz and not np.all(np.isfinite(X.data)):
+        raise fail("non-finite feature value")
+    if n_features is not None and X.shape[1] > n_features:
+        raise fail(f"feature index >= declared D={n_features}")
+    D = X.shape[1] if n_features is None else n_features
+    L = int(labels.max()) + 1 if n_labels is None and labels.size else (n_labels or 0)
+    X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], D))
+    label_indptr = np.concatenate([[0], np.cumsum(counts)])
+    Y = sp.csr_matrix((np.ones(labels.size, dtype=np.float32), label_ints, label_indptr), shape=(len(counts), L))
+    return X, Y
+
+
+def _insert_empty_rows(M: sp.csr_matrix, rows: list[int]) -> sp.csr_matrix:
+    """Insert empty rows so that they end up at the given final row positions (ascending)."""
+    counts = np.diff(M.indptr)
+    for row in rows:
+        counts = np.insert(counts, row, 0)
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    return sp.csr_matrix((M.data, M.indices, indptr), shape=(len(counts), M.shape[1]))
+
+
+def read_xml_repo(path: PathLike) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Read an Extreme Classification Repository text file (plain or gzip).
+
+    Format: a header ``N D L``, then one line per point ``l1,l2,... f:v f:v ...`` with 0-based,
+    ascending feature indices; a point without labels starts with a space; a line with
+    only whitespace is a point without labels and features.
+
+    Returns:
+        ``X`` ``(N, D)`` CSR float32 and ``Y`` ``(N, L)`` CSR float32 binary.
+
+    Raises:
+        DataFormatError: naming the file, line and fault.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "toy.txt"
+        >>> _ = p.write_text("2 3 2\\n0,1 0:1 2:0.5\\n 1:2\\n")
+        >>> X, Y = read_xml_repo(p)
+        >>> X.shape, Y.toarray().tolist()
+        ((2, 3), [[1.0, 1.0], [0.0, 0.0]])
+    """
+    text = read_bytes(path)
+    header, _, body = text.partition(b"\n")
+    match = _HEADER.match(header)
+    if match is None:
+        raise DataFormatError(path, 1, f"bad header {_short(header)} (expected 'num_points num_features num_labels')")
+    n_points, n_features, n_labels = (int(g) for g in match.groups())
+    X, Y = _parse_body(path, body, 2, n_features, n_labels, allow_comments=False)
+    if X.shape[0] < n_points:
+        blank = _blank_line_numbers(body, 2)
+        if X.shape[0] + len(blank) == n_points:
+            rows = [line - 2 for line in blank]  # a blank line is an empty point
+            X, Y = _insert_empty_rows(X, rows), _insert_empty_rows(Y, rows)
+    if X.shape[0] != n_points:
+        raise DataFormatError(path, 1, f"header declares {n_points} points, file has {X.shape[0]} data lines")
+    return X, Y
+
+
+def read_svmlight(
+    path: PathLike, n_features: int | None = None, n_labels: int | None = None
+) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Read a headerless svmlight/libsvm multilabel file (``l1,l2 f:v ...``, 0-based).
+
+    Args:
+        n_features, n_labels: declared sizes (pass the train sizes when reading a test file,
+            so both agree); inferred from the largest index when ``None``.
+
+    Returns:
+        ``X`` ``(n, D)`` CSR float32 and ``Y`` ``(n, L)`` CSR float32 binary.
+    """
+    X, Y = _parse_body(path, read_bytes(path), 1, n_features, n_labels, allow_comments=True)
+    return X, Y
+
+
+def read_split_indices(path: PathLike, n_points: int) -> np.ndarray:
+    """Read a split file of the XML repository (``name_trSplit.txt``/``name_tstSplit.txt``).
+
+    Each column is one alternative split, listing 1-based row numbers of ``Name_data.txt``.
+
+    Returns:
+        ``(n_rows, n_splits)`` int64 array of **0-based** row indices.
+    """
+    rows: list[list[int]] = []
+    for number, line in enumerate(read_bytes(path).split(b"\n"), start=1):
+        tokens = line.split()
+        if not tokens:
+            continue
+        try:
+            values = [int(token) for token in tokens]
+        except ValueError:
+            raise DataFormatError(path, number, f"bad split index in {_short(line)}") from None
+        if rows and len(values) != len(rows[0]):
+            raise DataFormatError(path, number, f"{len(values)} columns, previous lines have {len(rows[0])}")
+        bad = [v for v in values if not 1 <= v <= n_points]
+        if bad:
+            raise DataFormatError(path, number, f"split index {bad[0]} outside 1..{n_points}")
+        rows.append(values)
+    if not rows:
+        raise DataFormatError(path, None, "empty split file")
+    return np.asarray(rows, dtype=np.int64) - 1
+
+
+def read_xml_repo_split(
+    data_path: PathLike, split_path: PathLike, column: int = 0
+) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Rows of ``Name_data.txt`` selected by one column of a split file.
+
+    Args:
+        data_path: the full data file (XML-repository format with header).
+        split_path: ``name_trSplit.txt`` or ``name_tstSplit.txt``.
+        column: which alternative split (0-based column).
+    """
+    X, Y = read_xml_repo(data_path)
+    splits = read_split_indices(split_path, X.shape[0])
+    if not 0 <= column < splits.shape[1]:
+        raise InputError(f"split column {column} not in 0..{splits.shape[1] - 1} of {split_path}")
+    rows = splits[:, column]
+    return X[rows], Y[rows]
+
+
+# MATLAB files: (features, labels) variable names for each split, in the order tried.
+_MAT_KEYS = {
+    "train": (("X", "Y"), ("train_data", "train_target")),
+    "test": (("Xtest", "Ytest"), ("test_data", "test_target")),
+}
+
+
+def read_mat(path: PathLike, split: str = "train", label_major: bool | None = None) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Read one split of a MATLAB ``.mat`` multi-label file.
+
+    Recognised variables: ``X``/``Y``/``Xtest``/``Ytest`` (XML-repository ``Bibtex.mat``) and
+    ``train_data``/``train_target``/``test_data``/``test_target`` (MULAN ``delicious.mat``,
+    dense uint8). Label matrices may be label-major ``(L, n)``.
+
+    Args:
+        split: ``"train"`` or ``"test"``.
+        label_major: whether labels are stored ``(L, n)``; inferred from the shapes when
+            ``None`` (an error if square).
+
+    Returns:
+        ``X`` ``(n, D)`` CSR float32 and ``Y`` ``(n, L)`` CSR float32 binary.
+    """
+    if split not in _MAT_KEYS:
+        raise InputError(f"split must be 'train' or 'test', got {split!r}")
+    try:
+        contents = scipy.io.loadmat(os.fspath(path))
+    except Exception as exc:  # scipy raises many types on corrupt files; all mean "unreadable"
+        raise DataFormatError(path, None, f"not a readable MATLAB file: {type(exc).__name__}: {exc}") from None
+    for x_key, y_key in _MAT_KEYS[split]:
+        if x_key in contents and y_key in contents:
+            break
+    else:
+        names = sorted(k for k in contents if not k.startswith("__"))
+        raise DataFormatError(path, None, f"no {split} variables {_MAT_KEYS[split]} (found {names})")
+    X, Y = _as_matrix(path, x_key, contents[x_key]), _as_matrix(path, y_key, contents[y_key])
+    n = X.shape[0]
+    if label_major is None:
+        if Y.shape[0] == Y.shape[1] == n:
+            raise DataFormatError(path, None, f"{y_key} is square; pass label_major=True/False")
+        label_major = Y.shape[1] == n and Y.shape[0] != n
+    if label_major:
+        Y = Y.T.tocsr()
+    if Y.shape[0] != n:
+        raise DataFormatError(path, None, f"{x_key} has {n} rows but {y_key} has shape {Y.shape}")
+    if not np.all(np.isfinite(X.data)):
+        raise DataFormatError(path, None, f"non-finite value in {x_key}")
+    Y.eliminate_zeros()
+    if np.any(Y.data != 1):
+        raise DataFormatError(path, None, f"{y_key} has values other than 0/1 (e.g. {Y.data[Y.data != 1][0]:g})")
+    return sp.csr_matrix(X, dtype=np.float32), sp.csr_matrix(Y, dtype=np.float32)
+
+
+def _as_matrix(path: PathLike, key: str, value: object) -> sp.csr_matrix:
+    if sp.issparse(value):
+        matrix = sp.csr_matrix(value)
+    elif isinstance(value, np.ndarray) and value.ndim == 2 and value.dtype.kind in "biuf":
+        matrix = sp.csr_matrix(value)
+    else:
+        raise DataFormatError(path, None, f"variable {key} is not a 2-D numeric matrix")
+    if matrix.dtype.kind not in "biuf":
+        raise DataFormatError(path, None, f"variable {key} has non-numeric type {matrix.dtype}")
+    matrix.sort_indices()
+    return matrix
+
+
+@dataclass
+class JsonlRecords:
+    """Contents of a raw-text JSON-lines file: parallel lists, one entry per record."""
+
+    ids: list[str]
+    texts: list[str]
+    labels: list[list[str]]
+    lines: list[int]  # 1-based line number of each record, for error messages
+
+
+def read_jsonl(path: PathLike) -> JsonlRecords:
+    """Read ``{"id": ..., "text": ..., "labels": [...]}`` lines (plain or gzip).
+
+    ``id`` is optional (the 1-based line number is used); ``text`` must be a string and
+    ``labels`` a list of distinct strings.
+    """
+    records = JsonlRecords([], [], [], [])
+    for number, line in enumerate(read_bytes(path).split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise DataFormatError(path, number, f"invalid JSON: {exc}") from None
+        if not isinstance(record, dict):
+            raise DataFormatError(path, number, "a line must be a JSON object")
+        text, labels = record.get("text"), record.get("labels")
+        if not isinstance(text, str):
+            raise DataFormatError(path, number, "'text' must be a string")
+        if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
+            raise DataFormatError(path, number, "'labels' must be a list of strings")
+        if len(set(labels)) != len(labels):
+            raise DataFormatError(path, number, "duplicate label")
+        records.ids.append(str(record.get("id", number)))
+        records.texts.append(text)
+        records.labels.append(labels)
+        records.lines.append(number)
+    if not records.texts:
+        raise DataFormatError(path, None, "no records")
+    return records

@@ -1,0 +1,377 @@
+"""``holoxmc.data.load``: datasets by name or path, checked against published statistics.
+
+Resolution of a name: an existing path → ``$HOLOXMC_DATA/<name>`` (or the canonical folder
+name, e.g. ``Bibtex``) → ``shared/data/<Name>`` in any parent folder of the working directory
+or of this package (the layout of a checkout next to ``shared/``). Inside a folder the
+files are found by their XML-repository names: raw-text ``train.jsonl[.gz]``/``test.jsonl[.gz]``,
+then ``*train*.txt[.gz]``/``*test*.txt[.gz]``, then ``*_data.txt`` with ``*trSplit*``/``*tstSplit*``,
+then a ``.mat`` file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.request
+import warnings
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from tqdm.auto import tqdm
+
+from holoxmc.data.cache import load_npz
+from holoxmc.data.dataset import Dataset
+from holoxmc.data.readers import (
+    has_xml_repo_header,
+    read_jsonl,
+    read_mat,
+    read_svmlight,
+    read_xml_repo,
+    read_xml_repo_split,
+)
+from holoxmc.data.synthetic import SYNTHETIC_PRESETS, make_synthetic
+from holoxmc.data.text import Tokenizer, build_label_vocabulary, fit_tfidf, labels_to_csr, read_label_vocabulary
+from holoxmc.errors import DataFormatError, InputError
+
+__all__ = ["DatasetInfo", "REGISTRY", "StatisticsWarning", "load", "find_dataset_dir", "download", "fetch", "SPLITS"]
+
+SPLITS = ("train", "test")
+
+
+class StatisticsWarning(UserWarning):
+    """A loaded dataset differs from its published statistics."""
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Published statistics (XML repository; Debtags: its README) and where to get the files.
+
+    ``labels_per_point`` and ``points_per_label`` are over train + test, as published.
+    ``url`` is a public mirror of the repository's archive (the repository's own Google Drive
+    links have stopped serving files; these are the mirrors napkinXC uses); ``sha256`` is
+    ``None`` where no checksum is published (the download then reports the one it computed).
+    """
+
+    name: str
+    directory: str
+    train_points: int
+    test_points: int
+    n_features: int | None  # None: derived from text (TF-IDF vocabulary)
+    n_labels: int
+    labels_per_point: float
+    points_per_label: float
+    url: str | None = None
+    sha256: str | None = None
+
+
+_DRIVE = "https://drive.google.com/uc?export=download&id="
+REGISTRY: dict[str, DatasetInfo] = {
+    info.name: info
+    for info in (
+        DatasetInfo("bibtex", "Bibtex", 4880, 2515, 1836, 159, 2.40, 111.71),
+        DatasetInfo("delicious", "Delicious", 12920, 3185, 500, 983, 19.03, 311.61),
+        DatasetInfo("mediamill", "Mediamill", 30993, 12914, 120, 101, 4.38, 1902.15,
+                    _DRIVE + "1YDlU9GTYSoydU1UYTNT8BpPkRw1BCnFw"),
+        DatasetInfo("eurlex-4k", "EURLex-4K", 15539, 3809, 5000, 3993, 5.31, 25.73,
+                    _DRIVE + "1xWW1UykQBTD2IorVn7V8XubJatQDScol"),
+        DatasetInfo("wiki10-31k", "Wiki10-31K", 14146, 6616, 101938, 30938, 18.64, 8.52,
+                    _DRIVE + "1uV-p682ggXQQTiKZyK5M6B0xJJk8_lJx"),
+        DatasetInfo("amazoncat-13k", "AmazonCat-13K", 1186239, 306782, 203882, 13330, 5.04, 448.57,
+                    _DRIVE + "1WvBWF9hH5ZlFcpCRhp8wLVGwdeGZXKD2"),
+        DatasetInfo("delicious-200k", "Delicious-200K", 196606, 100095, 782585, 205443, 75.54, 72.29,
+                    _DRIVE + "18Tb595TuGyFW--nEYGfduwS5WvSbX-sX"),
+        DatasetInfo("amazon-670k", "Amazon-670K", 490449, 153025, 135909, 670091, 5.45, 3.99,
+                    _DRIVE + "1PV-wbKVv6Ng1K1XM1USqNxFhaQo2qfk6"),
+        DatasetInfo("debtags", "Debtags", 15668, 5034, None, 443, 3.077, 143.77),
+    )
+}
+
+
+def _data_roots() -> list[Path]:
+    """Folders that may hold dataset folders, in resolution order."""
+    roots: list[Path] = []
+    if os.environ.get("HOLOXMC_DATA"):
+        roots.append(Path(os.environ["HOLOXMC_DATA"]))
+    for start in (Path.cwd(), Path(__file__).resolve().parent):
+        for folder in (start, *start.parents):
+            candidate = folder / "shared" / "data"
+            if candidate.is_dir() and candidate not in roots:
+                roots.append(candidate)
+    return roots
+
+
+def find_dataset_dir(name: str) -> Path | None:
+    """The folder of registry dataset ``name``, or ``None`` (see module docstring)."""
+    info = REGISTRY[name.lower()]
+    for root in _data_roots():
+        for folder_name in (info.name, info.directory):
+            if (root / folder_name).is_dir():
+                return root / folder_name
+    return None
+
+
+def _split_file(folder: Path, split: str, patterns: tuple[str, ...]) -> Path | None:
+    for pattern in patterns:
+        matches = sorted(p for p in folder.glob(pattern.format(split=split)) if "split" not in p.name.lower())
+        if matches:
+            return matches[0]
+    return None
+
+
+def _load_folder(folder: Path, split: str, name: str, features: str, text_options: dict[str, Any]) -> Dataset:
+    """One split of the dataset stored in ``folder`` (format found from the file names)."""
+    jsonl = {s: _split_file(folder, s, ("{split}.jsonl", "{split}.jsonl.gz")) for s in SPLITS}
+    if jsonl["train"] is not None:
+        if jsonl[split] is None:
+            raise InputError(f"{folder} has train.jsonl but no {split}.jsonl")
+        labels_file = folder / "labels.txt"
+        return _load_text(jsonl["train"], jsonl[split], labels_file if labels_file.exists() else None,
+                          name, features, **text_options)
+    _check_bag_of_words(features, name)
+    text_file = _split_file(folder, split, ("*{split}*.txt", "*{split}*.txt.gz"))
+    if text_file is not None:
+        return _from_matrices(_read_text_matrices(text_file), name)
+    data_files = sorted(folder.glob("*_data.txt"))
+    split_tag = {"train": "trSplit", "test": "tstSplit"}[split]
+    split_files = sorted(p for p in folder.iterdir() if split_tag.lower() in p.name.lower())
+    if data_files and split_files:
+        return _from_matrices(read_xml_repo_split(data_files[0], split_files[0], text_options.get("split_column", 0)), name)
+    mat_files = sorted(folder.glob("*.mat"))
+    if mat_files:
+        return _from_matrices(read_mat(mat_files[0], split), name)
+    raise InputError(f"no {split} data found in {folder} (expected *{split}*.txt[.gz], *_data.txt + splits, .mat or jsonl)")
+
+
+def _check_bag_of_words(features: str, name: str) -> None:
+    if features != "tfidf":
+        raise InputError(f"features={features!r} needs raw text; {name} only has bag-of-words features")
+
+
+def _read_text_matrices(path: Path) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    return read_xml_repo(path) if has_xml_repo_header(path) else read_svmlight(path)
+
+
+def _from_matrices(matrices: tuple[sp.csr_matrix, sp.csr_matrix], name: str) -> Dataset:
+    return Dataset(matrices[0], matrices[1], name)
+
+
+def _load_text(
+    train_path: Path,
+    split_path: Path,
+    labels_path: Path | None,
+    name: str,
+    features: str,
+    *,
+    min_df: int = 2,
+    max_vocab: int = 50_000,
+    max_length: int = 256,
+    split_column: int = 0,
+) -> Dataset:
+    """A raw-text split: TF-IDF (and token ids) fitted on the train file only."""
+    if features not in ("tfidf", "tokens"):
+        raise InputError(f"features must be 'tfidf' or 'tokens', got {features!r}")
+    train = read_jsonl(train_path)
+    records = train if split_path == train_path else read_jsonl(split_path)
+    if labels_path is not None:
+        vocabulary = read_label_vocabulary(labels_path)
+    else:
+        other = read_jsonl(_sibling(train_path, "test")) if _sibling(train_path, "test") else None
+        vocabulary = build_label_vocabulary(train.labels, *([other.labels] if other else []))
+    X = fit_tfidf(train.texts, min_df=min_df).transform(records.texts).astype(np.float32)
+    tokens = None
+    if features == "tokens":
+        tokens = Tokenizer(max_vocab=max_vocab, max_length=max_length).fit(train.texts).transform(records.texts)
+    return Dataset(X, labels_to_csr(records, vocabulary, split_path), name,
+                   texts=records.texts, label_names=vocabulary, tokens=tokens)
+
+
+def _sibling(train_path: Path, split: str) -> Path | None:
+    candidate = train_path.with_name(train_path.name.replace("train", split, 1))
+    return candidate if candidate.exists() else None
+
+
+def _load_file(path: Path, split: str, features: str, text_options: dict[str, Any]) -> Dataset:
+    """A single file: format from its name (``.mat``, ``.npz``, ``.jsonl``) or its first line."""
+    name = path.name.split(".")[0]
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes[-1:] == [".npz"]:
+        return load_npz(path)
+    if ".jsonl" in suffixes:
+        labels_file = path.with_name("labels.txt")
+        return _load_text(path, path, labels_file if labels_file.exists() else None, name, features, **text_options)
+    _check_bag_of_words(features, name)
+    if suffixes[-1:] == [".mat"]:
+        return _from_matrices(read_mat(path, split), name)
+    return _from_matrices(_read_text_matrices(path), name)
+
+
+def _check_statistics(dataset: Dataset, info: DatasetInfo, split: str) -> None:
+    expected = {
+        "points": info.train_points if split == "train" else info.test_points,
+        "features": info.n_features,
+        "labels": info.n_labels,
+    }
+    stats = dataset.stats()
+    for key, value in expected.items():
+        actual = getattr(stats, key)
+        if value is not None and actual != value:
+            warnings.warn(f"{info.name} {split}: {actual} {key}, published {value}", StatisticsWarning, stacklevel=3)
+    if abs(stats.labels_per_point - info.labels_per_point) > 0.1 * info.labels_per_point:
+        warnings.warn(
+            f"{info.name} {split}: {stats.labels_per_point:.2f} labels/point, published {info.labels_per_point}",
+            StatisticsWarning,
+            stacklevel=3,
+        )
+
+
+def load(
+    name_or_path: str | os.PathLike,
+    split: str = "train",
+    *,
+    features: str = "tfidf",
+    check_statistics: bool = True,
+    download: bool = False,
+    **options: Any,
+) -> Dataset:
+    """Load one split of a dataset by registry name, folder or file.
+
+    Args:
+        name_or_path: a registry name (case-insensitive: ``bibtex``, ``delicious``,
+            ``mediamill``, ``eurlex-4k``, ``wiki10-31k``, ``amazoncat-13k``,
+            ``delicious-200k``, ``amazon-670k``, ``debtags``, ``synthetic``), a dataset
+            folder or a single file (XML-repo/svmlight text, ``.mat``, ``.jsonl``, ``.npz``).
+        split: ``"train"`` or ``"test"``.
+        features: for raw-text sets, ``"tfidf"`` (``X`` only) or ``"tokens"`` (``X`` and
+            ``Dataset.tokens``, padded token ids for CNN/LSTM backbones).
+        check_statistics: warn (:class:`StatisticsWarning`) if a registry set differs from
+            its published statistics.
+        download: fetch a registry set that is not found locally (see :func:`fetch`).
+        **options: ``synthetic``: ``preset`` (``"demo"``, ``"amazon-670k-like"``) and any
+            :func:`make_synthetic` argument; text sets: ``min_df``, ``max_vocab``,
+            ``max_length``; split-file sets: ``split_column``.
+
+    Returns:
+        The :class:`Dataset` split.
+
+    Example:
+        >>> train = load("synthetic", n_points=300, n_test=50, n_labels=20, n_features=40)
+        >>> len(train), train.n_labels
+        (300, 20)
+    """
+    if split not in SPLITS:
+        raise InputError(f"split must be one of {SPLITS}, got {split!r}")
+    key = os.fspath(name_or_path)
+    if key.lower() == "synthetic":
+        _check_bag_of_words(features, "synthetic")
+        settings = {**SYNTHETIC_PRESETS[options.pop("preset", "demo")], **options}
+        return make_synthetic(**settings)[SPLITS.index(split)]
+    path = Path(key)
+    if path.exists():
+        if path.is_dir():
+            return _load_folder(path, split, path.name, features, options)
+        return _load_file(path, split, features, options)
+    info = REGISTRY.get(key.lower())
+    if info is None:
+        known = ", ".join([*REGISTRY, "synthetic"])
+        raise InputError(f"{key!r} is neither an existing path nor a known dataset ({known})")
+    folder = find_dataset_dir(info.name)
+    if folder is None:
+        if not download:
+            raise InputError(
+                f"dataset {info.name} not found (looked in {[str(r) for r in _data_roots()]}); "
+                f"set HOLOXMC_DATA or pass download=True"
+            )
+        folder = fetch(info.name)
+    dataset = _load_folder(folder, split, info.name, features, options)
+    if check_statistics:
+        _check_statistics(dataset, info, split)
+    return dataset
+
+
+def download(url: str, destination: str | os.PathLike, sha256: str | None = None, progress: bool = True) -> Path:
+    """Download ``url`` to ``destination`` atomically, with a progress bar and sha256 check.
+
+    The bytes go to a temporary file next to ``destination``, which replaces it only after
+    the checksum matched, so a failed or interrupted download leaves nothing behind.
+
+    Raises:
+        DataFormatError: checksum mismatch, or an HTML page instead of a file.
+        InputError: the server could not be reached.
+    """
+    destination = Path(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".part", dir=destination.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            try:
+                response = urllib.request.urlopen(url, timeout=60)
+            except OSError as exc:
+                raise InputError(f"cannot download {url}: {exc}") from None
+            with response:
+                if response.headers.get_content_type() == "text/html":
+                    raise DataFormatError(url, None, "server sent an HTML page, not the file (download it by hand)")
+                total = int(response.headers.get("Content-Length") or 0) or None
+                with tqdm(total=total, unit="B", unit_scale=True, desc=destination.name, disable=not progress) as bar:
+                    while chunk := response.read(1 << 20):
+                        out.write(chunk)
+                        digest.update(chunk)
+                        bar.update(len(chunk))
+        actual = digest.hexdigest()
+        if sha256 is not None and actual != sha256.lower():
+            raise DataFormatError(url, None, f"sha256 mismatch: got {actual}, expected {sha256}")
+        if sha256 is None:
+            warnings.warn(f"{url}: no published checksum; sha256 of the download is {actual}", stacklevel=2)
+        os.replace(tmp, destination)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return destination
+
+
+def fetch(name: str, data_home: str | os.PathLike | None = None, *, url: str | None = None,
+          sha256: str | None = None, progress: bool = True) -> Path:
+    """Download and unpack registry dataset ``name`` into ``data_home/<name>``.
+
+    Args:
+        data_home: default ``$HOLOXMC_DATA``, else ``~/.cache/holoxmc``.
+        url, sha256: override the registry's mirror and checksum.
+
+    Returns:
+        The dataset folder, ready for :func:`load`.
+    """
+    info = REGISTRY.get(name.lower())
+    if info is None:
+        raise InputError(f"unknown dataset {name!r}")
+    url = url or info.url
+    if url is None:
+        raise InputError(f"{info.name} has no public download; place its files in $HOLOXMC_DATA/{info.name}")
+    home = Path(data_home or os.environ.get("HOLOXMC_DATA") or Path.home() / ".cache" / "holoxmc")
+    target = home / info.name
+    archive = download(url, home / f"{info.name}.download", sha256 or info.sha256, progress)
+    staging = Path(tempfile.mkdtemp(prefix=f".{info.name}.", dir=home))
+    try:
+        try:
+            with zipfile.ZipFile(archive) as zipped:
+                for member in zipped.namelist():
+                    if not (staging / member).resolve().is_relative_to(staging.resolve()):
+                        raise DataFormatError(archive, None, f"unsafe path in archive: {member!r}")
+                zipped.extractall(staging)
+        except zipfile.BadZipFile as exc:
+            raise DataFormatError(archive, None, f"not a zip archive: {exc}") from None
+        # archives hold one folder (e.g. Eurlex/); keep its content
+        entries = list(staging.iterdir())
+        content = entries[0] if len(entries) == 1 and entries[0].is_dir() else staging
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(content, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        archive.unlink(missing_ok=True)
+    return target

@@ -1,0 +1,335 @@
+"""Ranking metrics of extreme multi-label classification: P@k, nDCG@k, PSP@k, PSnDCG@k.
+
+Every value is in percent and averaged over *all* rows (a row without labels scores 0).
+Propensity-scored metrics come in two conventions, and the key says which:
+
+* ``"PSP@k"`` / ``"PSnDCG@k"``: normalised by the best achievable value, the convention of
+  the Extreme Classification Repository, pyxclib and napkinXC (``normalize=True``):
+  ``PSP@k = sum_i sum_{l in top_k(i)} y_il w_l / sum_i best_i@k`` where ``best_i@k`` sums the
+  ``k`` largest ``w_l`` among row ``i``'s true labels.
+* ``"PSP@k(raw)"`` / ``"PSnDCG@k(raw)"``: the unnormalised mean, HRR paper eq. 9:
+  ``PSP@k = mean_i 1/k sum_{l in top_k(i)} y_il / p_l`` with ``1/p_l = w_l``.
+
+``w_l`` are the inverse propensities of Jain et al. (2016), see :func:`inverse_propensity`.
+P@k divides by ``k`` even when a row has fewer than ``k`` labels; nDCG@k divides by the ideal
+DCG of ``min(k, n_labels_i)`` hits.
+
+:class:`MetricAccumulator` sums per-row values *exactly* (integer arithmetic on the float
+mantissas), so streaming over batches of any sizes gives bit-for-bit the value of
+:func:`evaluate` on the whole set.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Iterable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from holoxmc.errors import InputError
+
+__all__ = [
+    "PROPENSITY_PRESETS",
+    "propensity_preset",
+    "inverse_propensity",
+    "top_k",
+    "evaluate",
+    "evaluate_scores",
+    "MetricAccumulator",
+]
+
+DEFAULT_KS: tuple[int, ...] = (1, 2, 3, 4, 5)
+
+#: ``(A, B)`` of Jain et al. (2016): Wikipedia-derived sets, Amazon-derived sets, the rest.
+PROPENSITY_PRESETS: dict[str, tuple[float, float]] = {
+    "default": (0.55, 1.5),
+    "wikipedia": (0.5, 0.4),
+    "amazon": (0.6, 2.6),
+}
+
+
+def propensity_preset(dataset_name: str) -> tuple[float, float]:
+    """``(A, B)`` customary for a dataset: Amazon sets ``(0.6, 2.6)``, Wikipedia sets
+    ``(0.5, 0.4)``, otherwise ``(0.55, 1.5)``.
+
+    Example:
+        >>> propensity_preset("Amazon-670K"), propensity_preset("bibtex")
+        ((0.6, 2.6), (0.55, 1.5))
+    """
+    name = dataset_name.lower()
+    if name.startswith("amazon"):
+        return PROPENSITY_PRESETS["amazon"]
+    if name.startswith("wiki"):
+        return PROPENSITY_PRESETS["wikipedia"]
+    return PROPENSITY_PRESETS["default"]
+
+
+def inverse_propensity(Y_train: sp.spmatrix | np.ndarray, A: float = 0.55, B: float = 1.5) -> np.ndarray:
+    """Inverse propensities ``w_l = 1 + C (N_l + B)^-A`` with ``C = (ln N - 1)(B + 1)^A``
+    (Jain et al., 2016), counted on the *training* labels.
+
+    Args:
+        Y_train: ``(N, L)`` binary label matrix; every stored entry is a positive.
+        A, B: dataset parameters (see :data:`PROPENSITY_PRESETS`).
+
+    Returns:
+        ``(L,)`` float64 weights; rare labels weigh more.
+
+    Example:
+        >>> import scipy.sparse as sp
+        >>> w = inverse_propensity(sp.csr_matrix([[1, 0], [1, 1], [1, 0]]))
+        >>> bool(w[1] > w[0])
+        True
+    """
+    Y = sp.csr_matrix(Y_train)
+    if Y.shape[0] < 1:
+        raise InputError("inverse_propensity needs at least one training row")
+    counts = np.bincount(Y.indices, minlength=Y.shape[1]).astype(np.float64)
+    C = (np.log(Y.shape[0]) - 1.0) * (B + 1.0) ** A
+    return 1.0 + C * (counts + B) ** (-A)
+
+
+def _top_per_row(indptr: np.ndarray, cols: np.ndarray, vals: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` largest ``vals`` of each CSR row (ties: smaller column first).
+
+    Returns ``(columns, values)`` of shape ``(n_rows, k)``, padded with ``-1`` / ``0``.
+    """
+    n_rows = len(indptr) - 1
+    rows = np.repeat(np.arange(n_rows), np.diff(indptr))
+    order = np.lexsort((cols, -vals, rows))
+    position = np.arange(len(order)) - indptr[rows]  # rows stay grouped, so this is the rank
+    keep = position < k
+    top_cols = np.full((n_rows, k), -1, dtype=np.int64)
+    top_vals = np.zeros((n_rows, k), dtype=np.float64)
+    top_cols[rows[keep], position[keep]] = cols[order[keep]]
+    top_vals[rows[keep], position[keep]] = vals[order[keep]]
+    return top_cols, top_vals
+
+
+def top_k(scores: np.ndarray | sp.spmatrix, k: int) -> np.ndarray:
+    """Indices of the ``k`` highest scores per row, best first.
+
+    Args:
+        scores: ``(n, L)`` dense array (or torch tensor on CPU) or sparse matrix; absent
+            entries of a sparse matrix are never predicted (padded with ``-1``).
+        k: number of predictions per row.
+
+    Returns:
+        ``(n, k)`` int64 label indices.
+
+    Example:
+        >>> top_k(np.array([[0.1, 0.9, 0.5]]), 2).tolist()
+        [[1, 2]]
+    """
+    if k < 1:
+        raise InputError(f"k must be >= 1, got {k}")
+    if sp.issparse(scores):
+        S = sp.csr_matrix(scores)
+        return _top_per_row(S.indptr, S.indices.astype(np.int64), S.data.astype(np.float64), k)[0]
+    S = np.asarray(scores)
+    if S.ndim != 2:
+        raise InputError(f"scores must be 2-D (n, L), got shape {S.shape}")
+    if k > S.shape[1]:
+        raise InputError(f"k={k} exceeds the number of labels {S.shape[1]}")
+    candidates = np.argpartition(-S, k - 1, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(S, candidates, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(candidates, order, axis=1).astype(np.int64)
+
+
+class _ExactColumnSums:
+    """Exact, order-independent column sums of float64 matrices.
+
+    Each value ``m * 2**e`` (``np.frexp``) is split into two 26/27-bit integer halves of its
+    53-bit mantissa and added into integer bins per ``(column, exponent)``; the total is
+    formed once, exactly, with Python integers and rounded to the nearest float.
+    """
+
+    _OFFSET = 1075  # frexp exponents of finite float64 lie in [-1073, 1024]
+    _N_EXPONENTS = 2100
+    _MAX_ROWS_PER_ADD = 1 << 25  # keeps float64 bincount sums of 27-bit ints exact
+
+    def __init__(self, n_columns: int):
+        self.n_columns = n_columns
+        self._high = np.zeros(n_columns * self._N_EXPONENTS, dtype=np.int64)
+        self._low = np.zeros(n_columns * self._N_EXPONENTS, dtype=np.int64)
+
+    def add(self, values: np.ndarray) -> None:
+        for start in range(0, values.shape[0], self._MAX_ROWS_PER_ADD):
+            self._add(values[start : start + self._MAX_ROWS_PER_ADD])
+
+    def _add(self, values: np.ndarray) -> None:
+        mantissa, exponent = np.frexp(values)
+        integers = (mantissa * float(1 << 53)).astype(np.int64)
+        bins = (exponent + self._OFFSET) + np.arange(self.n_columns) * self._N_EXPONENTS
+        size = self._high.shape[0]
+        self._high += np.bincount(bins.ravel(), (integers >> 26).ravel(), minlength=size).astype(np.int64)
+        self._low += np.bincount(bins.ravel(), (integers & ((1 << 26) - 1)).ravel(), minlength=size).astype(np.int64)
+
+    def totals(self) -> np.ndarray:
+        scale = self._OFFSET + 53
+        exact = [0] * self.n_columns
+        for flat in np.flatnonzero(self._high | self._low):
+            column, exponent_bin = divmod(int(flat), self._N_EXPONENTS)
+            exact[column] += ((int(self._high[flat]) << 26) + int(self._low[flat])) << exponent_bin
+        return np.array([float(Fraction(value, 1 << scale)) for value in exact])
+
+
+def _check_ks(ks: Iterable[int]) -> tuple[int, ...]:
+    ks = tuple(int(k) for k in ks)
+    if not ks or min(ks) < 1:
+        raise InputError(f"ks must be positive integers, got {ks}")
+    return ks
+
+
+class MetricAccumulator:
+    """Streaming P@k, nDCG@k, PSP@k, PSnDCG@k over batches; exact, so the result equals
+    :func:`evaluate` on the concatenated batches bit for bit.
+
+    Args:
+        ks: cut-offs to report.
+        inv_prop: ``(L,)`` inverse propensities (:func:`inverse_propensity` of the *train*
+            labels); without them only P@k and nDCG@k are reported.
+
+    Example:
+        >>> import scipy.sparse as sp
+        >>> acc = MetricAccumulator(ks=(1,))
+        >>> acc.update(np.array([[0], [1]]), sp.csr_matrix([[1, 0], [1, 0]]))
+        >>> acc.result()
+        {'P@1': 50.0, 'nDCG@1': 50.0}
+    """
+
+    def __init__(self, ks: Sequence[int] = DEFAULT_KS, inv_prop: np.ndarray | None = None):
+        self.ks = _check_ks(ks)
+        self.k_max = max(self.ks)
+        if inv_prop is not None:
+            inv_prop = np.asarray(inv_prop, dtype=np.float64)
+            if inv_prop.ndim != 1 or not np.all(np.isfinite(inv_prop)):
+                raise InputError("inv_prop must be a finite 1-D array of length n_labels")
+        self.inv_prop = inv_prop
+        self._quantities = ("P", "nDCG") + (("PSP", "PSP_best", "PSnDCG", "PSnDCG_best") if inv_prop is not None else ())
+        self._sums = _ExactColumnSums(len(self._quantities) * self.k_max)
+        self.n_rows = 0
+
+    def update(self, topk_indices: np.ndarray, Y_true: sp.spmatrix) -> None:
+        """Add a batch.
+
+        Shapes:
+            topk_indices: ``(B, k)`` int, best first, ``k >= max(ks)``; ``-1`` = no prediction.
+            Y_true: ``(B, L)`` sparse binary; every stored entry is a positive.
+        """
+        topk, Y = self._validate(topk_indices, Y_true)
+        per_row = self._per_row(topk, Y)
+        self._sums.add(np.concatenate([per_row[q] for q in self._quantities], axis=1))
+        self.n_rows += topk.shape[0]
+
+    def result(self) -> dict[str, float]:
+        """Metrics in percent, keys ``"P@k"``, ``"nDCG@k"`` and, with propensities,
+        ``"PSP@k"``, ``"PSnDCG@k"`` (normalised), ``"PSP@k(raw)"``, ``"PSnDCG@k(raw)"``."""
+        totals = self._sums.totals().reshape(len(self._quantities), self.k_max)
+        total = dict(zip(self._quantities, totals))
+        n = max(self.n_rows, 1)
+        out: dict[str, float] = {}
+        for name in ("P", "nDCG"):
+            out.update({f"{name}@{k}": float(100.0 * total[name][k - 1] / n) for k in self.ks})
+        if self.inv_prop is not None:
+            for name in ("PSP", "PSnDCG"):
+                best = total[f"{name}_best"]
+                out.update(
+                    {f"{name}@{k}": float(100.0 * total[name][k - 1] / best[k - 1]) if best[k - 1] > 0 else 0.0 for k in self.ks}
+                )
+                out.update({f"{name}@{k}(raw)": float(100.0 * total[name][k - 1] / n) for k in self.ks})
+        return out
+
+    def _validate(self, topk_indices: np.ndarray, Y_true: sp.spmatrix) -> tuple[np.ndarray, sp.csr_matrix]:
+        topk = np.asarray(topk_indices)
+        if topk.ndim != 2 or not np.issubdtype(topk.dtype, np.integer):
+            raise InputError(f"topk_indices must be a 2-D integer array, got {topk.dtype} {topk.shape}")
+        if not sp.issparse(Y_true):
+            raise InputError("Y_true must be a scipy sparse matrix (n, n_labels)")
+        Y = sp.csr_matrix(Y_true)
+        if not Y.has_canonical_format:
+            Y = Y.copy()
+            Y.sum_duplicates()
+        n_labels = Y.shape[1]
+        if topk.shape[0] != Y.shape[0]:
+            raise InputError(f"topk_indices has {topk.shape[0]} rows but Y_true has {Y.shape[0]}")
+        if topk.shape[1] < self.k_max:
+            raise InputError(f"topk_indices has {topk.shape[1]} columns, need k >= {self.k_max}")
+        topk = topk[:, : self.k_max].astype(np.int64)
+        if topk.size and (topk.min() < -1 or topk.max() >= n_labels):
+            raise InputError(f"topk_indices must lie in [-1, {n_labels}) (-1 = no prediction)")
+        ranked = np.sort(topk, axis=1)
+        if np.any((ranked[:, 1:] == ranked[:, :-1]) & (ranked[:, 1:] >= 0)):
+            raise InputError("a row of topk_indices predicts the same label twice")
+        if self.inv_prop is not None and self.inv_prop.shape[0] != n_labels:
+            raise InputError(f"inv_prop has {self.inv_prop.shape[0]} entries, Y_true has {n_labels} labels")
+        return topk, Y
+
+    def _per_row(self, topk: np.ndarray, Y: sp.csr_matrix) -> dict[str, np.ndarray]:
+        """Per-row cumulative values at k = 1..k_max, shape ``(B, k_max)`` each."""
+        n, k_max = topk.shape
+        n_labels = np.int64(Y.shape[1])
+        counts = np.diff(Y.indptr)
+        rows = np.repeat(np.arange(n, dtype=np.int64), counts)
+        true_keys = rows * n_labels + Y.indices  # ascending: canonical CSR
+        query = np.arange(n, dtype=np.int64)[:, None] * n_labels + topk
+        position = np.minimum(np.searchsorted(true_keys, query), max(len(true_keys) - 1, 0))
+        hits = (topk >= 0) & (true_keys[position] == query) if len(true_keys) else np.zeros(topk.shape, bool)
+        ranks = np.arange(1, k_max + 1)
+        discount = 1.0 / np.log2(ranks + 1.0)
+        ideal = np.concatenate([[0.0], np.cumsum(discount)])[np.minimum(counts[:, None], ranks)]
+        safe_ideal = np.where(ideal > 0, ideal, 1.0)
+        out = {
+            "P": np.cumsum(hits, axis=1) / ranks,
+            "nDCG": np.cumsum(hits * discount, axis=1) / safe_ideal,
+        }
+        if self.inv_prop is not None:
+            gain = np.where(hits, self.inv_prop[np.maximum(topk, 0)], 0.0)
+            _, best = _top_per_row(Y.indptr, Y.indices.astype(np.int64), self.inv_prop[Y.indices], k_max)
+            out["PSP"] = np.cumsum(gain, axis=1) / ranks
+            out["PSP_best"] = np.cumsum(best, axis=1) / ranks
+            out["PSnDCG"] = np.cumsum(gain * discount, axis=1) / safe_ideal
+            out["PSnDCG_best"] = np.cumsum(best * discount, axis=1) / safe_ideal
+        return out
+
+
+def evaluate(
+    topk_indices: np.ndarray,
+    Y_true: sp.spmatrix,
+    inv_prop: np.ndarray | None = None,
+    ks: Sequence[int] = DEFAULT_KS,
+) -> dict[str, float]:
+    """P@k, nDCG@k and (with ``inv_prop``) PSP@k, PSnDCG@k in percent over all rows.
+
+    Args:
+        topk_indices: ``(n, k)`` predicted label ids, best first, ``k >= max(ks)``;
+            ``-1`` marks "no prediction".
+        Y_true: ``(n, L)`` sparse true labels.
+        inv_prop: ``(L,)`` inverse propensities from the train labels, or ``None``.
+        ks: cut-offs.
+
+    Returns:
+        ``{"P@1": ..., "nDCG@1": ..., "PSP@1": ..., "PSnDCG@1": ..., "PSP@1(raw)": ...,
+        "PSnDCG@1(raw)": ...}`` for every k in ``ks`` (PS keys only with ``inv_prop``).
+
+    Example:
+        >>> import scipy.sparse as sp
+        >>> Y = sp.csr_matrix([[1, 1, 0], [0, 0, 1]])
+        >>> r = evaluate(np.array([[0, 2], [1, 2]]), Y, ks=(1, 2))
+        >>> r["P@1"], r["P@2"]
+        (50.0, 50.0)
+    """
+    accumulator = MetricAccumulator(ks=ks, inv_prop=inv_prop)
+    accumulator.update(topk_indices, Y_true)
+    return accumulator.result()
+
+
+def evaluate_scores(
+    scores: np.ndarray | sp.spmatrix,
+    Y_true: sp.spmatrix,
+    inv_prop: np.ndarray | None = None,
+    ks: Sequence[int] = DEFAULT_KS,
+) -> dict[str, float]:
+    """:func:`evaluate` on the top ``max(ks)`` of an ``(n, L)`` score matrix (see :func:`top_k`)."""
+    return evaluate(top_k(scores, max(_check_ks(ks))), Y_true, inv_prop=inv_prop, ks=ks)
