@@ -1,0 +1,87 @@
+"""XML-CNN backbone (Liu et al., "Deep Learning for Extreme Multi-label Text
+Classification", SIGIR 2017): word embeddings, 1-D convolutions of several widths, dynamic
+max-pooling (each feature map is split into ``pooling_chunks`` pieces and max-pooled per
+piece, keeping coarse position), then a fully-connected bottleneck layer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from holoxmc.codes.hrr import local_generator
+from holoxmc.errors import InputError
+from holoxmc.heads.dense import reset_linear_
+
+__all__ = ["XMLCNNBackbone", "PAD"]
+
+PAD = 0
+_INIT_STREAM = 4
+
+
+class XMLCNNBackbone(nn.Module):
+    """Token ids → convolution + dynamic max-pooling → bottleneck vector.
+
+    Args:
+        vocab_size: number of token ids, PAD (= 0) included.
+        embed_dim: word-embedding width.
+        filter_sizes: convolution widths (one bank of ``n_filters`` per width).
+        n_filters: feature maps per width.
+        pooling_chunks: pieces each feature map is max-pooled over (dynamic max-pooling).
+        bottleneck: width of the hidden layer and of the output.
+        dropout: dropout on the embeddings and after the bottleneck.
+        seed: seed of the weight initialisation (local generator).
+
+    Shapes:
+        forward: ``LongTensor (B, T)`` padded with 0 → ``(B, bottleneck)``.
+
+    Example:
+        >>> net = XMLCNNBackbone(100, embed_dim=16, n_filters=4, bottleneck=8)
+        >>> net(torch.randint(1, 100, (3, 20))).shape
+        torch.Size([3, 8])
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        embed_dim: int = 300,
+        filter_sizes: Sequence[int] = (2, 4, 8),
+        n_filters: int = 32,
+        pooling_chunks: int = 8,
+        bottleneck: int = 512,
+        dropout: float = 0.5,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        filter_sizes = tuple(int(width) for width in filter_sizes)
+        if vocab_size < 2 or not filter_sizes or min(filter_sizes) < 1:
+            raise InputError(f"need vocab_size >= 2 and positive filter sizes; got {vocab_size}, {filter_sizes}")
+        self.min_length = max(filter_sizes)
+        self.pooling_chunks = int(pooling_chunks)
+        self.out_features = int(bottleneck)
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
+        self.convolutions = nn.ModuleList(nn.Conv1d(embed_dim, n_filters, width) for width in filter_sizes)
+        self.bottleneck = nn.Linear(len(filter_sizes) * n_filters * self.pooling_chunks, self.out_features)
+        self.dropout = nn.Dropout(dropout)
+        self.reset_parameters(local_generator(seed, _INIT_STREAM))
+
+    def reset_parameters(self, generator: torch.Generator) -> None:
+        """Embeddings from N(0, 1) (PAD row zero); layers from U(±1/√fan_in)."""
+        with torch.no_grad():
+            nn.init.normal_(self.embedding.weight, generator=generator)
+            self.embedding.weight[PAD].zero_()
+        for layer in [*self.convolutions, self.bottleneck]:
+            reset_linear_(layer, generator)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        if tokens.shape[1] < self.min_length:
+            tokens = F.pad(tokens, (0, self.min_length - tokens.shape[1]), value=PAD)
+        embedded = self.dropout(self.embedding(tokens)).transpose(1, 2)  # (B, E, T)
+        pooled = [
+            F.adaptive_max_pool1d(F.relu(convolution(embedded)), self.pooling_chunks).flatten(1)
+            for convolution in self.convolutions
+        ]
+        return self.dropout(F.relu(self.bottleneck(torch.cat(pooled, dim=1))))

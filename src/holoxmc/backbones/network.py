@@ -1,0 +1,136 @@
+"""A backbone and an output head composed into one model, and a factory that rebuilds a
+model from a JSON-able configuration (what checkpoints store next to the weights)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from torch import Tensor, nn
+
+from holoxmc.backbones.cnn import XMLCNNBackbone
+from holoxmc.backbones.fc import FCBackbone
+from holoxmc.backbones.lstm import AttentionLSTMBackbone
+from holoxmc.data.batch import LabelBatch, SparseBatch
+from holoxmc.errors import InputError
+from holoxmc.heads.dense import DenseHead
+from holoxmc.heads.hrr import HRRHead
+
+__all__ = ["Network", "build_network", "BACKBONES", "HEADS"]
+
+BACKBONES: dict[str, type[nn.Module]] = {
+    "fc": FCBackbone,
+    "cnn": XMLCNNBackbone,
+    "lstm": AttentionLSTMBackbone,
+}
+HEADS: dict[str, type[nn.Module]] = {"dense": DenseHead, "hrr": HRRHead}
+
+Input = SparseBatch | Tensor
+
+
+class Network(nn.Module):
+    """``head(backbone(x))`` with the head's loss and decoding.
+
+    Args:
+        backbone: module with ``forward(x) -> (B, out_features)`` and ``out_features``.
+        head: module with ``forward``, ``loss(out, labels)`` and ``topk(out, k)``.
+        config: the :func:`build_network` keywords that rebuild this model, if known.
+
+    Example:
+        >>> net = build_network("fc", "hrr", n_features=50, n_labels=30, hidden=[16], dim=32)
+        >>> net.config["head"], net.head.dim
+        ('hrr', 32)
+    """
+
+    def __init__(self, backbone: nn.Module, head: nn.Module, config: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.head = head
+        self.config = config
+
+    def forward(self, x: Input) -> Tensor:
+        return self.head(self.backbone(x))
+
+    def loss(self, x: Input, labels: LabelBatch) -> Tensor:
+        """Scalar training loss of a batch (mean over its rows)."""
+        return self.head.loss(self(x), labels)
+
+    def topk(self, x: Input, k: int) -> tuple[Tensor, Tensor]:
+        """``(scores (B, k), label indices (B, k))``, best first."""
+        return self.head.topk(self(x), k)
+
+
+# Keywords build_network fills itself; never taken from ``options``.
+_RESERVED = {"self", "in_features", "n_labels", "n_features", "vocab_size", "seed"}
+
+
+def _accepted(cls: type[nn.Module]) -> set[str]:
+    return set(inspect.signature(cls.__init__).parameters) - _RESERVED
+
+
+def _json_value(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def build_network(
+    backbone: str = "fc",
+    head: str = "hrr",
+    *,
+    n_labels: int,
+    n_features: int | None = None,
+    vocab_size: int | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> Network:
+    """Build ``Network(backbone, head)`` from plain, JSON-able keywords.
+
+    Every option goes to the backbone or the head that accepts a keyword of that name
+    (``hidden``, ``dropout``, ``embed_dim``… for backbones; ``dim``, ``learn_pm``,
+    ``loss``, ``label_chunk``… for heads). ``seed`` seeds both. The returned network's
+    ``config`` holds all keywords, so ``build_network(**net.config)`` rebuilds it.
+
+    Args:
+        backbone: ``"fc"`` (needs ``n_features``), ``"cnn"`` or ``"lstm"`` (need ``vocab_size``).
+        head: ``"dense"`` or ``"hrr"``.
+        n_labels: number of labels L.
+        n_features: input dimension of the FC backbone.
+        vocab_size: token vocabulary of the text backbones (PAD = 0 included).
+        seed: initialisation seed of the backbone and head (and the HRR label code).
+        **options: backbone and head keywords.
+
+    Raises:
+        InputError: unknown backbone/head name, a missing input size, or an option neither
+            the backbone nor the head accepts.
+    """
+    if backbone not in BACKBONES:
+        raise InputError(f"unknown backbone {backbone!r}; choose from {sorted(BACKBONES)}")
+    if head not in HEADS:
+        raise InputError(f"unknown head {head!r}; choose from {sorted(HEADS)}")
+    backbone_cls, head_cls = BACKBONES[backbone], HEADS[head]
+    backbone_keys, head_keys = _accepted(backbone_cls), _accepted(head_cls)
+    unknown = sorted(set(options) - backbone_keys - head_keys)
+    if unknown:
+        raise InputError(f"options {unknown} are not accepted by backbone {backbone!r} or head {head!r}")
+
+    input_size_name = "n_features" if backbone == "fc" else "vocab_size"
+    input_size = n_features if backbone == "fc" else vocab_size
+    if input_size is None:
+        raise InputError(f"backbone {backbone!r} needs {input_size_name}")
+    backbone_module = backbone_cls(
+        input_size, seed=seed, **{key: value for key, value in options.items() if key in backbone_keys}
+    )
+    head_module = head_cls(
+        backbone_module.out_features,
+        n_labels,
+        seed=seed,
+        **{key: value for key, value in options.items() if key in head_keys},
+    )
+    config = {
+        "backbone": backbone,
+        "head": head,
+        "n_labels": int(n_labels),
+        input_size_name: int(input_size),
+        "seed": int(seed),
+        **{key: _json_value(value) for key, value in options.items()},
+    }
+    return Network(backbone_module, head_module, config)

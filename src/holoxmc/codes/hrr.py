@@ -1,0 +1,194 @@
+"""Dense HRR label codes: one projected HRR vector per label plus the roles *present* (p)
+and *missing* (m) (HRR paper, section 4).
+
+Nothing here is stored: every vector is regenerated from ``(seed, n_labels, dim)``. Label
+vectors come in chunks of ``chunk_size`` rows and chunk ``j`` is drawn from its own
+generator seeded by ``(seed, j)``, so any chunk can be made alone, bit-identically, and the
+``L × d'`` matrix never has to exist in memory. :meth:`HRRLabelCode.materialize` caches it
+when the caller wants the speed and has the memory. All draws happen on the CPU in float64
+and are cast afterwards, so a seed gives the same code on every device.
+
+Example:
+    >>> code = HRRLabelCode(n_labels=1000, dim=64, seed=3, chunk_size=256)
+    >>> rows = code.gather(torch.tensor([5, 700]))
+    >>> torch.equal(rows[1], code.chunk(2)[700 - 512])
+    True
+    >>> code.pm_residual < 1e-6
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from holoxmc import hrr
+from holoxmc.errors import InputError
+
+__all__ = ["HRRLabelCode", "local_generator"]
+
+# Stream tags: independent random streams derived from one user seed.
+_LABEL_STREAM = 0
+_ROLE_STREAM = 1
+
+# Alternating Gram–Schmidt / projection rounds used to make π(m) orthogonal to π(p).
+_MAX_ORTHOGONAL_ROUNDS = 200
+_ORTHOGONAL_TOLERANCE = 1e-12
+
+
+def local_generator(seed: int, *key: int) -> torch.Generator:
+    """A CPU ``torch.Generator`` for the independent stream ``key`` of ``seed``.
+
+    Streams are derived with :class:`numpy.random.SeedSequence` (``spawn_key=key``), so
+    different keys give statistically independent generators and nothing touches the global
+    RNG.
+
+    Example:
+        >>> a = torch.rand(2, generator=local_generator(0, 1, 7))
+        >>> torch.equal(a, torch.rand(2, generator=local_generator(0, 1, 7)))
+        True
+    """
+    state = np.random.SeedSequence(entropy=int(seed), spawn_key=tuple(int(k) for k in key))
+    low, high = state.generate_state(2, dtype=np.uint32)
+    return torch.Generator().manual_seed((int(high) << 32 | int(low)) & (2**63 - 1))
+
+
+def _gaussian(n: int, dim: int, generator: torch.Generator) -> Tensor:
+    """``n`` float64 vectors with i.i.d. N(0, 1/dim) entries (the paper's initialisation)."""
+    return torch.randn(n, dim, generator=generator, dtype=torch.float64) / dim**0.5
+
+
+class HRRLabelCode:
+    """The seeded dense HRR code of ``n_labels`` labels in ``dim`` dimensions.
+
+    Args:
+        n_labels: number of labels L.
+        dim: code dimension d'.
+        seed: the code's seed; the same seed gives the same vectors everywhere.
+        chunk_size: rows per generated chunk (memory of one chunk: ``chunk_size·dim``).
+        dtype: float32 or float64 of the returned vectors.
+
+    Attributes:
+        present: π(p), shape ``(dim,)``.
+        missing: π(m), shape ``(dim,)``, orthogonal to ``present`` (see :attr:`pm_residual`).
+        present_raw, missing_raw: p and m before projection (initial values of learnable roles).
+
+    Every returned label vector is projected, so it has unit norm.
+    """
+
+    def __init__(
+        self,
+        n_labels: int,
+        dim: int = 400,
+        *,
+        seed: int = 0,
+        chunk_size: int = 8192,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        if n_labels < 1 or dim < 2 or chunk_size < 1:
+            raise InputError(
+                f"need n_labels >= 1, dim >= 2, chunk_size >= 1; got {n_labels}, {dim}, {chunk_size}"
+            )
+        self.n_labels = int(n_labels)
+        self.dim = int(dim)
+        self.seed = int(seed)
+        self.chunk_size = int(chunk_size)
+        self.dtype = dtype
+        self._cache: Tensor | None = None
+        p_raw, m_raw = self._draw_roles()
+        self.present_raw = p_raw.to(dtype)
+        self.missing_raw = m_raw.to(dtype)
+        self.present = hrr.projection(p_raw).to(dtype)
+        self.missing = hrr.projection(m_raw).to(dtype)
+
+    def _draw_roles(self) -> tuple[Tensor, Tensor]:
+        """p ~ π(N(0, I/d')); m is made orthogonal to π(p) by Gram–Schmidt *before* its
+        projection, and the pair (orthogonalise, project) is repeated until π(m) ⟂ π(p)
+        (alternating projections; one round alone leaves |p·m| ≈ 1e-2)."""
+        p_raw, m_raw = _gaussian(2, self.dim, local_generator(self.seed, _ROLE_STREAM))
+        p = hrr.projection(p_raw)
+        m = m_raw
+        for _ in range(_MAX_ORTHOGONAL_ROUNDS):
+            m = m - (m @ p) / (p @ p) * p
+            projected = hrr.projection(m)
+            if abs(float(projected @ p)) < _ORTHOGONAL_TOLERANCE:
+                break
+            m = projected
+        return p_raw, m
+
+    @property
+    def pm_residual(self) -> float:
+        """``|cos(π(p), π(m))|`` after projection, in the code's dtype (0 = orthogonal)."""
+        p, m = self.present.double(), self.missing.double()
+        return abs(float(p @ m / (p.norm() * m.norm())))
+
+    @property
+    def n_chunks(self) -> int:
+        return -(-self.n_labels // self.chunk_size)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory of the full ``L × d'`` matrix in the code's dtype."""
+        return self.n_labels * self.dim * torch.empty((), dtype=self.dtype).element_size()
+
+    @property
+    def is_materialized(self) -> bool:
+        return self._cache is not None
+
+    def chunk_bounds(self, j: int) -> tuple[int, int]:
+        """Label range ``[start, stop)`` of chunk ``j``."""
+        if not 0 <= j < self.n_chunks:
+            raise InputError(f"chunk {j} out of range [0, {self.n_chunks})")
+        start = j * self.chunk_size
+        return start, min(start + self.chunk_size, self.n_labels)
+
+    def chunk(self, j: int, *, projected: bool = True) -> Tensor:
+        """Label vectors of chunk ``j``, regenerated from ``(seed, j)``.
+
+        Shapes:
+            → ``(stop - start, dim)`` with ``(start, stop) = chunk_bounds(j)``.
+        """
+        start, stop = self.chunk_bounds(j)
+        if projected and self._cache is not None:
+            return self._cache[start:stop]
+        raw = _gaussian(stop - start, self.dim, local_generator(self.seed, _LABEL_STREAM, j))
+        return (hrr.projection(raw) if projected else raw).to(self.dtype)
+
+    def chunks(self, *, projected: bool = True) -> Iterator[tuple[int, Tensor]]:
+        """Yield ``(start, vectors)`` for every chunk in label order."""
+        for j in range(self.n_chunks):
+            yield self.chunk_bounds(j)[0], self.chunk(j, projected=projected)
+
+    def full(self, *, projected: bool = True) -> Tensor:
+        """The whole ``(L, dim)`` matrix (not cached; see :meth:`materialize`)."""
+        if projected and self._cache is not None:
+            return self._cache
+        return torch.cat([vectors for _, vectors in self.chunks(projected=projected)])
+
+    def materialize(self) -> Tensor:
+        """Build and keep the projected ``(L, dim)`` matrix so :meth:`gather` and
+        :meth:`chunk` become lookups. Costs :attr:`nbytes` of memory."""
+        if self._cache is None:
+            self._cache = self.full()
+        return self._cache
+
+    def gather(self, labels: Tensor) -> Tensor:
+        """Projected vectors of the given label ids, from the cache or by regenerating only
+        the chunks that contain them.
+
+        Shapes:
+            labels: ``(n,)`` int64 → ``(n, dim)`` on the CPU.
+        """
+        labels = labels.to("cpu", torch.int64)
+        if self._cache is not None:
+            return self._cache.index_select(0, labels)
+        out = torch.empty(labels.shape[0], self.dim, dtype=self.dtype)
+        chunk_of = torch.div(labels, self.chunk_size, rounding_mode="floor")
+        for j in torch.unique(chunk_of).tolist():
+            rows = torch.nonzero(chunk_of == j).squeeze(1)
+            start, _ = self.chunk_bounds(j)
+            out[rows] = self.chunk(j).index_select(0, labels[rows] - start)
+        return out

@@ -1,0 +1,84 @@
+"""The dense output layer: one logit per label, trained with binary cross-entropy.
+
+This is the baseline the HRR paper compares against (its "FC" output layer) and the
+per-chunk output of SOLAR models.
+
+Example:
+    >>> import torch, scipy.sparse as sp
+    >>> from holoxmc.data.batch import LabelBatch
+    >>> head = DenseHead(8, 5)
+    >>> out = head(torch.randn(2, 8))
+    >>> labels = LabelBatch.from_csr(sp.csr_matrix([[0, 1, 0, 0, 1], [0, 0, 0, 0, 0]]))
+    >>> head.loss(out, labels).ndim, head.topk(out, 3)[1].shape
+    (0, torch.Size([2, 3]))
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from holoxmc.codes.hrr import local_generator
+from holoxmc.data.batch import LabelBatch
+from holoxmc.errors import InputError
+
+__all__ = ["DenseHead", "reset_linear_"]
+
+_INIT_STREAM = 2
+
+
+def reset_linear_(layer: nn.Module, generator: torch.Generator) -> None:
+    """Re-draw a layer's ``weight`` and ``bias`` from U(-1/√fan_in, 1/√fan_in) with a
+    local generator (PyTorch's default ``nn.Linear``/``nn.Conv1d`` distribution, made
+    reproducible without the global RNG). ``fan_in`` is ``weight[0].numel()``."""
+    bound = 1.0 / math.sqrt(layer.weight[0].numel())
+    with torch.no_grad():
+        nn.init.uniform_(layer.weight, -bound, bound, generator=generator)
+        if getattr(layer, "bias", None) is not None:
+            nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
+
+
+class DenseHead(nn.Module):
+    """``L`` logits from a linear layer, BCE-with-logits loss, top-k by logit.
+
+    Args:
+        in_features: width of the backbone output.
+        n_labels: number of labels L (the output width).
+        seed: seed of the weight initialisation (local generator).
+
+    Shapes:
+        forward: ``(B, in_features)`` → ``(B, L)`` logits.
+    """
+
+    def __init__(self, in_features: int, n_labels: int, *, seed: int = 0) -> None:
+        super().__init__()
+        if in_features < 1 or n_labels < 1:
+            raise InputError(f"need in_features, n_labels >= 1; got {in_features}, {n_labels}")
+        self.in_features = int(in_features)
+        self.n_labels = int(n_labels)
+        self.linear = nn.Linear(self.in_features, self.n_labels)
+        reset_linear_(self.linear, local_generator(seed, _INIT_STREAM))
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.linear(h)
+
+    def loss(self, out: Tensor, labels: LabelBatch) -> Tensor:
+        """Mean over the batch and the L labels of the binary cross-entropy.
+
+        The multi-hot target is built per batch: it is no larger than ``out``.
+        """
+        target = torch.zeros_like(out)
+        target[labels.row_ids(), labels.indices] = 1.0
+        return F.binary_cross_entropy_with_logits(out, target)
+
+    def scores(self, out: Tensor) -> Tensor:
+        """Score of every label: the logits themselves, ``(B, L)``."""
+        return out
+
+    def topk(self, out: Tensor, k: int) -> tuple[Tensor, Tensor]:
+        """The ``k`` largest logits per row, best first: ``(scores (B, k), indices (B, k))``."""
+        scores, indices = torch.topk(out, min(k, self.n_labels), dim=-1)
+        return scores, indices

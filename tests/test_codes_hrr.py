@@ -1,0 +1,100 @@
+"""Dense HRR label codes: seeded, chunked, projected, with orthogonal roles."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from holoxmc import hrr
+from holoxmc.codes.hrr import HRRLabelCode, local_generator
+from holoxmc.errors import InputError
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    n_labels=st.integers(1, 300),
+    chunk_size=st.integers(1, 128),
+    dim=st.sampled_from([16, 33, 64]),
+    seed=st.integers(0, 2**40),
+)
+def test_chunks_concatenate_to_the_materialized_code(n_labels, chunk_size, dim, seed):
+    code = HRRLabelCode(n_labels, dim, seed=seed, chunk_size=chunk_size)
+    pieces = list(code.chunks())
+    assert [start for start, _ in pieces] == list(range(0, n_labels, chunk_size))
+    cached = HRRLabelCode(n_labels, dim, seed=seed, chunk_size=chunk_size).materialize()
+    assert cached.shape == (n_labels, dim)
+    assert torch.equal(torch.cat([vectors for _, vectors in pieces]), cached)
+
+
+def test_any_chunk_regenerates_bit_identically_alone():
+    code = HRRLabelCode(5000, 64, seed=11, chunk_size=512)
+    later = code.chunk(7)
+    fresh = HRRLabelCode(5000, 64, seed=11, chunk_size=512)
+    assert torch.equal(fresh.chunk(7), later)  # made without chunks 0..6
+    assert torch.equal(fresh.present, code.present) and torch.equal(fresh.missing, code.missing)
+    other_seed = HRRLabelCode(5000, 64, seed=12, chunk_size=512)
+    assert not torch.allclose(other_seed.chunk(7), later)
+
+
+def test_gather_regenerates_only_what_it_needs_and_matches_cache():
+    code = HRRLabelCode(1000, 32, seed=5, chunk_size=100)
+    labels = torch.tensor([999, 0, 450, 451, 0, 105])
+    regenerated = code.gather(labels)
+    full = code.materialize()
+    assert code.is_materialized
+    assert torch.equal(regenerated, full[labels])
+    assert torch.equal(code.gather(labels), regenerated)
+
+
+def test_vectors_are_projected_unit_norm_and_nearly_orthogonal():
+    code = HRRLabelCode(400, 256, seed=0)
+    vectors = code.full()
+    spectrum = torch.fft.rfft(vectors.double(), dim=-1).abs()
+    assert torch.allclose(spectrum, torch.ones_like(spectrum), atol=1e-5)
+    assert torch.allclose(vectors.norm(dim=-1), torch.ones(400), atol=1e-5)
+    gram = vectors @ vectors.T - torch.eye(400)
+    assert gram.abs().max() < 6 / 256**0.5  # random unit vectors: |cos| ~ 1/sqrt(d)
+
+
+def test_raw_chunks_project_to_the_code():
+    code = HRRLabelCode(50, 40, seed=3, chunk_size=20)
+    raw = code.full(projected=False)
+    assert torch.allclose(hrr.projection(raw.double()).float(), code.full(), atol=1e-6)
+    assert abs(float(raw.std()) - 40**-0.5) < 0.03  # N(0, 1/d') before projection
+
+
+@pytest.mark.parametrize("dim", [16, 400, 1001])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_present_and_missing_roles_are_orthogonal_after_projection(dim, seed):
+    code = HRRLabelCode(10, dim, seed=seed)
+    assert code.pm_residual < 1e-6
+    raw_residual = abs(float(code.present.double() @ code.missing_raw.double()))
+    assert raw_residual < 1e-6  # m was orthogonalised against p before its projection
+    for role in (code.present, code.missing):
+        assert torch.allclose(torch.fft.rfft(role.double()).abs(), torch.ones(dim // 2 + 1, dtype=torch.float64), atol=1e-5)
+    assert torch.allclose(hrr.projection(code.missing_raw.double()).float(), code.missing, atol=1e-6)
+
+
+def test_float64_code_draws_the_same_vectors():
+    code32 = HRRLabelCode(30, 24, seed=9)
+    code64 = HRRLabelCode(30, 24, seed=9, dtype=torch.float64)
+    assert code64.full().dtype == torch.float64
+    assert torch.allclose(code64.full().float(), code32.full(), atol=1e-6)
+    assert code64.nbytes == 2 * code32.nbytes == 30 * 24 * 8
+
+
+def test_local_generators_are_independent_streams():
+    a = torch.rand(4, generator=local_generator(0, 0, 1))
+    b = torch.rand(4, generator=local_generator(0, 0, 2))
+    c = torch.rand(4, generator=local_generator(1, 0, 1))
+    assert not torch.equal(a, b) and not torch.equal(a, c)
+    assert torch.equal(a, torch.rand(4, generator=local_generator(0, 0, 1)))
+
+
+def test_invalid_arguments_raise_input_errors():
+    with pytest.raises(InputError):
+        HRRLabelCode(0, 16)
+    with pytest.raises(InputError):
+        HRRLabelCode(10, 16, chunk_size=4).chunk(3)

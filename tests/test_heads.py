@@ -1,0 +1,203 @@
+"""Output heads: the HRR loss against a naive O(L) reference, chunked decoding against the
+full score matrix, gradients, and learning a small separable problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from holoxmc import hrr
+from holoxmc.backbones import FCBackbone, Network
+from holoxmc.data.batch import LabelBatch, SparseBatch
+from holoxmc.errors import InputError
+from holoxmc.heads.dense import DenseHead
+from holoxmc.heads.hrr import HRRHead
+
+N_LABELS = 37
+LABEL_ROWS = [[0, 5, 36], [], [7], [1, 2, 3, 4, 30], [], [36]]
+
+
+def labels_of(rows: list[list[int]], n_labels: int = N_LABELS) -> LabelBatch:
+    indptr = np.cumsum([0] + [len(r) for r in rows])
+    indices = np.array([i for r in rows for i in r], dtype=np.int64)
+    Y = sp.csr_matrix((np.ones(len(indices), np.float32), indices, indptr), shape=(len(rows), n_labels))
+    return LabelBatch.from_csr(Y)
+
+
+def naive_hrr_loss(head: HRRHead, out: torch.Tensor, rows: list[list[int]]) -> torch.Tensor:
+    """Eqs. 6–7 (or the authors' abs variant) example by example over the full code."""
+    p, m = head.roles()
+    codes = torch.cat([vectors for _, vectors in head.label_chunks()])
+    total = out.new_zeros(())
+    for b, present in enumerate(rows):
+        if not present:
+            continue
+        c = codes[present]
+        cos_p = hrr.cosine(hrr.unbind(out[b], p), c)
+        if head.loss_kind == "cosine":
+            total = total + (1 - cos_p).sum() + hrr.cosine(hrr.unbind(out[b], m), c.sum(0))
+        else:
+            cos_m = hrr.cosine(hrr.unbind(out[b], m), c)
+            total = total + (1 - cos_p.abs()).sum() + cos_m.abs().sum()
+    return total / len(rows)
+
+
+HEAD_VARIANTS = [
+    dict(),
+    dict(loss="abs"),
+    dict(cache_codes=False, label_chunk=8),
+    dict(learn_pm=True),
+    dict(learn_labels=True, label_chunk=10),
+    dict(learn_pm=True, learn_labels=True, loss="abs"),
+]
+
+
+@pytest.mark.parametrize("options", HEAD_VARIANTS, ids=str)
+def test_hrr_loss_matches_naive_reference(options):
+    head = HRRHead(12, N_LABELS, dim=64, seed=4, **options)
+    out = head(torch.randn(len(LABEL_ROWS), 12, generator=torch.Generator().manual_seed(0)))
+    fast = head.loss(out, labels_of(LABEL_ROWS))
+    reference = naive_hrr_loss(head, out, LABEL_ROWS)
+    assert fast.ndim == 0
+    assert torch.allclose(fast, reference, atol=1e-5), (fast, reference)
+
+
+@pytest.mark.parametrize("options", HEAD_VARIANTS, ids=str)
+def test_gradients_match_reference_and_stay_finite_with_empty_rows(options):
+    head = HRRHead(12, N_LABELS, dim=32, seed=1, **options)
+    h = torch.randn(len(LABEL_ROWS), 12, generator=torch.Generator().manual_seed(1))
+    head.loss(head(h), labels_of(LABEL_ROWS)).backward()
+    fast_grads = {name: p.grad.clone() for name, p in head.named_parameters()}
+    head.zero_grad()
+    naive_hrr_loss(head, head(h), LABEL_ROWS).backward()
+    for name, p in head.named_parameters():
+        assert torch.isfinite(fast_grads[name]).all(), name
+        assert torch.allclose(fast_grads[name], p.grad, atol=1e-5), name
+
+
+def test_all_empty_batch_and_zero_output_give_zero_loss_and_finite_gradients():
+    head = HRRHead(4, N_LABELS, dim=16, learn_pm=True, learn_labels=True)
+    out = torch.zeros(3, 16, requires_grad=True)
+    loss = head.loss(out, labels_of([[], [], []]))
+    loss.backward()
+    assert loss.item() == 0.0
+    assert torch.isfinite(out.grad).all() and torch.isfinite(head.labels_raw.grad).all()
+    loss = head.loss(out, labels_of([[1], [], [2, 3]]))
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(out.grad).all()
+
+
+def test_learned_label_gradients_flow_through_projection_to_present_rows_only():
+    head = HRRHead(8, N_LABELS, dim=32, learn_labels=True)
+    out = head(torch.randn(len(LABEL_ROWS), 8, generator=torch.Generator().manual_seed(2)))
+    head.loss(out, labels_of(LABEL_ROWS)).backward()
+    grad_norm = head.labels_raw.grad.norm(dim=1)
+    present = sorted({i for r in LABEL_ROWS for i in r})
+    absent = sorted(set(range(N_LABELS)) - set(present))
+    assert (grad_norm[present] > 0).all() and (grad_norm[absent] == 0).all()
+    # π makes the code invariant to the scale of a raw vector: its gradient is orthogonal to it.
+    raw = head.labels_raw.detach()[present]
+    radial = (head.labels_raw.grad[present] * raw).sum(1)
+    assert radial.abs().max() < 1e-5 * grad_norm[present].max()
+
+
+@pytest.mark.parametrize("options", [dict(), dict(loss="abs"), dict(cache_codes=False, label_chunk=5),
+                                     dict(learn_labels=True, label_chunk=6)], ids=str)
+@pytest.mark.parametrize("k", [1, 5, 37])
+def test_chunked_topk_equals_full_matrix_topk(options, k):
+    head = HRRHead(10, N_LABELS, dim=48, seed=3, **options)
+    out = head(torch.randn(9, 10, generator=torch.Generator().manual_seed(3)))
+    p = head.roles()[0]
+    codes = torch.cat([vectors for _, vectors in head.label_chunks()])
+    full = hrr.cosine(hrr.unbind(out, p).unsqueeze(1), codes.unsqueeze(0))
+    if head.loss_kind == "abs":
+        full = full.abs()
+    expected_scores, expected_indices = torch.topk(full, k, dim=1)
+    scores, indices = head.topk(out, k)
+    assert indices.dtype == torch.int64 and indices.shape == (9, k)
+    assert torch.equal(indices, expected_indices)
+    assert torch.allclose(scores, expected_scores, atol=1e-5)
+    assert torch.allclose(head.scores(out), full, atol=1e-5)
+
+
+def test_threshold_returns_exactly_the_labels_above_it():
+    head = HRRHead(6, N_LABELS, dim=64, label_chunk=7)
+    labels = labels_of([[3, 9], [20], [], [1, 2, 30]])
+    # Make the outputs the exact targets p ⊗ Σc, so present labels score well above 0.5.
+    p = head.roles()[0]
+    target = torch.stack([hrr.bind(p, head.label_vectors(torch.tensor(r, dtype=torch.long)).sum(0))
+                          if r else torch.zeros(64) for r in [[3, 9], [20], [], [1, 2, 30]]])
+    predicted = head.threshold(target, 0.5)
+    assert sp.isspmatrix_csr(predicted) and predicted.shape == (4, N_LABELS)
+    dense = torch.from_numpy(predicted.toarray())
+    assert torch.equal(dense > 0, labels.to_dense() > 0)
+    full = head.scores(target)
+    assert torch.allclose(dense[dense > 0], full[full > 0.5])
+
+
+def test_dense_head_loss_is_bce_against_the_multi_hot_target():
+    head = DenseHead(5, N_LABELS, seed=2)
+    out = head(torch.randn(len(LABEL_ROWS), 5, generator=torch.Generator().manual_seed(4)))
+    labels = labels_of(LABEL_ROWS)
+    target = labels.to_dense()
+    expected = -(target * torch.log(torch.sigmoid(out)) + (1 - target) * torch.log(1 - torch.sigmoid(out))).mean()
+    assert torch.allclose(head.loss(out, labels), expected, atol=1e-6)
+    scores, indices = head.topk(out, 3)
+    assert torch.equal(indices, torch.topk(out, 3).indices) and torch.equal(scores, torch.topk(out, 3).values)
+
+
+def test_same_seed_same_head_and_state_dict_holds_no_regenerable_code():
+    a, b = HRRHead(7, 5000, dim=40, seed=9), HRRHead(7, 5000, dim=40, seed=9)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    assert set(a.state_dict()) == {"linear.weight", "linear.bias"}
+    learned = HRRHead(7, 50, dim=40, learn_pm=True, learn_labels=True)
+    assert set(learned.state_dict()) == {"linear.weight", "linear.bias", "roles_raw", "labels_raw"}
+    assert not torch.equal(HRRHead(7, 50, dim=40, seed=1).linear.weight, HRRHead(7, 50, dim=40, seed=2).linear.weight)
+
+
+def test_invalid_head_options_raise():
+    with pytest.raises(InputError):
+        HRRHead(4, 10, loss="mse")
+    with pytest.raises(InputError):
+        DenseHead(0, 10)
+
+
+def separable_problem(n: int, n_labels: int, n_features: int, seed: int):
+    """Each label owns 5 features; an example shows the features of its 1–3 labels plus noise."""
+    owned = np.random.default_rng(12345).permutation(n_features)[: 5 * n_labels].reshape(n_labels, 5)
+    rng = np.random.default_rng(seed)
+    label_rows, feature_rows = [], []
+    for _ in range(n):
+        labels = rng.choice(n_labels, size=rng.integers(1, 4), replace=False)
+        features = np.concatenate([owned[labels].ravel(), rng.choice(n_features, 3)])
+        label_rows.append(sorted(labels.tolist()))
+        feature_rows.append(features)
+    indptr = np.cumsum([0] + [len(f) for f in feature_rows])
+    X = sp.csr_matrix((np.ones(indptr[-1], np.float32), np.concatenate(feature_rows), indptr), shape=(n, n_features))
+    X.sum_duplicates()
+    return X, label_rows
+
+
+@pytest.mark.parametrize("head_name", ["dense", "hrr"])
+def test_fc_with_either_head_learns_a_separable_problem(head_name):
+    n_labels, n_features = 30, 400
+    X, rows = separable_problem(600, n_labels, n_features, seed=0)
+    X_test, rows_test = separable_problem(200, n_labels, n_features, seed=1)
+    backbone = FCBackbone(n_features, hidden=(64,), seed=0)
+    head = DenseHead(64, n_labels) if head_name == "dense" else HRRHead(64, n_labels, dim=128)
+    network = Network(backbone, head)
+    optimizer = torch.optim.Adam(network.parameters(), lr=1e-2)
+    batch_rng = np.random.default_rng(0)
+    for _ in range(300):
+        batch = batch_rng.choice(len(rows), 64, replace=False)
+        loss = network.loss(SparseBatch.from_csr(X[batch]), labels_of([rows[i] for i in batch], n_labels))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    network.eval()
+    with torch.no_grad():
+        _, top1 = network.topk(SparseBatch.from_csr(X_test), 1)
+    precision_at_1 = np.mean([int(top1[i, 0]) in rows_test[i] for i in range(len(rows_test))])
+    assert precision_at_1 > 0.9
