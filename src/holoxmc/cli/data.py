@@ -1,0 +1,67 @@
+"""``holoxmc data …``: inspect datasets.
+
+``holoxmc data info DATA`` prints points / features / labels / labels-per-point /
+points-per-label of each split of ``DATA`` (a registry name, a dataset folder or a file);
+a malformed file gives one error line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+from holoxmc.data import REGISTRY, Dataset, DatasetStats, load
+from holoxmc.data.registry import SPLITS
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``data`` command group to the ``holoxmc`` parser."""
+    parser = subparsers.add_parser("data", help="inspect datasets (statistics, validation)")
+    commands = parser.add_subparsers(dest="data_command", metavar="COMMAND", required=True)
+    info = commands.add_parser(
+        "info",
+        help="print points, features, labels, labels/point, points/label of each split",
+        description="DATA is a registry name (bibtex, delicious, debtags, synthetic, ...), "
+        "a dataset folder or a single file (XML-repo/svmlight text, .mat, .jsonl, .npz).",
+    )
+    info.add_argument("data", metavar="DATA", help="registry name, folder or file")
+    info.set_defaults(run=run_info)
+
+
+def _splits_of(data: str) -> list[tuple[str, Dataset]]:
+    """``(split, dataset)`` for every split ``data`` has (one entry for a single text file)."""
+    path = Path(data)
+    if path.is_file() and not path.name.lower().endswith(".mat"):
+        return [("file", load(path))]
+    return [(split, load(data, split)) for split in SPLITS]
+
+
+def run_info(args: argparse.Namespace) -> int:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        splits = _splits_of(args.data)
+    for warning in caught:
+        print(f"holoxmc: warning: {warning.message}", file=sys.stderr)
+    print(f"{args.data}")
+    header = f"{'split':<10}{'points':>10}{'features':>10}{'labels':>10}{'labels/point':>14}{'points/label':>14}"
+    print(header)
+    rows = [(split, dataset.stats()) for split, dataset in splits]
+    if len(rows) == 2:
+        points = sum(s.points for _, s in rows)
+        positives = sum(dataset.Y.nnz for _, dataset in splits)
+        labels = rows[0][1].labels
+        rows.append(("all", DatasetStats(points, rows[0][1].features, labels, positives / max(points, 1), positives / max(labels, 1))))
+    for split, s in rows:
+        print(f"{split:<10}{s.points:>10}{s.features:>10}{s.labels:>10}{s.labels_per_point:>14.2f}{s.points_per_label:>14.2f}")
+    info = REGISTRY.get(str(args.data).lower())
+    if info is not None and not Path(args.data).exists():
+        features = "-" if info.n_features is None else str(info.n_features)
+        print(
+            f"{'published':<10}{f'{info.train_points}+{info.test_points}':>10}{features:>10}{info.n_labels:>10}"
+            f"{info.labels_per_point:>14.2f}{info.points_per_label:>14.2f}  (train+test)"
+        )
+    return 0
