@@ -1,0 +1,158 @@
+"""Metrics: hand-computed cases, agreement with napkinXC, exact streaming, validation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from holoxmc.errors import InputError
+from holoxmc.metrics import (
+    MetricAccumulator,
+    evaluate,
+    evaluate_scores,
+    inverse_propensity,
+    propensity_preset,
+    top_k,
+)
+
+# 3 rows: two labels, one label, no label (must still count).
+Y_HAND = sp.csr_matrix(np.array([[1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]], dtype=np.float32))
+TOPK_HAND = np.array([[0, 2, 1], [3, 2, 0], [1, 0, 2]])  # hits: [1,0,1], [0,1,0], [0,0,0]
+W_HAND = np.array([2.0, 4.0, 8.0, 1.0])
+LOG3 = math.log2(3)
+
+
+def test_precision_and_ndcg_by_hand():
+    r = evaluate(TOPK_HAND, Y_HAND, ks=(1, 2, 3))
+    assert r["P@1"] == pytest.approx(100 * 1 / 3)
+    assert r["P@2"] == pytest.approx(100 * (1 / 2 + 1 / 2 + 0) / 3)
+    assert r["P@3"] == pytest.approx(100 * (2 / 3 + 1 / 3 + 0) / 3)
+    ideal_two = 1 + 1 / LOG3
+    assert r["nDCG@1"] == pytest.approx(100 * 1 / 3)
+    assert r["nDCG@2"] == pytest.approx(100 * (1 / ideal_two + (1 / LOG3) / 1) / 3)
+    assert r["nDCG@3"] == pytest.approx(100 * ((1 + 1 / 2) / ideal_two + 1 / LOG3) / 3)
+    assert not any(key.startswith("PS") for key in r)  # no propensities, no PS metrics
+
+
+def test_propensity_scored_by_hand():
+    r = evaluate(TOPK_HAND, Y_HAND, inv_prop=W_HAND, ks=(1, 2))
+    # raw (HRR eq. 9): mean over rows of 1/k * sum of hit weights
+    assert r["PSP@1(raw)"] == pytest.approx(100 * (2 + 0 + 0) / 3)
+    assert r["PSP@2(raw)"] == pytest.approx(100 * ((2 + 0) / 2 + (0 + 8) / 2 + 0) / 3)
+    # normalised: divided by the best achievable (row 0: {4, 2}, row 1: {8}, row 2: {})
+    assert r["PSP@1"] == pytest.approx(100 * 2 / (4 + 8))
+    assert r["PSP@2"] == pytest.approx(100 * ((2 + 0) / 2 + 8 / 2) / ((4 + 2) / 2 + 8 / 2))
+    ideal_two = 1 + 1 / LOG3
+    gain = 2 / ideal_two + (8 / LOG3) / 1
+    best = (4 + 2 / LOG3) / ideal_two + 8 / 1
+    assert r["PSnDCG@2"] == pytest.approx(100 * gain / best)
+    assert r["PSnDCG@2(raw)"] == pytest.approx(100 * gain / 3)
+
+
+def test_precision_divides_by_k_even_for_short_rows():
+    Y = sp.csr_matrix(np.array([[1, 0, 0, 0, 0, 0]]))
+    r = evaluate(np.array([[0, 1, 2, 3, 4]]), Y)
+    assert r["P@5"] == pytest.approx(20.0)
+    assert r["nDCG@5"] == pytest.approx(100.0)  # ideal DCG uses min(k, 1) hit
+
+
+def test_missing_predictions_marked_minus_one_score_zero():
+    Y = sp.csr_matrix(np.array([[0, 1, 0]]))
+    r = evaluate(np.array([[1, -1]]), Y, ks=(1, 2))
+    assert r["P@1"] == 100.0 and r["P@2"] == 50.0
+
+
+def test_inverse_propensity_formula():
+    Y = sp.csr_matrix(np.array([[1, 1, 0], [1, 0, 0], [1, 0, 0], [1, 0, 0]]))
+    A, B = 0.55, 1.5
+    C = (math.log(4) - 1) * (B + 1) ** A
+    expected = [1 + C * (n + B) ** -A for n in (4, 1, 0)]
+    np.testing.assert_allclose(inverse_propensity(Y), expected, rtol=1e-12)
+    assert propensity_preset("Amazon-670K") == (0.6, 2.6)
+    assert propensity_preset("wiki10-31k") == (0.5, 0.4)
+    assert propensity_preset("eurlex-4k") == (0.55, 1.5)
+
+
+def _random_instance(seed: int, n: int = 120, n_labels: int = 30, k: int = 5):
+    rng = np.random.default_rng(seed)
+    Y = sp.random(n, n_labels, density=0.08, random_state=rng, format="csr", dtype=np.float32)
+    Y.data[:] = 1
+    Y_train = sp.random(400, n_labels, density=0.1, random_state=rng, format="csr", dtype=np.float32)
+    Y_train.data[:] = 1
+    topk = np.argsort(-rng.random((n, n_labels)), axis=1)[:, :k]
+    return Y, Y_train, topk
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_agrees_with_napkinxc(seed):
+    nm = pytest.importorskip("napkinxc.metrics", reason="napkinxc (test extra) not installed")
+    Y, Y_train, topk = _random_instance(seed)
+    w = inverse_propensity(Y_train)
+    np.testing.assert_allclose(w, nm.Jain_et_al_inverse_propensity(Y_train.astype(np.float64)), rtol=1e-12)
+    r = evaluate(topk, Y, inv_prop=w)
+    pred = topk.tolist()
+    reference = {
+        "P": nm.precision_at_k(Y, pred, k=5),
+        "nDCG": nm.ndcg_at_k(Y, pred, k=5),
+        "PSP": nm.psprecision_at_k(Y, pred, w, k=5),
+        "PSP(raw)": nm.psprecision_at_k(Y, pred, w, k=5, normalize=False),
+        "PSnDCG": nm.psndcg_at_k(Y, pred, w, k=5),
+        "PSnDCG(raw)": nm.psndcg_at_k(Y, pred, w, k=5, normalize=False),
+    }
+    for name, values in reference.items():
+        base, _, raw = name.partition("(")
+        for k in range(1, 6):
+            key = f"{base}@{k}" + (f"({raw}" if raw else "")
+            assert r[key] == pytest.approx(100 * values[k - 1], rel=1e-10), key
+
+
+def test_streaming_equals_full_set_exactly():
+    Y, Y_train, topk = _random_instance(5, n=257)
+    w = inverse_propensity(Y_train)
+    full = evaluate(topk, Y, inv_prop=w)
+    for bounds in ([0, 1, 100, 101, 257], [0, 128, 257], list(range(0, 257, 16)) + [257]):
+        accumulator = MetricAccumulator(inv_prop=w)
+        for start, stop in zip(bounds[:-1], bounds[1:]):
+            accumulator.update(topk[start:stop], Y[start:stop])
+        assert accumulator.n_rows == 257
+        assert accumulator.result() == full  # bit-for-bit
+
+
+def test_scores_path_matches_topk_path():
+    rng = np.random.default_rng(3)
+    Y, Y_train, _ = _random_instance(3)
+    scores = rng.random(Y.shape)
+    w = inverse_propensity(Y_train)
+    expected = evaluate(np.argsort(-scores, axis=1)[:, :5], Y, inv_prop=w)
+    assert evaluate_scores(scores, Y, inv_prop=w) == expected
+    assert evaluate_scores(sp.csr_matrix(scores), Y, inv_prop=w) == expected
+
+
+def test_top_k_sparse_pads_rows_with_few_scores():
+    S = sp.csr_matrix(np.array([[0.0, 0.3, 0.9], [0.0, 0.0, 0.0]]))
+    assert top_k(S, 2).tolist() == [[2, 1], [-1, -1]]
+    assert top_k(np.array([[0.2, 0.2, 0.5]]), 3).tolist() == [[2, 0, 1]]
+
+
+@pytest.mark.parametrize(
+    "topk, message",
+    [
+        (np.array([[0, 0], [1, 2]]), "same label twice"),
+        (np.array([[0, 9], [1, 2]]), "must lie in"),
+        (np.array([[0, 1]]), "rows"),
+        (np.array([[0], [1]]), "need k >= 2"),
+        (np.array([[0.0, 1.0], [1.0, 2.0]]), "integer"),
+    ],
+)
+def test_invalid_predictions_rejected(topk, message):
+    Y = sp.csr_matrix(np.eye(2, 3))
+    with pytest.raises(InputError, match=message):
+        evaluate(topk, Y, ks=(1, 2))
+
+
+def test_inv_prop_length_must_match():
+    with pytest.raises(InputError, match="inv_prop"):
+        evaluate(np.array([[0]]), sp.csr_matrix(np.eye(1, 3)), inv_prop=np.ones(2), ks=(1,))
