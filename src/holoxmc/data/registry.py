@@ -212,22 +212,22 @@ def _load_file(path: Path, split: str, features: str, text_options: dict[str, An
 
 
 def _check_statistics(dataset: Dataset, info: DatasetInfo, split: str) -> None:
+    """One :class:`StatisticsWarning` listing every count that differs from the published one."""
+    stats = dataset.stats()
     expected = {
         "points": info.train_points if split == "train" else info.test_points,
         "features": info.n_features,
         "labels": info.n_labels,
     }
-    stats = dataset.stats()
-    for key, value in expected.items():
-        actual = getattr(stats, key)
-        if value is not None and actual != value:
-            warnings.warn(f"{info.name} {split}: {actual} {key}, published {value}", StatisticsWarning, stacklevel=3)
+    mismatches = [
+        f"{getattr(stats, key)} {key}, published {value}"
+        for key, value in expected.items()
+        if value is not None and getattr(stats, key) != value
+    ]
     if abs(stats.labels_per_point - info.labels_per_point) > 0.1 * info.labels_per_point:
-        warnings.warn(
-            f"{info.name} {split}: {stats.labels_per_point:.2f} labels/point, published {info.labels_per_point}",
-            StatisticsWarning,
-            stacklevel=3,
-        )
+        mismatches.append(f"{stats.labels_per_point:.2f} labels/point, published {info.labels_per_point}")
+    if mismatches:
+        warnings.warn(f"{info.name} {split}: " + "; ".join(mismatches), StatisticsWarning, stacklevel=3)
 
 
 def load(

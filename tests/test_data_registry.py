@@ -1,0 +1,168 @@
+"""Registry: real data loads to the documented statistics, name resolution, statistics
+warnings, and the download path against a loopback HTTP server."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import io
+import os
+import threading
+import warnings
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from holoxmc.data import REGISTRY, StatisticsWarning, download, fetch, load, read_mat
+from holoxmc.data.registry import find_dataset_dir
+from holoxmc.data.text import fit_tfidf
+from holoxmc.errors import DataFormatError, InputError
+
+SHARED = Path(os.environ.get("HOLOXMC_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
+needs_shared = pytest.mark.skipif(
+    not (SHARED / "Bibtex").is_dir(), reason=f"real datasets not present at {SHARED} (set HOLOXMC_DATA)"
+)
+
+# (train points, test points, D, L, train labels/point) measured in shared/data/SOURCES.md
+REAL = {
+    "bibtex": (4880, 2515, 1836, 159, 2.394),
+    "delicious": (12920, 3185, 500, 983, 19.047),
+}
+
+
+@needs_shared
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_real_xml_repo_sets_match_published_statistics(name):
+    n_train, n_test, D, L, lpp = REAL[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StatisticsWarning)
+        train, test = load(name, "train"), load(name.upper(), "test")
+    assert (len(train), len(test)) == (n_train, n_test)
+    assert train.n_features == test.n_features == D and train.n_labels == test.n_labels == L
+    assert train.stats().labels_per_point == pytest.approx(lpp, abs=1e-3)
+    info = REGISTRY[name]
+    assert (train.Y.nnz + test.Y.nnz) / L == pytest.approx(info.points_per_label, abs=0.01)
+    assert train.Y.has_sorted_indices and set(np.unique(train.Y.data)) == {1.0}
+
+
+@needs_shared
+@pytest.mark.parametrize("name, mat", [("bibtex", "Bibtex/Bibtex.mat"), ("delicious", "Delicious/delicious.mat")])
+def test_text_files_equal_mat_files(name, mat):
+    for split in ("train", "test"):
+        text = load(name, split)
+        X, Y = read_mat(SHARED / mat, split)
+        assert (text.X != X).nnz == 0 and (text.Y != Y).nnz == 0
+
+
+@needs_shared
+def test_debtags_text_tfidf_fitted_on_train_and_tokens():
+    train = load("debtags", "train")
+    test = load("debtags", "test", features="tokens", max_length=64)
+    assert (len(train), len(test), train.n_labels) == (15668, 5034, 443)
+    assert train.label_names[0] == "devel::library" and test.label_names == train.label_names
+    assert train.stats().labels_per_point == pytest.approx(3.074, abs=1e-3)
+    expected = fit_tfidf(train.texts).transform(test.texts)
+    assert test.n_features == train.n_features and abs(test.X - expected).max() < 1e-6
+    assert test.tokens.shape == (5034, 64) and test.tokens.dtype == np.int32
+    assert test.inputs is test.tokens and test.tokens.min() == 0
+    with pytest.raises(InputError, match="needs raw text"):
+        load("bibtex", features="tokens")
+
+
+def test_synthetic_default_and_presets():
+    train, test = load("synthetic"), load("Synthetic", "test")
+    assert (len(train), len(test), train.n_labels, train.n_features) == (10_000, 2_000, 1_500, 5_000)
+    small = load("synthetic", "test", n_points=100, n_test=10, n_labels=7, n_features=9, seed=4)
+    assert (len(small), small.n_labels, small.n_features) == (10, 7, 9)
+
+
+def _toy_folder(folder: Path, prefix: str = "toy") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{prefix}_train.txt").write_bytes(b"2 3 2\n0 0:1\n1 2:1\n")
+    (folder / f"{prefix}_test.txt").write_bytes(b"1 3 2\n0,1 1:1\n")
+    return folder
+
+
+def test_holoxmc_data_env_resolution_and_statistics_warning(tmp_path, monkeypatch):
+    _toy_folder(tmp_path / "eurlex-4k", prefix="eurlex")
+    monkeypatch.setenv("HOLOXMC_DATA", str(tmp_path))
+    assert find_dataset_dir("EURLex-4K") == tmp_path / "eurlex-4k"
+    with pytest.warns(StatisticsWarning, match="eurlex-4k train: 2 points, published 15539; 3 features, published 5000"):
+        train = load("eurlex-4k")
+    assert train.X.shape == (2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StatisticsWarning)
+        assert len(load("eurlex-4k", "test", check_statistics=False)) == 1
+
+
+def test_folder_and_split_file_variant(tmp_path):
+    folder = tmp_path / "Toy"
+    folder.mkdir()
+    (folder / "Toy_data.txt").write_bytes(b"3 2 2\n0 0:1\n1 1:1\n0,1 0:1 1:1\n")
+    (folder / "toy_trSplit.txt").write_bytes(b"1 3\n2 2\n")
+    (folder / "toy_tstSplit.txt").write_bytes(b"3 1\n")
+    assert load(folder, "train").Y.toarray().tolist() == [[1, 0], [0, 1]]
+    assert load(folder, "test", split_column=1).Y.toarray().tolist() == [[1, 0]]
+
+
+def test_unknown_name_and_missing_dataset(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOLOXMC_DATA", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match="neither an existing path nor a known dataset"):
+        load("no-such-set")
+    with pytest.raises(InputError, match="split must be"):
+        load("synthetic", "valid")
+    if find_dataset_dir("amazon-670k") is None:
+        with pytest.raises(InputError, match="not found"):
+            load("amazon-670k")
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def loopback_server(tmp_path):
+    """An HTTP server on 127.0.0.1 serving ``tmp_path / 'www'``; yields its base URL."""
+    root = tmp_path / "www"
+    root.mkdir()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_fetch_downloads_verifies_and_unpacks(tmp_path, loopback_server):
+    root, base = loopback_server
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("Eurlex/eurlex_train.txt", "2 3 2\n0 0:1\n1 2:1\n")
+        archive.writestr("Eurlex/eurlex_test.txt", "1 3 2\n0,1 1:1\n")
+    (root / "eurlex.zip").write_bytes(buffer.getvalue())
+    digest = hashlib.sha256(buffer.getvalue()).hexdigest()
+    home = tmp_path / "home"
+    folder = fetch("eurlex-4k", home, url=f"{base}/eurlex.zip", sha256=digest, progress=False)
+    assert folder == home / "eurlex-4k"
+    assert sorted(p.name for p in folder.iterdir()) == ["eurlex_test.txt", "eurlex_train.txt"]
+    assert load(folder, "test").Y.toarray().tolist() == [[1, 1]]
+    assert sorted(p.name for p in home.iterdir()) == ["eurlex-4k"]  # no archive, no temp files
+
+    with pytest.raises(DataFormatError, match="sha256 mismatch"):
+        download(f"{base}/eurlex.zip", tmp_path / "bad" / "x.zip", sha256="0" * 64, progress=False)
+    assert list((tmp_path / "bad").iterdir()) == []  # atomic: nothing left behind
+
+    (root / "page.html").write_text("<html>confirm</html>")
+    with pytest.raises(DataFormatError, match="HTML page"):
+        download(f"{base}/page.html", tmp_path / "html" / "x.zip", progress=False)
+    with pytest.warns(UserWarning, match=f"sha256 of the download is {digest}"):
+        download(f"{base}/eurlex.zip", tmp_path / "nosum" / "x.zip", progress=False)
+    with pytest.raises(InputError, match="cannot download"):
+        download(f"{base}/missing.zip", tmp_path / "missing" / "x.zip", progress=False)
