@@ -1,0 +1,393 @@
+"""``XMCClassifier``: fit, predict, score, save and load an extreme multi-label model in a
+few lines, with an HRR (``d'``-wide) or a dense (``L``-wide) output layer.
+
+Example:
+    >>> from holoxmc.data import load
+    >>> from holoxmc.estimator import XMCClassifier
+    >>> train, test = load("synthetic", "train"), load("synthetic", "test")  # doctest: +SKIP
+    >>> clf = XMCClassifier(head="hrr", dim=400, epochs=5).fit(train.X, train.Y)  # doctest: +SKIP
+    >>> indices, scores = clf.predict(test.X, k=5)  # doctest: +SKIP
+    >>> clf.score(test.X, test.Y)["P@1"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from sklearn.base import BaseEstimator
+from torch import nn
+
+from holoxmc.backbones import build_network
+from holoxmc.data.batch import input_batch
+from holoxmc.errors import InputError
+from holoxmc.io import atomic_write_json
+from holoxmc.metrics import inverse_propensity
+from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, predict_topk
+from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
+
+__all__ = ["XMCClassifier", "NETWORK_FACTORIES", "output_layer_parameters"]
+
+FORMAT = "holoxmc-xmc-classifier/1"
+CONFIG_FILE = "config.json"
+MODEL_FILE = "model.safetensors"
+#: decision_function refuses to build a score matrix larger than this many entries.
+MAX_DENSE_SCORES = 50_000_000
+
+
+def _hrr_or_dense_network(clf: "XMCClassifier", n_labels: int, input_size: int) -> nn.Module:
+    """Backbone + HRR/dense head through :func:`holoxmc.backbones.build_network`."""
+    options: dict[str, Any] = {"hidden": list(clf.hidden), "dropout": clf.dropout}
+    if clf.backbone != "fc":
+        options = {"dropout": clf.dropout}
+    if clf.head == "hrr":
+        options["dim"] = clf.dim
+    options |= dict(clf.head_options or {})
+    sizes = {"n_features": input_size} if clf.backbone == "fc" else {"vocab_size": input_size}
+    return build_network(clf.backbone, clf.head, n_labels=n_labels, seed=clf.seed, **sizes, **options)
+
+
+#: The one dispatch point for head kinds: ``head name -> (classifier, n_labels, input size) -> network``.
+#: Another head kind (e.g. SOLAR) plugs in by adding an entry whose network has
+#: ``loss(x, labels)``, ``topk(x, k)`` and a JSON-able ``config`` that ``build_network``
+#: (or the entry itself, on load) turns back into the same module.
+NETWORK_FACTORIES: dict[str, Callable[["XMCClassifier", int, int], nn.Module]] = {
+    "hrr": _hrr_or_dense_network,
+    "dense": _hrr_or_dense_network,
+}
+
+
+def output_layer_parameters(network: nn.Module) -> int:
+    """Parameters of the head (the output layer), excluding the backbone."""
+    head = getattr(network, "head", network)
+    return sum(p.numel() for p in head.parameters())
+
+
+class XMCClassifier(BaseEstimator):
+    """Extreme multi-label classifier: a backbone plus an HRR or dense output layer.
+
+    Args:
+        head: ``"hrr"`` (``dim``-wide output, HRR loss) or ``"dense"`` (``L`` logits, BCE).
+        backbone: ``"fc"`` (sparse features X) or ``"cnn"``/``"lstm"`` (token-id matrices).
+        dim: HRR dimension d' (``head="hrr"`` only).
+        hidden: widths of the FC backbone's hidden layers.
+        dropout: dropout after every hidden activation.
+        head_options: extra head keywords (``{"loss": "abs", "learn_pm": True}``, ...).
+        epochs, batch_size, lr, weight_decay, schedule, warmup_epochs, grad_clip,
+        val_fraction, patience: training settings, see :class:`holoxmc.train.TrainConfig`.
+        seed: seeds the initialisation, the label code, the validation split and the shuffling.
+        device: ``"cpu"``, ``"cuda"``, ...
+        propensity: ``(A, B)`` of the inverse propensities used for PSP@k in :meth:`score`.
+        progress: tqdm bar while fitting; ``None`` = only on a terminal.
+
+    Attributes (after fit):
+        network_: the trained ``Network``; n_features_, n_labels_: input and label sizes;
+        inv_prop_: ``(L,)`` inverse propensities of the training labels; fit_result_: the
+        trainer's :class:`~holoxmc.train.FitResult` (per-epoch history, times).
+
+    Example:
+        >>> import scipy.sparse as sp, numpy as np
+        >>> X = sp.random(200, 50, density=0.1, format="csr", random_state=0, dtype=np.float32)
+        >>> Y = sp.random(200, 20, density=0.1, format="csr", random_state=1, dtype=np.float32)
+        >>> clf = XMCClassifier(dim=32, hidden=(16,), epochs=2, progress=False).fit(X, Y)
+        >>> clf.predict(X[:3], k=4)[0].shape
+        (3, 4)
+    """
+
+    def __init__(
+        self,
+        head: str = "hrr",
+        backbone: str = "fc",
+        *,
+        dim: int = 400,
+        hidden: Sequence[int] = (512, 512),
+        dropout: float = 0.5,
+        head_options: dict[str, Any] | None = None,
+        epochs: int = 20,
+        batch_size: int = 64,
+        lr: float = 1e-3,
+        weight_decay: float = 0.0,
+        schedule: str = "cosine",
+        warmup_epochs: float = 0.0,
+        grad_clip: float | None = None,
+        val_fraction: float = 0.1,
+        patience: int | None = None,
+        seed: int = 0,
+        device: str = "cpu",
+        propensity: tuple[float, float] = (0.55, 1.5),
+        progress: bool | None = None,
+    ):
+        self.head = head
+        self.backbone = backbone
+        self.dim = dim
+        self.hidden = hidden
+        self.dropout = dropout
+        self.head_options = head_options
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.schedule = schedule
+        self.warmup_epochs = warmup_epochs
+        self.grad_clip = grad_clip
+        self.val_fraction = val_fraction
+        self.patience = patience
+        self.seed = seed
+        self.device = device
+        self.propensity = propensity
+        self.progress = progress
+
+    # ------------------------------------------------------------------ fitting
+    def fit(
+        self,
+        X: Any,
+        Y: Any,
+        X_val: Any = None,
+        Y_val: Any = None,
+        *,
+        run_dir: str | Path | None = None,
+        resume: bool = False,
+    ) -> "XMCClassifier":
+        """Train on ``(X, Y)``; model selection on ``(X_val, Y_val)`` or a held-out share of X.
+
+        Args:
+            X: ``(n, D)`` sparse/dense features (``backbone="fc"``) or ``(n, T)`` token ids.
+            Y: ``(n, L)`` binary label matrix (sparse or dense), or a list of label-id lists.
+            X_val, Y_val: optional validation set (never the test set).
+            run_dir: write a training checkpoint there after every epoch.
+            resume: continue the checkpoint in ``run_dir``.
+
+        Returns:
+            self.
+        """
+        if self.head not in NETWORK_FACTORIES:
+            raise InputError(f"unknown head {self.head!r}; choose from {sorted(NETWORK_FACTORIES)}")
+        X = self._check_X(X, fitting=True)
+        Y = _check_Y(Y, X.shape[0], n_labels=None)
+        if (X_val is None) != (Y_val is None):
+            raise InputError("give both X_val and Y_val, or neither")
+        if X_val is not None:
+            X_val = self._check_X(X_val, n_columns=X.shape[1] if sp.issparse(X) else None)
+            Y_val = _check_Y(Y_val, X_val.shape[0], n_labels=Y.shape[1])
+        self.n_features_ = int(X.shape[1]) if sp.issparse(X) else int(X.max()) + 1
+        self.n_labels_ = int(Y.shape[1])
+        self.network_ = NETWORK_FACTORIES[self.head](self, self.n_labels_, self.n_features_)
+        self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
+        self.fit_result_: FitResult = Trainer(self._train_config()).fit(
+            self.network_, X, Y, X_val, Y_val, run_dir=run_dir, resume=resume
+        )
+        self.network_.eval()
+        return self
+
+    def _train_config(self) -> TrainConfig:
+        return TrainConfig(
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            weight_decay=self.weight_decay,
+            schedule=self.schedule,  # type: ignore[arg-type]
+            warmup_epochs=self.warmup_epochs,
+            grad_clip=self.grad_clip,
+            val_fraction=self.val_fraction,
+            patience=self.patience,
+            seed=self.seed,
+            device=self.device,
+            progress=self.progress,
+        )
+
+    # ------------------------------------------------------------------ inference
+    def predict(self, X: Any, k: int = 5, *, batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` labels per row, best first.
+
+        Shapes:
+            X: ``(n, D)`` → indices ``(n, k)`` int64, scores ``(n, k)`` float32.
+        """
+        self._check_fitted()
+        if not isinstance(k, (int, np.integer)) or not 1 <= k <= self.n_labels_:
+            raise InputError(f"k must be an integer in [1, {self.n_labels_}], got {k!r}")
+        X = self._check_X(X)
+        return predict_topk(self.network_, X, int(k), batch_size=batch_size, device=self.device)
+
+    def decision_function(self, X: Any, *, batch_size: int = 1024) -> np.ndarray:
+        """Score of every label for every row (an ``(n, L)`` dense array).
+
+        Refuses when ``n · L`` exceeds ``MAX_DENSE_SCORES``: use :meth:`predict` (top-k)
+        for large label spaces.
+        """
+        self._check_fitted()
+        X = self._check_X(X)
+        n = X.shape[0]
+        if n * self.n_labels_ > MAX_DENSE_SCORES:
+            raise InputError(
+                f"{n} x {self.n_labels_} scores exceed {MAX_DENSE_SCORES:,} entries; "
+                "use predict(X, k) or pass fewer rows"
+            )
+        network = self.network_
+        out = np.empty((n, self.n_labels_), dtype=np.float32)
+        network.eval()
+        with torch.no_grad():
+            for start in range(0, n, batch_size):
+                rows = np.arange(start, min(start + batch_size, n))
+                hidden = network(input_batch(X, rows).to(self.device))
+                out[rows] = network.head.scores(hidden).float().cpu().numpy()
+        return out
+
+    def score(self, X: Any, Y: Any, *, ks: Sequence[int] = (1, 2, 3, 4, 5)) -> dict[str, float]:
+        """P@k, nDCG@k, PSP@k, PSnDCG@k (percent) of the top-k predictions against ``Y``."""
+        self._check_fitted()
+        X = self._check_X(X)
+        Y = _check_Y(Y, X.shape[0], n_labels=self.n_labels_)
+        return evaluate_topk(
+            self.network_, X, Y, inv_prop=self.inv_prop_, ks=tuple(ks), device=self.device
+        )
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> Path:
+        """Write ``path/config.json`` and ``path/model.safetensors`` (atomically each).
+
+        Returns:
+            the folder.
+        """
+        self._check_fitted()
+        path = Path(path)
+        state = {f"network.{k}": v for k, v in self.network_.state_dict().items()}
+        state["inv_prop"] = torch.from_numpy(self.inv_prop_)
+        save_state_dict(path / MODEL_FILE, state, metadata={"format": FORMAT})
+        atomic_write_json(
+            path / CONFIG_FILE,
+            {
+                "format": FORMAT,
+                "params": _json_params(self.get_params()),
+                "network": self.network_.config,
+                "n_features": self.n_features_,
+                "n_labels": self.n_labels_,
+                "history": self.fit_result_.history if hasattr(self, "fit_result_") else [],
+            },
+        )
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, *, device: str | None = None) -> "XMCClassifier":
+        """Rebuild a saved classifier (no pickle: JSON configuration + safetensors weights).
+
+        Args:
+            path: folder written by :meth:`save`.
+            device: override the saved device (e.g. load a GPU-trained model on ``"cpu"``).
+        """
+        path = Path(path)
+        config_path = path / CONFIG_FILE
+        if not config_path.is_file():
+            raise InputError(f"{path}: not a saved model (no {CONFIG_FILE})")
+        try:
+            config = json.loads(config_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{config_path}: invalid JSON ({exc})") from exc
+        if config.get("format") != FORMAT:
+            raise InputError(f"{config_path}: unsupported format {config.get('format')!r}, expected {FORMAT!r}")
+        params = {k: tuple(v) if isinstance(v, list) else v for k, v in config["params"].items()}
+        if device is not None:
+            params["device"] = device
+        clf = cls(**params)
+        clf.n_features_ = int(config["n_features"])
+        clf.n_labels_ = int(config["n_labels"])
+        clf.network_ = build_network(**config["network"])
+        tensors, _ = load_state_dict_file(path / MODEL_FILE)
+        clf.inv_prop_ = tensors.pop("inv_prop").numpy()
+        weights = {k.removeprefix("network."): v for k, v in tensors.items()}
+        try:
+            clf.network_.load_state_dict(weights)
+        except RuntimeError as exc:
+            raise InputError(f"{path / MODEL_FILE}: weights do not match {CONFIG_FILE} ({exc})") from exc
+        clf.network_.to(clf.device).eval()
+        clf.fit_result_ = FitResult(history=config.get("history", []))
+        return clf
+
+    # ------------------------------------------------------------------ introspection
+    def n_parameters(self) -> dict[str, int]:
+        """``{"total": ..., "output_layer": ...}`` trainable-parameter counts."""
+        self._check_fitted()
+        return {
+            "total": sum(p.numel() for p in self.network_.parameters()),
+            "output_layer": output_layer_parameters(self.network_),
+        }
+
+    # ------------------------------------------------------------------ validation
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "network_"):
+            raise InputError("this XMCClassifier is not fitted yet; call fit(X, Y) first")
+
+    def _check_X(self, X: Any, *, fitting: bool = False, n_columns: int | None = None) -> sp.csr_matrix | np.ndarray:
+        """Sparse float32 CSR for ``fc``; a 2-D int64 token matrix for text backbones."""
+        if X is None:
+            raise InputError("X is None")
+        if self.backbone == "fc":
+            if sp.issparse(X):
+                X = sp.csr_matrix(X, dtype=np.float32)
+            else:
+                try:
+                    array = np.asarray(X, dtype=np.float32)
+                except (TypeError, ValueError) as exc:
+                    raise InputError(f"X must be a sparse matrix or a 2-D numeric array ({exc})") from exc
+                if array.ndim != 2:
+                    raise InputError(f"X must be 2-D (n_samples, n_features), got shape {array.shape}")
+                X = sp.csr_matrix(array)
+            if not np.all(np.isfinite(X.data)):
+                raise InputError("X contains NaN or infinite values")
+            expected = n_columns if n_columns is not None else (None if fitting else self.n_features_)
+            if expected is not None and X.shape[1] != expected:
+                raise InputError(f"X has {X.shape[1]} features, the model expects {expected}")
+        else:
+            if sp.issparse(X):
+                raise InputError(f"backbone {self.backbone!r} takes a 2-D token-id array, not a sparse matrix")
+            X = np.asarray(X)
+            if X.ndim != 2 or not np.issubdtype(X.dtype, np.integer):
+                raise InputError(f"X must be a 2-D integer token-id array, got {X.dtype} {X.shape}")
+            if X.size and X.min() < 0:
+                raise InputError("token ids must be >= 0 (0 = padding)")
+            if not fitting and X.size and X.max() >= self.n_features_:
+                raise InputError(f"token id {int(X.max())} >= vocabulary size {self.n_features_}")
+        if X.shape[0] == 0:
+            raise InputError("X has no rows")
+        return X
+
+
+def _check_Y(Y: Any, n_rows: int, n_labels: int | None) -> sp.csr_matrix:
+    """A binary CSR ``(n_rows, L)`` from a sparse/dense 0-1 matrix or a list of label-id lists."""
+    if Y is None:
+        raise InputError("Y is None")
+    if sp.issparse(Y) or (isinstance(Y, np.ndarray) and Y.ndim == 2):
+        Y = sp.csr_matrix(Y, dtype=np.float32)
+        Y.eliminate_zeros()
+        if Y.nnz and not np.all(Y.data == 1):
+            raise InputError("Y must be binary (0/1 entries)")
+        if n_labels is not None and Y.shape[1] != n_labels:
+            raise InputError(f"Y has {Y.shape[1]} label columns, the model has {n_labels}")
+    elif isinstance(Y, Sequence):
+        rows = [np.asarray(list(labels), dtype=np.int64) for labels in Y]
+        ids = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+        if ids.size and ids.min() < 0:
+            raise InputError(f"label id {int(ids.min())} is negative")
+        width = n_labels if n_labels is not None else (int(ids.max()) + 1 if ids.size else 0)
+        if ids.size and ids.max() >= width:
+            raise InputError(f"label id {int(ids.max())} out of range [0, {width})")
+        indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
+        Y = sp.csr_matrix((np.ones(ids.size, np.float32), ids, indptr), shape=(len(rows), width))
+        Y.sum_duplicates()
+        Y.data[:] = 1.0
+    else:
+        raise InputError(f"Y must be a sparse/2-D binary matrix or a list of label-id lists, got {type(Y).__name__}")
+    if Y.shape[0] != n_rows:
+        raise InputError(f"X has {n_rows} rows but Y has {Y.shape[0]}")
+    if Y.shape[1] == 0:
+        raise InputError("Y has no label columns")
+    Y.sort_indices()
+    return Y
+
+
+def _json_params(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}

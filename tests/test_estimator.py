@@ -1,0 +1,136 @@
+"""XMCClassifier: fit/predict/score, save/load round trip, boundary validation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from holoxmc.data import make_synthetic
+from holoxmc import estimator
+from holoxmc.errors import InputError
+from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier
+from holoxmc.metrics import evaluate, inverse_propensity
+
+SMALL = dict(hidden=(64,), dim=64, epochs=10, batch_size=32, lr=1e-2, dropout=0.0, seed=1, progress=False)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_synthetic(600, 40, 200, n_test=150, labels_per_point=2.0, seed=4)
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    train, _ = data
+    return {head: XMCClassifier(head=head, **SMALL).fit(train.X, train.Y) for head in ("hrr", "dense")}
+
+
+@pytest.mark.parametrize("head", ["hrr", "dense"])
+def test_fit_beats_popularity_baseline_on_held_out_data(data, fitted, head):
+    train, test = data
+    clf = fitted[head]
+    popular = np.argsort(-np.asarray(train.Y.sum(0)).ravel())[:5]
+    baseline = evaluate(np.tile(popular, (len(test), 1)), test.Y)["P@1"]
+    metrics = clf.score(test.X, test.Y)
+    assert metrics["P@1"] > baseline + 25
+    assert {"P@1", "P@5", "nDCG@3", "PSP@1", "PSnDCG@5"} <= metrics.keys()
+    assert len(clf.fit_result_.history) == SMALL["epochs"]
+
+
+def test_predict_matches_score_and_decision_function(data, fitted):
+    train, test = data
+    clf = fitted["hrr"]
+    indices, scores = clf.predict(test.X, k=5)
+    assert indices.shape == scores.shape == (len(test), 5)
+    assert np.all(np.diff(scores, axis=1) <= 1e-6)  # best first
+    assert all(len(set(row)) == 5 for row in indices)
+    inv_prop = inverse_propensity(train.Y)
+    assert clf.score(test.X, test.Y) == evaluate(indices, test.Y, inv_prop=inv_prop)
+    full = clf.decision_function(test.X[:20])
+    assert full.shape == (20, train.n_labels)
+    assert np.array_equal(np.argsort(-full, axis=1, kind="stable")[:, 0], indices[:20, 0])
+    np.testing.assert_allclose(np.take_along_axis(full, indices[:20], 1), scores[:20], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("head", ["hrr", "dense"])
+def test_save_load_round_trip_is_exact(tmp_path, data, fitted, head):
+    _, test = data
+    clf = fitted[head]
+    clf.save(tmp_path / "model")
+    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json", "model.safetensors"]
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert config["params"]["head"] == head and config["n_labels"] == test.n_labels
+    loaded = XMCClassifier.load(tmp_path / "model")
+    original, again = clf.predict(test.X, k=5), loaded.predict(test.X, k=5)
+    assert np.array_equal(original[0], again[0]) and np.array_equal(original[1], again[1])
+    assert loaded.score(test.X, test.Y) == clf.score(test.X, test.Y)
+    assert loaded.get_params() == clf.get_params()
+
+
+def test_parameter_counts_show_the_hrr_compression(fitted):
+    hrr, dense = fitted["hrr"].n_parameters(), fitted["dense"].n_parameters()
+    assert dense["output_layer"] == 64 * 40 + 40
+    assert hrr["output_layer"] == 64 * 64 + 64
+    assert hrr["total"] - hrr["output_layer"] == dense["total"] - dense["output_layer"]
+
+
+def test_same_seed_same_model(data):
+    train, _ = data
+    params = SMALL | {"epochs": 2}
+    a = XMCClassifier(**params).fit(train.X, train.Y)
+    b = XMCClassifier(**params).fit(train.X, train.Y)
+    for (name, x), (_, y) in zip(a.network_.state_dict().items(), b.network_.state_dict().items()):
+        assert torch.equal(x, y), name
+
+
+def test_label_lists_and_explicit_validation_set(data):
+    train, _ = data
+    label_lists = [train.Y.indices[a:b].tolist() for a, b in zip(train.Y.indptr[:-1], train.Y.indptr[1:])]
+    clf = XMCClassifier(**SMALL | {"epochs": 2}).fit(train.X[:500], label_lists[:500], train.X[500:], train.Y[500:])
+    assert clf.n_labels_ == max(max(r) for r in label_lists[:500]) + 1
+    assert clf.fit_result_.history[0]["val"]["P@1"] >= 0
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda c, d: c.predict(d.X[:, :10]), "features"),
+        (lambda c, d: c.predict(d.X[:0]), "no rows"),
+        (lambda c, d: c.predict(d.X, k=0), "k must be"),
+        (lambda c, d: c.score(d.X, d.Y[:-1]), "rows"),
+        (lambda c, d: c.score(d.X, sp.hstack([d.Y, d.Y]).tocsr()), "label columns"),
+        (lambda c, d: c.score(d.X, [[0, 999]] * len(d)), "out of range"),
+        (lambda c, d: c.score(d.X, d.Y * 2), "binary"),
+        (lambda c, d: c.predict("not a matrix"), "X must"),
+        (lambda c, d: c.predict(sp.csr_matrix(np.full((1, d.n_features), np.nan))), "NaN"),
+    ],
+)
+def test_bad_input_is_an_input_error(data, fitted, call, match):
+    _, test = data
+    with pytest.raises(InputError, match=match):
+        call(fitted["hrr"], test)
+
+
+def test_decision_function_refuses_huge_score_matrices(data, fitted, monkeypatch):
+    _, test = data
+    monkeypatch.setattr(estimator, "MAX_DENSE_SCORES", 100)
+    with pytest.raises(InputError, match="use predict"):
+        fitted["dense"].decision_function(test.X[:3])
+    assert fitted["dense"].decision_function(test.X[:2]).shape == (2, test.n_labels)
+
+
+def test_fit_validation_and_unfitted_use(data, tmp_path):
+    train, _ = data
+    with pytest.raises(InputError, match="not fitted"):
+        XMCClassifier().predict(train.X)
+    with pytest.raises(InputError, match="unknown head"):
+        XMCClassifier(head="nope").fit(train.X, train.Y)
+    with pytest.raises(InputError, match="rows"):
+        XMCClassifier(**SMALL).fit(train.X, train.Y[:10])
+    with pytest.raises(InputError, match="not a saved model"):
+        XMCClassifier.load(tmp_path)
+    assert set(NETWORK_FACTORIES) >= {"hrr", "dense"}
