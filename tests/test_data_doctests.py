@@ -1,0 +1,24 @@
+"""The Examples in the docstrings of the data layer and metrics run and hold."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "holoxmc.metrics",
+    "holoxmc.data.dataset",
+    "holoxmc.data.readers",
+    "holoxmc.data.synthetic",
+    "holoxmc.data.text",
+    "holoxmc.data.cache",
+    "holoxmc.data.registry",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0

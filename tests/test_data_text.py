@@ -1,0 +1,54 @@
+"""Text datasets: label vocabulary, TF-IDF on train only, tokenizer to padded ids."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from holoxmc.data import Tokenizer, load
+from holoxmc.data.text import build_label_vocabulary
+from holoxmc.errors import DataFormatError
+
+
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def test_tokenizer_ids_padding_oov_truncation(tmp_path):
+    tokenizer = Tokenizer(max_vocab=4, max_length=4).fit(["b a a", "a c", "b"])
+    assert tokenizer.vocabulary == []  # single characters are not tokens (2+ letters)
+    tokenizer = Tokenizer(max_vocab=4, max_length=4).fit(["bb aa aa", "aa cc", "bb"])
+    assert tokenizer.vocabulary == ["aa", "bb"] and tokenizer.n_tokens == 4
+    ids = tokenizer.transform(["AA zz bb", "aa aa aa aa aa aa", ""])
+    assert ids.tolist() == [[2, 1, 3, 0], [2, 2, 2, 2], [0, 0, 0, 0]]
+    tokenizer.save(tmp_path / "tok.json")
+    assert Tokenizer.load(tmp_path / "tok.json").transform(["bb aa"]).tolist() == [[3, 2, 0, 0]]
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(DataFormatError, match="not a tokenizer file"):
+        Tokenizer.load(tmp_path / "bad.json")
+
+
+def test_text_folder_vocabulary_from_labels_txt_or_data(tmp_path):
+    folder = tmp_path / "Toy"
+    folder.mkdir()
+    _write_jsonl(folder / "train.jsonl", [
+        {"id": "1", "text": "red apple fruit", "labels": ["food"]},
+        {"id": "2", "text": "green apple", "labels": ["food", "green"]},
+        {"id": "3", "text": "red car", "labels": ["car"]},
+    ])
+    _write_jsonl(folder / "test.jsonl", [{"id": "4", "text": "apple unseenword", "labels": ["car", "rare"]}])
+    train = load(folder, "train", min_df=1)
+    test = load(folder, "test", min_df=1, features="tokens", max_length=3)
+    assert train.label_names == ["car", "food", "green", "rare"] == test.label_names  # train+test counts, ties by name
+    assert test.Y.toarray().tolist() == [[1, 0, 0, 1]]
+    assert test.n_features == train.n_features == 5  # TF-IDF vocabulary of train only
+    assert test.tokens.tolist() == [[2, 1, 0]] and test.texts == ["apple unseenword"]
+    (folder / "labels.txt").write_text("food\ncar\ngreen\n")
+    with pytest.raises(DataFormatError, match=r"test.jsonl:1: label 'rare' is not in the label vocabulary"):
+        load(folder, "test", min_df=1)
+
+
+def test_build_label_vocabulary_orders_by_frequency_then_name():
+    assert build_label_vocabulary([["z", "y"], ["y"]], [["a"], ["z"]]) == ["y", "z", "a"]
