@@ -191,3 +191,19 @@ def test_dataset_validates_and_normalises():
 def test_json_labels_keep_unicode(tmp_path):
     line = json.dumps({"text": "ünïcode", "labels": ["ä::b"]}).encode() + b"\n"
     assert read_jsonl(write(tmp_path, "u.jsonl.gz", gzip.compress(line))).labels == [["ä::b"]]
+
+
+def test_write_xml_repo_round_trip(tmp_path):
+    from holoxmc.data.readers import write_xml_repo
+
+    X = sp.random(20, 7, density=0.3, random_state=3, format="csr", dtype=np.float32)
+    Y = sp.random(20, 5, density=0.3, random_state=4, format="csr", dtype=np.float32)
+    Y.data[:] = 1
+    Y = Y.tolil()
+    Y[0, :] = 0  # a point without labels: its line starts with a space
+    Y = Y.tocsr()
+    for name in ("out.txt", "out.txt.gz"):
+        write_xml_repo(tmp_path / name, X, Y)
+        X_back, Y_back = read_xml_repo(tmp_path / name)
+        assert (X_back != X).nnz == 0 and (Y_back != Y).nnz == 0
+    assert (tmp_path / "out.txt").read_bytes().split(b"\n")[1].startswith(b" ")

@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 import scipy.io
 import scipy.sparse as sp
-from sklearn.datasets import load_svmlight_file
+from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 from holoxmc.errors import DataFormatError, InputError
+from holoxmc.io import atomic_write_bytes
 
 __all__ = [
     "read_bytes",
@@ -39,6 +40,7 @@ __all__ = [
     "read_jsonl",
     "JsonlRecords",
     "has_xml_repo_header",
+    "write_xml_repo",
 ]
 
 PathLike = str | os.PathLike
@@ -246,6 +248,30 @@ def read_xml_repo(path: PathLike) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     if X.shape[0] != n_points:
         raise DataFormatError(path, 1, f"header declares {n_points} points, file has {X.shape[0]} data lines")
     return X, Y
+
+
+def write_xml_repo(path: PathLike, X: sp.spmatrix, Y: sp.spmatrix) -> None:
+    """Write ``X``, ``Y`` in the XML-repository text format (gzip if ``path`` ends in ``.gz``).
+
+    The body is scikit-learn's ``dump_svmlight_file(multilabel=True, zero_based=True)``;
+    the file is written atomically.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "toy.txt"
+        >>> write_xml_repo(p, sp.csr_matrix([[0, 2.5]]), sp.csr_matrix([[1, 1, 0]]))
+        >>> p.read_text()
+        '1 2 3\\n0,1 1:2.5\\n'
+    """
+    X, Y = sp.csr_matrix(X), sp.csr_matrix(Y)
+    if X.shape[0] != Y.shape[0]:
+        raise InputError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
+    body = io.BytesIO()
+    dump_svmlight_file(X, Y, body, zero_based=True, multilabel=True)
+    content = f"{X.shape[0]} {X.shape[1]} {Y.shape[1]}\n".encode() + body.getvalue()
+    if os.fspath(path).endswith(".gz"):
+        content = gzip.compress(content, mtime=0)
+    atomic_write_bytes(path, content)
 
 
 def read_svmlight(
