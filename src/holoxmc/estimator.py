@@ -31,7 +31,15 @@ from holoxmc.metrics import inverse_propensity
 from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, predict_topk
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
 
-__all__ = ["XMCClassifier", "NETWORK_FACTORIES", "output_layer_parameters"]
+__all__ = [
+    "XMCClassifier",
+    "NETWORK_FACTORIES",
+    "MODELS",
+    "DATASET_PRESETS",
+    "model_params",
+    "preset_params",
+    "output_layer_parameters",
+]
 
 FORMAT = "holoxmc-xmc-classifier/1"
 CONFIG_FILE = "config.json"
@@ -60,6 +68,42 @@ NETWORK_FACTORIES: dict[str, Callable[["XMCClassifier", int, int], nn.Module]] =
     "hrr": _hrr_or_dense_network,
     "dense": _hrr_or_dense_network,
 }
+
+
+#: CLI model names → (head, backbone).
+MODELS: dict[str, tuple[str, str]] = {
+    "fc": ("dense", "fc"),
+    "hrr-fc": ("hrr", "fc"),
+    "cnn": ("dense", "cnn"),
+    "hrr-cnn": ("hrr", "cnn"),
+    "lstm": ("dense", "lstm"),
+    "hrr-lstm": ("hrr", "lstm"),
+}
+
+#: Tuned settings per dataset (on the validation split; see ``benchmarks/tune_hrr.py``),
+#: applied over the library defaults, keyed by lower-case dataset name then head.
+DATASET_PRESETS: dict[str, dict[str, dict[str, Any]]] = {}
+
+
+def model_params(model: str) -> dict[str, str]:
+    """``{"head": ..., "backbone": ...}`` of a CLI model name such as ``"hrr-fc"``."""
+    if model not in MODELS:
+        raise InputError(f"unknown model {model!r}; choose from {sorted(MODELS)}")
+    head, backbone = MODELS[model]
+    return {"head": head, "backbone": backbone}
+
+
+def preset_params(dataset: str, model: str = "hrr-fc") -> dict[str, Any]:
+    """Keywords of the tuned ``XMCClassifier`` for a dataset and model name.
+
+    Unknown datasets get the library defaults (plus the head and backbone of ``model``).
+
+    Example:
+        >>> preset_params("synthetic", "fc")["head"]
+        'dense'
+    """
+    params: dict[str, Any] = model_params(model)
+    return params | DATASET_PRESETS.get(str(dataset).lower(), {}).get(params["head"], {})
 
 
 def output_layer_parameters(network: nn.Module) -> int:

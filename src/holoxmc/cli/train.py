@@ -1,0 +1,218 @@
+"""``holoxmc train``, ``holoxmc evaluate`` and ``holoxmc predict``.
+
+``holoxmc train DATA --model hrr-fc --out RUN_DIR`` trains with the tuned preset of DATA
+(any option given on the command line overrides it) and writes ``RUN_DIR/config.json``,
+``RUN_DIR/model.safetensors`` and, last, ``RUN_DIR/metrics.json``. While it runs,
+``RUN_DIR/checkpoint.{safetensors,json}`` let ``--resume`` continue a killed run; they are
+removed once the run is complete. Every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from holoxmc.errors import InputError
+
+__all__ = ["register", "metrics_table", "TEST_METRIC_FAMILIES"]
+
+TEST_METRIC_FAMILIES = ("P", "nDCG", "PSP", "PSnDCG")
+_KS = (1, 2, 3, 4, 5)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``train``, ``evaluate`` and ``predict`` to the ``holoxmc`` parser."""
+    from holoxmc.estimator import MODELS
+
+    train = subparsers.add_parser(
+        "train",
+        help="train a model on a dataset and evaluate it on its test split",
+        description="Train FC / HRR-FC (or CNN / LSTM variants) with the dataset's tuned preset; "
+        "options given here override the preset.",
+    )
+    train.add_argument("data", metavar="DATA", help="registry name (bibtex, delicious, synthetic, ...) or path")
+    train.add_argument("--model", choices=sorted(MODELS), default="hrr-fc", help="model (default hrr-fc)")
+    train.add_argument("--out", type=Path, required=True, metavar="RUN_DIR", help="output folder")
+    train.add_argument("--epochs", type=int, help="training epochs")
+    train.add_argument("--seed", type=int, help="random seed (initialisation, code, split, order)")
+    train.add_argument("--dim", type=int, help="HRR dimension d'")
+    train.add_argument("--hidden", type=int, nargs="+", metavar="WIDTH", help="hidden layer widths")
+    train.add_argument("--dropout", type=float, help="dropout after hidden layers")
+    train.add_argument("--lr", type=float, help="Adam learning rate")
+    train.add_argument("--batch-size", type=int, help="training batch size")
+    train.add_argument("--weight-decay", type=float, help="Adam weight decay")
+    train.add_argument("--schedule", choices=["none", "cosine", "linear"], help="learning-rate schedule")
+    train.add_argument("--val-fraction", type=float, help="share of train held out for model selection")
+    train.add_argument("--patience", type=int, help="early-stopping patience in epochs")
+    train.add_argument("--device", help="cpu, cuda, cuda:1, ...")
+    train.add_argument("--resume", action="store_true", help="continue the checkpoint in RUN_DIR")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.set_defaults(run=run_train)
+
+    evaluate = subparsers.add_parser("evaluate", help="evaluate a trained model on a dataset split")
+    evaluate.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    evaluate.add_argument("data", metavar="DATA", help="registry name or path")
+    evaluate.add_argument("--split", choices=["train", "test"], default="test")
+    evaluate.add_argument("--output", type=Path, metavar="FILE", help="JSON output (default RUN_DIR/eval-<DATA>-<split>.json)")
+    evaluate.add_argument("--device", help="override the saved device")
+    evaluate.set_defaults(run=run_evaluate)
+
+    predict = subparsers.add_parser("predict", help="write the top-k labels of every input point")
+    predict.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    predict.add_argument("input", metavar="INPUT", help="data file or registry name (its test split)")
+    predict.add_argument("--top-k", type=int, default=5)
+    predict.add_argument("--output", type=Path, metavar="FILE", help="output file (default: stdout)")
+    predict.add_argument("--device", help="override the saved device")
+    predict.set_defaults(run=run_predict)
+
+
+# ---------------------------------------------------------------------------- train
+_OVERRIDES = {
+    "epochs": "epochs",
+    "seed": "seed",
+    "dim": "dim",
+    "hidden": "hidden",
+    "dropout": "dropout",
+    "lr": "lr",
+    "batch_size": "batch_size",
+    "weight_decay": "weight_decay",
+    "schedule": "schedule",
+    "val_fraction": "val_fraction",
+    "patience": "patience",
+    "device": "device",
+}
+
+
+def _model_inputs(dataset: Any, backbone: str) -> Any:
+    if backbone == "fc":
+        return dataset.X
+    if dataset.tokens is None:
+        raise InputError(f"{dataset.name}: backbone {backbone!r} needs raw text (token ids); this set has none")
+    return dataset.tokens
+
+
+def train_params(data: str, model: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The ``XMCClassifier`` keywords of a run: preset of ``data``, then explicit overrides."""
+    from holoxmc.estimator import preset_params
+    from holoxmc.metrics import propensity_preset
+
+    params = preset_params(Path(data).name if Path(data).exists() else data, model)
+    params["propensity"] = propensity_preset(str(data))
+    params |= {key: value for key, value in overrides.items() if value is not None}
+    if params["head"] != "hrr" and overrides.get("dim") is not None:
+        raise InputError("--dim applies to HRR models only (hrr-fc, hrr-cnn, hrr-lstm)")
+    if "hidden" in params:
+        params["hidden"] = tuple(params["hidden"])
+    return params
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from holoxmc.data import load
+    from holoxmc.estimator import CONFIG_FILE, MODEL_FILE, XMCClassifier
+    from holoxmc.io import atomic_write_json
+    from holoxmc.metrics import evaluate
+    from holoxmc.train.checkpoint import CHECKPOINT_JSON, CHECKPOINT_TENSORS
+
+    run_dir: Path = args.out
+    metrics_path = run_dir / "metrics.json"
+    if run_dir.exists() and not run_dir.is_dir():
+        raise InputError(f"{run_dir}: exists and is not a folder")
+    if metrics_path.exists():
+        if args.resume:
+            print(f"{run_dir}: run already complete ({metrics_path})", file=sys.stderr)
+            return 0
+        raise InputError(f"{run_dir}: holds a finished run; choose another --out")
+    if run_dir.exists() and any(run_dir.iterdir()) and not args.resume:
+        raise InputError(f"{run_dir}: not empty; use --resume to continue it, or choose another --out")
+
+    params = train_params(args.data, args.model, {k: getattr(args, k) for k in _OVERRIDES})
+    params["progress"] = False if args.quiet else None
+    features = "tfidf" if params["backbone"] == "fc" else "tokens"
+    train, test = load(args.data, "train", features=features), load(args.data, "test", features=features)
+    X_train, X_test = _model_inputs(train, params["backbone"]), _model_inputs(test, params["backbone"])
+    if train.n_labels != test.n_labels:
+        raise InputError(f"train has {train.n_labels} labels but test has {test.n_labels}")
+
+    created = not run_dir.exists()
+    try:
+        clf = XMCClassifier(**params)
+        started = time.perf_counter()
+        clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume)
+        fit_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        indices, _ = clf.predict(X_test, k=max(_KS))
+        predict_ms = 1000.0 * (time.perf_counter() - started) / len(test)
+    except BaseException:
+        if created and run_dir.exists() and not any(run_dir.iterdir()):
+            run_dir.rmdir()
+        raise
+    test_metrics = evaluate(indices, test.Y, inv_prop=clf.inv_prop_, ks=_KS)
+    metrics = {
+        "test": {f"{family}@{k}": test_metrics[f"{family}@{k}"] for family in TEST_METRIC_FAMILIES for k in _KS},
+        "train_seconds": clf.fit_result_.train_seconds,
+        "epoch_seconds": clf.fit_result_.epoch_seconds,
+        "fit_wall_seconds": fit_seconds,
+        "best_epoch": clf.fit_result_.best_epoch,
+        "predict_ms_per_point": predict_ms,
+        "params": clf.n_parameters(),
+        "data": {"name": train.name, "train": len(train), "test": len(test),
+                 "features": train.n_features, "labels": train.n_labels},
+    }
+    clf.save(run_dir)
+    atomic_write_json(metrics_path, metrics)
+    for name in (CHECKPOINT_TENSORS, CHECKPOINT_JSON):
+        (run_dir / name).unlink(missing_ok=True)
+    print(metrics_table(metrics["test"], title=f"{args.model} on {train.name} (test)"))
+    print(f"\nwrote {run_dir / CONFIG_FILE}, {run_dir / MODEL_FILE}, {metrics_path}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- evaluate / predict
+def run_evaluate(args: argparse.Namespace) -> int:
+    from holoxmc.data import load
+    from holoxmc.estimator import XMCClassifier
+    from holoxmc.io import atomic_write_json
+
+    clf = XMCClassifier.load(args.run_dir, device=args.device)
+    dataset = load(args.data, args.split, features="tfidf" if clf.backbone == "fc" else "tokens")
+    metrics = clf.score(_model_inputs(dataset, clf.backbone), dataset.Y)
+    output = args.output or args.run_dir / f"eval-{Path(str(args.data)).name}-{args.split}.json"
+    atomic_write_json(output, {"data": str(args.data), "split": args.split, "metrics": metrics})
+    print(metrics_table(metrics, title=f"{args.run_dir} on {dataset.name} ({args.split})"))
+    print(f"\nwrote {output}")
+    return 0
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from holoxmc.data import load
+    from holoxmc.estimator import XMCClassifier
+    from holoxmc.io import atomic_write_text
+
+    clf = XMCClassifier.load(args.run_dir, device=args.device)
+    dataset = load(args.input, "test", features="tfidf" if clf.backbone == "fc" else "tokens")
+    indices, scores = clf.predict(_model_inputs(dataset, clf.backbone), k=args.top_k)
+    text = "".join(
+        " ".join(f"{label}:{score:.6g}" for label, score in zip(row_labels, row_scores)) + "\n"
+        for row_labels, row_scores in zip(indices.tolist(), scores.tolist())
+    )
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(args.output, text)
+        print(f"wrote {len(indices)} lines to {args.output}", file=sys.stderr)
+    return 0
+
+
+def metrics_table(metrics: dict[str, float], title: str = "") -> str:
+    """A k × metric table (percent) of the families present in ``metrics``."""
+    families = [f for f in TEST_METRIC_FAMILIES if f"{f}@1" in metrics]
+    ks = [k for k in _KS if f"P@{k}" in metrics]
+    lines = [title] if title else []
+    lines.append("k  " + "".join(f"{f:>10}" for f in families))
+    lines += [f"{k:<3}" + "".join(f"{metrics[f'{f}@{k}']:>10.2f}" for f in families) for k in ks]
+    return "\n".join(lines)
