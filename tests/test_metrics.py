@@ -135,6 +135,8 @@ def test_top_k_sparse_pads_rows_with_few_scores():
     S = sp.csr_matrix(np.array([[0.0, 0.3, 0.9], [0.0, 0.0, 0.0]]))
     assert top_k(S, 2).tolist() == [[2, 1], [-1, -1]]
     assert top_k(np.array([[0.2, 0.2, 0.5]]), 3).tolist() == [[2, 0, 1]]
+    with pytest.raises(InputError, match="NaN"):
+        top_k(np.array([[np.nan, 1.0]]), 1)
 
 
 @pytest.mark.parametrize(

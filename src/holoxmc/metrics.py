@@ -91,19 +91,33 @@ def inverse_propensity(Y_train: sp.spmatrix | np.ndarray, A: float = 0.55, B: fl
 
 
 def _top_per_row(indptr: np.ndarray, cols: np.ndarray, vals: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` largest ``vals`` of each CSR row (ties: smaller column first).
+    """The ``k`` largest ``vals`` of each CSR row (ties: earlier entry, i.e. smaller column
+    of a canonical CSR, first), by ``k`` rounds of per-row maxima instead of a full sort.
 
     Returns ``(columns, values)`` of shape ``(n_rows, k)``, padded with ``-1`` / ``0``.
     """
     n_rows = len(indptr) - 1
-    rows = np.repeat(np.arange(n_rows), np.diff(indptr))
-    order = np.lexsort((cols, -vals, rows))
-    position = np.arange(len(order)) - indptr[rows]  # rows stay grouped, so this is the rank
-    keep = position < k
+    counts = np.diff(indptr)
     top_cols = np.full((n_rows, k), -1, dtype=np.int64)
     top_vals = np.zeros((n_rows, k), dtype=np.float64)
-    top_cols[rows[keep], position[keep]] = cols[order[keep]]
-    top_vals[rows[keep], position[keep]] = vals[order[keep]]
+    nonempty = np.flatnonzero(counts)
+    if nonempty.size == 0:
+        return top_cols, top_vals
+    starts = indptr[:-1][nonempty]
+    rows = np.repeat(np.arange(n_rows), counts)
+    positions = np.arange(len(vals))
+    available = np.ones(len(vals), dtype=bool)
+    for rank in range(min(k, int(counts.max()))):
+        remaining = np.where(available, vals, -np.inf)
+        row_max = np.full(n_rows, -np.inf)
+        row_max[nonempty] = np.maximum.reduceat(remaining, starts)
+        candidates = np.where(available & (remaining == row_max[rows]), positions, len(vals))
+        first = np.full(n_rows, len(vals))
+        first[nonempty] = np.minimum.reduceat(candidates, starts)
+        found = np.flatnonzero(first < len(vals))
+        top_cols[found, rank] = cols[first[found]]
+        top_vals[found, rank] = vals[first[found]]
+        available[first[found]] = False
     return top_cols, top_vals
 
 
@@ -126,12 +140,19 @@ def top_k(scores: np.ndarray | sp.spmatrix, k: int) -> np.ndarray:
         raise InputError(f"k must be >= 1, got {k}")
     if sp.issparse(scores):
         S = sp.csr_matrix(scores)
+        if not S.has_canonical_format:
+            S = S.copy()
+            S.sum_duplicates()
+        if np.isnan(S.data).any():
+            raise InputError("scores contain NaN")
         return _top_per_row(S.indptr, S.indices.astype(np.int64), S.data.astype(np.float64), k)[0]
     S = np.asarray(scores)
     if S.ndim != 2:
         raise InputError(f"scores must be 2-D (n, L), got shape {S.shape}")
     if k > S.shape[1]:
         raise InputError(f"k={k} exceeds the number of labels {S.shape[1]}")
+    if np.isnan(S).any():
+        raise InputError("scores contain NaN")
     candidates = np.argpartition(-S, k - 1, axis=1)[:, :k]
     order = np.argsort(-np.take_along_axis(S, candidates, axis=1), axis=1, kind="stable")
     return np.take_along_axis(candidates, order, axis=1).astype(np.int64)

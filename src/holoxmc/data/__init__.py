@@ -10,6 +10,7 @@ from holoxmc.data.readers import (
     read_svmlight,
     read_xml_repo,
     read_xml_repo_split,
+    write_xml_repo,
 )
 from holoxmc.data.registry import REGISTRY, DatasetInfo, StatisticsWarning, download, fetch, find_dataset_dir, load
 from holoxmc.data.synthetic import SYNTHETIC_PRESETS, make_synthetic
@@ -33,6 +34,7 @@ __all__ = [
     "read_svmlight",
     "read_mat",
     "read_jsonl",
+    "write_xml_repo",
     "Tokenizer",
     "fit_tfidf",
     "save_npz",
