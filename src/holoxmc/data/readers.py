@@ -63,9 +63,16 @@ def read_bytes(path: PathLike) -> bytes:
 
 
 def has_xml_repo_header(path: PathLike) -> bool:
-    """Whether the first line of ``path`` is an XML-repository header ``N D L``."""
-    first_line = read_bytes(path).split(b"\n", 1)[0]
-    return _HEADER.match(first_line) is not None
+    """Whether the first line of ``path`` is an XML-repository header ``N D L`` (reads only
+    that line; an unreadable file is left for the reader to report)."""
+    try:
+        with open(path, "rb") as raw:
+            compressed = raw.read(2) == _GZIP_MAGIC
+        with (gzip.open if compressed else open)(path, "rb") as f:
+            first_line = f.readline(256)
+    except (OSError, EOFError, zlib.error):
+        return False
+    return _HEADER.match(first_line.rstrip(b"\r\n")) is not None
 
 
 def _short(token: bytes) -> str:
