@@ -115,7 +115,7 @@ class CapacityConfig:
     fig1_dim: int = 256
     fig1_terms: tuple[int, ...] = tuple(sqrt2_grid(1024))
     fig1_trials: int = 20
-    capacity_dims: tuple[int, ...] = (64, 144, 256, 400, 576, 784, 1024, 1600, 2304)
+    capacity_dims: tuple[int, ...] = (64, 144, 256, 400, 576, 784, 1024, 1600, 2304, 3136, 4096)
     capacity_trials: int = 10
     capacity_threshold: float = 0.03
     capacity_max_n: int = 1 << 14
@@ -128,17 +128,17 @@ class CapacityConfig:
 
     @classmethod
     def full(cls) -> CapacityConfig:
-        """The paper's sizes: T ≤ 1024, d up to 2304, n up to 2¹⁶."""
+        """The paper's sizes: T ≤ 1024, d up to 4096 = 64², n up to 2¹⁶ (a few minutes)."""
         return cls()
 
     @classmethod
     def quick(cls) -> CapacityConfig:
-        """About a minute on 2 CPU cores: T ≤ 1024, d ≤ 576, n ≤ 2¹², fewer trials."""
+        """Well under a minute on 2 CPU cores: T ≤ 1024, d ≤ 1024, n ≤ 2¹³, fewer trials."""
         return cls(
             fig1_trials=10,
-            capacity_dims=(64, 144, 256, 400, 576),
+            capacity_dims=(64, 144, 256, 400, 576, 1024),
             capacity_stop_error=0.2,
-            fig7_n=tuple(2**k for k in range(13)),
+            fig7_n=tuple(2**k for k in range(14)),
             fig7_trials=2,
             queries=512,
         )
