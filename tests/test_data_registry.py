@@ -166,3 +166,20 @@ def test_fetch_downloads_verifies_and_unpacks(tmp_path, loopback_server):
         download(f"{base}/eurlex.zip", tmp_path / "nosum" / "x.zip", progress=False)
     with pytest.raises(InputError, match="cannot download"):
         download(f"{base}/missing.zip", tmp_path / "missing" / "x.zip", progress=False)
+
+
+def test_cache_dir_reuses_prepared_split_until_source_changes(tmp_path):
+    folder = _toy_folder(tmp_path / "Toy")
+    cache = tmp_path / "cache"
+    first = load(folder, "train", cache_dir=cache)
+    files = list(cache.iterdir())
+    assert len(files) == 1 and files[0].suffix == ".npz"
+    again = load(folder, "train", cache_dir=cache)
+    assert (again.X != first.X).nnz == 0 and list(cache.iterdir()) == files
+    (folder / "toy_train.txt").write_bytes(b"3 3 2\n0 0:1\n1 2:1\n1 1:1\n")  # source changed
+    assert len(load(folder, "train", cache_dir=cache)) == 3
+    assert len(list(cache.iterdir())) == 2
+    synthetic = load("synthetic", cache_dir=cache, n_points=50, n_labels=5, n_features=8)
+    assert (load("synthetic", cache_dir=cache, n_points=50, n_labels=5, n_features=8).Y != synthetic.Y).nnz == 0
+    with pytest.raises(InputError, match="unknown synthetic preset"):
+        load("synthetic", preset="huge")

@@ -19,13 +19,13 @@ import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-from holoxmc.data.cache import load_npz
+from holoxmc.data.cache import load_npz, save_npz
 from holoxmc.data.dataset import Dataset
 from holoxmc.data.readers import (
     has_xml_repo_header,
@@ -237,6 +237,7 @@ def load(
     features: str = "tfidf",
     check_statistics: bool = True,
     download: bool = False,
+    cache_dir: str | os.PathLike | None = None,
     **options: Any,
 ) -> Dataset:
     """Load one split of a dataset by registry name, folder or file.
@@ -252,6 +253,8 @@ def load(
         check_statistics: warn (:class:`StatisticsWarning`) if a registry set differs from
             its published statistics.
         download: fetch a registry set that is not found locally (see :func:`fetch`).
+        cache_dir: keep the prepared split as ``.npz`` here and reuse it while the source
+            files (names, sizes, modification times) and the arguments are unchanged.
         **options: ``synthetic``: ``preset`` (``"demo"``, ``"amazon-670k-like"``) and any
             :func:`make_synthetic` argument; text sets: ``min_df``, ``max_vocab``,
             ``max_length``; split-file sets: ``split_column``.
@@ -267,15 +270,45 @@ def load(
     if split not in SPLITS:
         raise InputError(f"split must be one of {SPLITS}, got {split!r}")
     key = os.fspath(name_or_path)
+    source, build = _resolve(key, split, features, check_statistics, download, options)
+    if cache_dir is None:
+        return build()
+    fingerprint = hashlib.sha256(
+        repr((key.lower(), split, features, sorted(options.items()), _fingerprint(source))).encode()
+    ).hexdigest()[:16]
+    cached = Path(cache_dir) / f"{Path(key).name.lower()}-{split}-{features}-{fingerprint}.npz"
+    if cached.exists():
+        return load_npz(cached)
+    dataset = build()
+    save_npz(dataset, cached)
+    return dataset
+
+
+def _fingerprint(source: Path | None) -> list[tuple[str, int, int]]:
+    """Names, sizes and modification times of the files a dataset is read from."""
+    if source is None:
+        return []
+    files = sorted(source.iterdir()) if source.is_dir() else [source]
+    return [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]
+
+
+def _resolve(
+    key: str, split: str, features: str, check_statistics: bool, download: bool, options: dict[str, Any]
+) -> tuple[Path | None, Callable[[], Dataset]]:
+    """Where ``key`` is read from (``None`` for generated data) and how to build the split."""
     if key.lower() == "synthetic":
         _check_bag_of_words(features, "synthetic")
-        settings = {**SYNTHETIC_PRESETS[options.pop("preset", "demo")], **options}
-        return make_synthetic(**settings)[SPLITS.index(split)]
+        settings = dict(options)
+        preset = settings.pop("preset", "demo")
+        if preset not in SYNTHETIC_PRESETS:
+            raise InputError(f"unknown synthetic preset {preset!r} (known: {', '.join(SYNTHETIC_PRESETS)})")
+        settings = {**SYNTHETIC_PRESETS[preset], **settings}
+        return None, lambda: make_synthetic(**settings)[SPLITS.index(split)]
     path = Path(key)
     if path.exists():
         if path.is_dir():
-            return _load_folder(path, split, path.name, features, options)
-        return _load_file(path, split, features, options)
+            return path, lambda: _load_folder(path, split, path.name, features, options)
+        return path, lambda: _load_file(path, split, features, options)
     info = REGISTRY.get(key.lower())
     if info is None:
         known = ", ".join([*REGISTRY, "synthetic"])
@@ -288,10 +321,14 @@ def load(
                 f"set HOLOXMC_DATA or pass download=True"
             )
         folder = fetch(info.name)
-    dataset = _load_folder(folder, split, info.name, features, options)
-    if check_statistics:
-        _check_statistics(dataset, info, split)
-    return dataset
+
+    def build() -> Dataset:
+        dataset = _load_folder(folder, split, info.name, features, options)
+        if check_statistics:
+            _check_statistics(dataset, info, split)
+        return dataset
+
+    return folder, build
 
 
 def download(url: str, destination: str | os.PathLike, sha256: str | None = None, progress: bool = True) -> Path:
