@@ -179,8 +179,10 @@ def test_npz_round_trip_and_corruption(tmp_path):
 
 
 def test_dataset_validates_and_normalises():
-    d = Dataset(sp.csr_matrix(np.ones((2, 2))), sp.csr_matrix(np.array([[2.0, 0.0], [0.0, 1.0]])), "d")
+    labels = sp.csr_matrix(np.array([[2.0, 0.0], [0.0, 1.0]], dtype=np.float32))
+    d = Dataset(sp.csr_matrix(np.ones((2, 2))), labels, "d")
     assert d.X.dtype == np.float32 and d.Y.dtype == np.float32 and set(d.Y.data) == {1.0}
+    assert set(labels.data) == {1.0, 2.0}  # the caller's matrix is left alone
     assert d.stats().labels_per_point == 1.0 and d.inputs is d.X
     with pytest.raises(InputError, match="rows"):
         Dataset(sp.csr_matrix((2, 2)), sp.csr_matrix((3, 2)), "d")

@@ -64,10 +64,11 @@ class Dataset:
             raise InputError("Dataset.X and Dataset.Y must be scipy sparse matrices")
         self.X = sp.csr_matrix(self.X, dtype=np.float32)
         Y = sp.csr_matrix(self.Y, dtype=np.float32)
-        if not Y.has_canonical_format:
+        if not Y.has_canonical_format or np.any(Y.data != 1):
+            Y = Y.copy()  # never modify the caller's arrays
             Y.sum_duplicates()
-        Y.eliminate_zeros()
-        Y.data[:] = 1.0
+            Y.eliminate_zeros()
+            Y.data[:] = 1.0
         self.Y = Y
         n = self.X.shape[0]
         if self.Y.shape[0] != n:

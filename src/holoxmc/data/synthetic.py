@@ -85,6 +85,8 @@ def make_synthetic(
         raise InputError("n_points, n_labels, n_features, signature_size must be >= 1; n_test, noise_features >= 0")
     if not 1.0 <= labels_per_point <= n_labels:
         raise InputError(f"labels_per_point must lie in [1, n_labels={n_labels}], got {labels_per_point}")
+    if seed < 0:
+        raise InputError(f"seed must be >= 0, got {seed}")
     if not 0.0 <= signature_keep <= 1.0 or zipf_exponent < 0:
         raise InputError("signature_keep must lie in [0, 1] and zipf_exponent be >= 0")
     model = _LabelModel(n_labels, n_features, zipf_exponent, signature_size, seed)
