@@ -56,8 +56,16 @@ class Network(nn.Module):
         return self.head.loss(self(x), labels)
 
     def topk(self, x: Input, k: int) -> tuple[Tensor, Tensor]:
-        """``(scores (B, k), label indices (B, k))``, best first."""
-        return self.head.topk(self(x), k)
+        """``(scores (B, k), label indices (B, k))``, best first.
+
+        A head may offer ``topk_hidden(h, k)``, the same result computed straight from the
+        backbone output (the HRR head folds its layers there); it is used when present.
+        """
+        hidden = self.backbone(x)
+        topk_hidden = getattr(self.head, "topk_hidden", None)
+        if topk_hidden is not None:
+            return topk_hidden(hidden, k)
+        return self.head.topk(self.head(hidden), k)
 
 
 # Keywords build_network fills itself; never taken from ``options``.

@@ -20,20 +20,23 @@ Loss per example, with ``Y^p`` its present labels and unit-norm label vectors ``
 
 The loss is the batch mean of ``J_p + J_n``. An example without labels contributes 0.
 
-Cost per batch: one real FFT of ``ŝ`` and one inverse FFT giving ``p* ⊗ ŝ`` and
-``m* ⊗ ŝ`` together, then only the ``|Y^p|`` present label vectors are touched (gathered
-from the cached code, or regenerated): ``O(B·d' log d' + |Y^p|·d')``, never ``O(L)``.
-Because every label vector is projected it has unit norm, so a cosine is a dot product
-with the normalised query.
+Cost per batch: only the ``|Y^p|`` present label vectors are touched (gathered from the
+cached code, or regenerated): ``O(|Y^p|·d')`` plus, when p and m are learned or the code is
+not cached, one real FFT of ``ŝ`` and one inverse FFT giving ``p* ⊗ ŝ`` and ``m* ⊗ ŝ``
+together (``O(B·d' log d')``); never ``O(L)``. Every label vector is projected, hence has
+unit norm, and projected roles are unitary (``‖p* ⊗ ŝ‖ = ‖ŝ‖``), so each cosine is one dot
+product: ``cos(p* ⊗ ŝ, c) = ŝ · (p ⊗ c) / ‖ŝ‖``. With fixed roles the head caches the keys
+``p ⊗ c_i`` and ``m ⊗ c_i`` and the loss and decoding contain no FFT at all.
 
-Decoding scores every label, ``score_i = c_i · (p* ⊗ ŝ) / ‖p* ⊗ ŝ‖`` (a cosine; the
-ranking equals the paper's ``c_i^T (p* ⊗ ŝ)``), one label chunk at a time with a running
-top-k merge, so memory is ``O(B · label_chunk)``.
+Decoding scores every label with the paper's ``score_i = c_i · (p* ⊗ ŝ)`` (appendix H),
+one label chunk at a time with a running top-k merge, so memory is ``O(B · label_chunk)``;
+:meth:`HRRHead.topk_hidden` folds the two linear maps into one when that is cheaper.
+The threshold mode uses the cosine ``cos(p* ⊗ ŝ, c_i) > 0.5``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Literal
 
 import numpy as np
@@ -67,9 +70,12 @@ class HRRHead(nn.Module):
             projection; only the gathered rows are projected in the loss).
         loss: ``"cosine"`` (paper) or ``"abs"`` (authors' code); see the module docstring.
         label_chunk: labels per chunk when generating or decoding the code.
-        cache_codes: keep the projected ``(L, d')`` code in memory (fast label gathers and
-            decoding). When False, present labels are regenerated chunk by chunk from the
-            seed; memory stays ``O(label_chunk · d')``. Ignored with ``learn_labels``.
+        cache_codes: keep the code in memory for fast gathers and decoding: with fixed
+            roles as the two ``(L, d')`` key matrices ``p ⊗ c_i`` and ``m ⊗ c_i``
+            (``2·L·d'`` floats; no FFT is left in the loss or decoding), with
+            ``learn_pm`` as the ``(L, d')`` code. When False, present labels are
+            regenerated chunk by chunk from the seed and memory stays
+            ``O(label_chunk · d')``. Ignored with ``learn_labels``.
 
     Shapes:
         forward: ``(B, in_features)`` → ``(B, dim)`` (the predicted statement ``ŝ``).
@@ -110,6 +116,7 @@ class HRRHead(nn.Module):
         self.code = HRRLabelCode(n_labels, dim, seed=seed, chunk_size=label_chunk)
         self.linear = nn.Linear(self.in_features, self.dim)
         reset_linear_(self.linear, local_generator(seed, _INIT_STREAM))
+        self._folded: tuple[tuple[int, ...], Tensor, Tensor] | None = None
 
         roles_raw = torch.stack([self.code.present_raw, self.code.missing_raw])
         if learn_pm:
@@ -118,6 +125,10 @@ class HRRHead(nn.Module):
             self.register_buffer("roles_fixed", hrr.projection(roles_raw), persistent=False)
         if learn_labels:
             self.labels_raw = nn.Parameter(self.code.full(projected=False))
+        elif cache_codes and not learn_pm:
+            # Row i is [p ⊗ c_i, m ⊗ c_i]: one gather serves both loss terms.
+            keys = [hrr.bind(self.roles_fixed.unsqueeze(1), c).transpose(0, 1).flatten(1) for _, c in self.code.chunks()]
+            self.register_buffer("keys", torch.cat(keys), persistent=False)
         elif cache_codes:
             self.register_buffer("label_cache", self.code.full(), persistent=False)
 
@@ -128,6 +139,12 @@ class HRRHead(nn.Module):
     @property
     def learn_labels(self) -> bool:
         return hasattr(self, "labels_raw")
+
+    @property
+    def prebound(self) -> bool:
+        """Whether the code is cached already bound to the fixed roles (``p ⊗ c_i``,
+        ``m ⊗ c_i``), which removes every FFT from the loss and from decoding."""
+        return hasattr(self, "keys")
 
     def forward(self, h: Tensor) -> Tensor:
         return self.linear(h)
@@ -161,67 +178,151 @@ class HRRHead(nn.Module):
                                         dtype=self.linear.weight.dtype)
 
     # ------------------------------------------------------------------ unbinding
-    def _unbind_unit(self, out: Tensor, n_roles: int) -> Tensor:
-        """``roles[:n_roles]* ⊗ ŝ``, normalised to unit length, from one rfft of ``ŝ``.
+    def _unbind(self, out: Tensor, n_roles: int) -> Tensor:
+        """``roles[:n_roles]* ⊗ ŝ`` from one rfft of ``ŝ``.
 
         Shapes:
             out: ``(B, dim)`` → ``(B, n_roles, dim)``.
         """
         roles = self.roles()[:n_roles].to(out.dtype)
         spectrum = torch.fft.rfft(out, dim=-1).unsqueeze(1) * torch.conj(torch.fft.rfft(roles, dim=-1))
-        unbound = torch.fft.irfft(spectrum, n=self.dim, dim=-1)
-        return F.normalize(unbound, dim=-1, eps=_NORM_EPS)
+        return torch.fft.irfft(spectrum, n=self.dim, dim=-1)
 
     # ------------------------------------------------------------------ training
     def loss(self, out: Tensor, labels: LabelBatch) -> Tensor:
         """``mean_batch(J_p + J_n)`` touching only the present labels' vectors.
 
+        The cosine loss needs, per example, only the sum of its present label vectors:
+        ``Σ_c cos(q, c) = q · Σ_c c`` for a unit query ``q``. That sum is one
+        ``embedding_bag`` over the cached code (no ``|Y^p| × d'`` temporary). With fixed
+        roles no FFT is needed either: ``p`` is unitary after projection, so
+        ``cos(p* ⊗ ŝ, c) = ŝ · (p ⊗ c) / ‖ŝ‖`` with the cached key ``p ⊗ c`` (likewise
+        for ``m``); otherwise ``ŝ`` is unbound by one FFT round trip.
+
         Shapes:
             out: ``(B, dim)``; labels: ``B`` rows → scalar.
         """
-        rows = labels.row_ids()
-        batch = out.shape[0]
-        present_and_missing = self._unbind_unit(out, 2)
-        query_p, query_m = present_and_missing[:, 0], present_and_missing[:, 1]
-        vectors = self.label_vectors(labels.indices).to(out.dtype)
-        n_present = vectors.shape[0]
-        if self.loss_kind == "cosine":
-            cos_present = (query_p.index_select(0, rows) * vectors).sum(-1)
-            label_sum = out.new_zeros(batch, self.dim).index_add(0, rows, vectors)
-            sum_norm = label_sum.norm(dim=-1).clamp_min(_NORM_EPS)
-            j_negative = ((query_m * label_sum).sum(-1) / sum_norm).sum()
-            j_positive = n_present - cos_present.sum()
+        if self.prebound:
+            unit = F.normalize(out, dim=-1, eps=_NORM_EPS)
+            query_p = query_m = unit
         else:
-            cosines = (present_and_missing.index_select(0, rows) * vectors.unsqueeze(1)).sum(-1)
-            j_positive = n_present - cosines[:, 0].abs().sum()
-            j_negative = cosines[:, 1].abs().sum()
-        return (j_positive + j_negative) / batch
+            unbound = F.normalize(self._unbind(out, 2), dim=-1, eps=_NORM_EPS)
+            query_p, query_m = unbound[:, 0], unbound[:, 1]
+        n_present = labels.indices.shape[0]
+        if self.loss_kind == "abs":
+            rows = labels.row_ids()
+            keys_p, keys_m = self._present_keys(labels)
+            j_positive = n_present - (query_p.index_select(0, rows) * keys_p).sum(-1).abs().sum()
+            j_negative = (query_m.index_select(0, rows) * keys_m).sum(-1).abs().sum()
+        else:
+            sum_p, sum_m = self._present_key_sums(labels, out.dtype)
+            j_positive = n_present - (query_p * sum_p).sum()
+            sum_norm = sum_m.norm(dim=-1).clamp_min(_NORM_EPS)
+            j_negative = ((query_m * sum_m).sum(-1) / sum_norm).sum()
+        return (j_positive + j_negative) / out.shape[0]
+
+    def _present_keys(self, labels: LabelBatch) -> tuple[Tensor, Tensor]:
+        """Per present label, the vectors its p- and m-cosines are taken against.
+
+        Shapes:
+            → two ``(n_present, dim)`` tensors (the same tensor unless prebound).
+        """
+        if self.prebound:
+            keys = self.keys.index_select(0, labels.indices)
+            return keys[:, : self.dim], keys[:, self.dim :]
+        vectors = self.label_vectors(labels.indices)
+        return vectors, vectors
+
+    def _present_key_sums(self, labels: LabelBatch, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """Per example, the sums of :meth:`_present_keys` over its present labels.
+
+        Shapes:
+            → two ``(B, dim)`` tensors.
+        """
+        offsets = labels.indptr[:-1]
+        if self.prebound or hasattr(self, "label_cache"):
+            table = self.keys if self.prebound else self.label_cache
+            sums = F.embedding_bag(labels.indices, table.to(dtype), offsets, mode="sum")
+            return (sums[:, : self.dim], sums[:, self.dim :]) if self.prebound else (sums, sums)
+        vectors = self.label_vectors(labels.indices).to(dtype)
+        sums = vectors.new_zeros(len(labels), self.dim).index_add(0, labels.row_ids(), vectors)
+        return sums, sums
 
     # ------------------------------------------------------------------ decoding
-    def _query(self, out: Tensor) -> Tensor:
-        return self._unbind_unit(out, 1)[:, 0]
+    def _query(self, out: Tensor, *, unit: bool) -> Tensor:
+        """The query whose dot product with the decoding keys gives ``c_i · (p* ⊗ ŝ)``
+        (``unit=False``) or the cosine ``cos(p* ⊗ ŝ, c_i)`` (``unit=True``)."""
+        query = out if self.prebound else self._unbind(out, 1)[:, 0]
+        return F.normalize(query, dim=-1, eps=_NORM_EPS) if unit else query
 
-    def _chunk_scores(self, query: Tensor, vectors: Tensor) -> Tensor:
-        scores = query @ vectors.to(query.dtype).T
+    def _decoding_keys(self) -> Iterator[tuple[int, Tensor]]:
+        """``(start, keys)`` per label chunk: ``p ⊗ c_i`` when prebound, else ``c_i``."""
+        if self.prebound:
+            step = self.code.chunk_size
+            for start in range(0, self.n_labels, step):
+                yield start, self.keys[start : start + step, : self.dim]
+        else:
+            yield from self.label_chunks()
+
+    def _chunk_scores(self, query: Tensor, keys: Tensor, bias: Tensor | None = None) -> Tensor:
+        keys = keys.to(query.dtype)
+        scores = query @ keys.T if bias is None else torch.addmm(bias.to(query.dtype), query, keys.T)
         return scores.abs() if self.loss_kind == "abs" else scores
 
     def scores(self, out: Tensor) -> Tensor:
-        """Cosine score of every label, ``(B, dim)`` → ``(B, L)`` (small L only)."""
-        query = self._query(out)
-        return torch.cat([self._chunk_scores(query, vectors) for _, vectors in self.label_chunks()], 1)
+        """Score ``c_i · (p* ⊗ ŝ)`` of every label (``|…|`` with ``loss="abs"``),
+        ``(B, dim)`` → ``(B, L)``; for small L only."""
+        query = self._query(out, unit=False)
+        return torch.cat([self._chunk_scores(query, keys) for _, keys in self._decoding_keys()], 1)
 
     def topk(self, out: Tensor, k: int) -> tuple[Tensor, Tensor]:
-        """The ``k`` best labels per row by cosine score, best first.
+        """The ``k`` best labels per row by score ``c_i · (p* ⊗ ŝ)``, best first (with
+        ``loss="abs"``, by its absolute value), one label chunk at a time.
 
         Shapes:
             out: ``(B, dim)`` → scores ``(B, k)`` float, indices ``(B, k)`` int64.
         """
+        query = self._query(out, unit=False)
+        return self._running_topk(query, ((start, keys, None) for start, keys in self._decoding_keys()), k)
+
+    def topk_hidden(self, h: Tensor, k: int) -> tuple[Tensor, Tensor]:
+        """``topk(self(h), k)``, computed the cheaper way.
+
+        Scores are linear in ``h``: ``ŝ · (p ⊗ c_i) = h · (W^T (p ⊗ c_i)) + b · (p ⊗ c_i)``.
+        When ``L · in_features < d' · (in_features + L)`` (few labels, e.g. L < ~1,800 for
+        in_features = 512, d' = 400) and no gradient is needed, the two layers are folded
+        into one ``(L, in_features)`` matrix, cached until the weights change, so decoding
+        costs what a dense output layer costs. Otherwise it is ``topk(self(h), k)``.
+
+        Shapes:
+            h: ``(B, in_features)`` → scores ``(B, k)``, indices ``(B, k)``.
+        """
+        if torch.is_grad_enabled() or not self._folding_pays():
+            return self.topk(self(h), k)
+        weight, bias = self._folded_decoder()
+        return self._running_topk(h, [(0, weight, bias)], k)
+
+    def _folding_pays(self) -> bool:
+        small = self.n_labels <= self.code.chunk_size
+        return self.prebound and small and self.n_labels * self.in_features < self.dim * (self.in_features + self.n_labels)
+
+    def _folded_decoder(self) -> tuple[Tensor, Tensor]:
+        weight, bias = self.linear.weight, self.linear.bias
+        version = (weight._version, bias._version, weight.data_ptr(), bias.data_ptr(), self.keys.data_ptr())
+        if self._folded is None or self._folded[0] != version:
+            keys = self.keys[:, : self.dim].to(weight.dtype)
+            self._folded = (version, keys @ weight, keys @ bias)
+        return self._folded[1], self._folded[2]
+
+    def _running_topk(
+        self, query: Tensor, chunks: Iterable[tuple[int, Tensor, Tensor | None]], k: int
+    ) -> tuple[Tensor, Tensor]:
+        """Top-k of ``query @ keys.T (+ bias)`` over label chunks, merged as they come."""
         k = min(k, self.n_labels)
-        query = self._query(out)
         best_scores: Tensor | None = None
         best_indices: Tensor | None = None
-        for start, vectors in self.label_chunks():
-            scores, indices = torch.topk(self._chunk_scores(query, vectors), min(k, vectors.shape[0]), dim=1)
+        for start, keys, bias in chunks:
+            scores, indices = torch.topk(self._chunk_scores(query, keys, bias), min(k, keys.shape[0]), dim=1)
             indices = indices + start
             if best_scores is not None:
                 scores = torch.cat([best_scores, scores], 1)
@@ -232,16 +333,17 @@ class HRRHead(nn.Module):
         return best_scores, best_indices
 
     def threshold(self, out: Tensor, threshold: float = 0.5) -> sp.csr_matrix:
-        """Every label whose cosine score exceeds ``threshold`` (appendix H: ≈1 present,
-        ≈0 absent), as a CPU ``scipy.sparse`` CSR matrix of scores.
+        """Every label whose cosine ``cos(p* ⊗ ŝ, c_i)`` exceeds ``threshold`` (appendix
+        H: ≈1 when present, ≈0 when absent; ``|cos|`` with ``loss="abs"``), as a CPU
+        ``scipy.sparse`` CSR matrix of those cosines.
 
         Shapes:
             out: ``(B, dim)`` → CSR ``(B, L)``.
         """
-        query = self._query(out)
+        query = self._query(out, unit=True)
         rows, cols, values = [], [], []
-        for start, vectors in self.label_chunks():
-            scores = self._chunk_scores(query, vectors)
+        for start, keys in self._decoding_keys():
+            scores = self._chunk_scores(query, keys)
             r, c = torch.nonzero(scores > threshold, as_tuple=True)
             rows.append(r.cpu().numpy())
             cols.append((c + start).cpu().numpy())
