@@ -1,0 +1,507 @@
+"""SOLAR training and serving: K independent chunk models trained with zero communication,
+decoded through the inverted index.
+
+Every chunk k is its own job — feature hashing with its own seed, an FC backbone and a
+:class:`SolarChunkHead` over B buckets, trained by the shared :class:`Trainer` — writing only
+under ``run_dir/chunk_{k:03d}/``. A chunk is finished when its ``done.json`` marker (written
+atomically, last) names the same training fingerprint; finished chunks are never retrained,
+an interrupted one resumes from its own trainer checkpoint. Jobs run in this process, in
+spawned worker processes (``workers``) or as Ray tasks (``ray_address``).
+
+Run directory layout::
+
+    run_dir/solar.json              config, sizes and training fingerprint
+    run_dir/index.safetensors       label codes (K, L) and the inverted index
+    run_dir/chunk_000/model.safetensors, done.json   (+ checkpoint.* while training)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import Tensor
+
+from holoxmc.backbones.fc import FCBackbone
+from holoxmc.backbones.network import Network
+from holoxmc.codes.solar import FeatureHash, InvertedIndex, SolarLabelCode, chunk_seed
+from holoxmc.data.batch import SparseBatch
+from holoxmc.distributed import run_jobs
+from holoxmc.errors import InputError
+from holoxmc.heads.solar import SCORINGS, SolarChunkHead, solar_decode
+from holoxmc.io import atomic_write_json
+from holoxmc.metrics import evaluate
+from holoxmc.train.checkpoint import CHECKPOINT_JSON, CHECKPOINT_TENSORS, load_state_dict_file, save_state_dict
+from holoxmc.train.trainer import TrainConfig, Trainer, split_validation
+
+__all__ = ["SolarConfig", "SolarModel", "fit_solar", "train_chunk", "ChunkJob", "SolarData", "chunk_dir"]
+
+FORMAT = "holoxmc-solar/1"
+MODEL_FILE = "model.safetensors"
+DONE_FILE = "done.json"
+INDEX_FILE = "index.safetensors"
+CONFIG_FILE = "solar.json"
+# Fields that only change decoding: editing them never retrains a chunk.
+_INFERENCE_FIELDS = ("top_buckets", "min_freq", "scoring")
+
+
+@dataclass
+class SolarConfig:
+    """Everything that defines a SOLAR model.
+
+    Args:
+        n_chunks: K independent chunk models (non-zeros per label code).
+        n_buckets: B buckets per chunk; ``None`` = ``ceil(L / 2)`` (at most 20,000).
+        code_method: ``"balanced"`` (equal bucket loads) or ``"murmur"`` (the paper's hash).
+        feature_dim: width of each chunk's hashed input (each chunk hashes with its own
+            seed); ``None`` = no hashing when D <= 2**17, else 2**17.
+        alternate_sign: signed feature hashing.
+        hidden: hidden widths of each chunk's FC backbone (one layer by default).
+        dropout: dropout after hidden activations.
+        top_buckets: m, buckets per chunk retrieved at inference.
+        min_freq: least number of chunks that must retrieve a label (relaxed per point when
+            fewer than k survive); ``None`` = ``K // 2``, the paper's choice.
+        scoring: ``"prob"`` (sum of probabilities), ``"logprob"`` or ``"logit"``.
+        seed: seeds codes, hashing, initialisation, validation split and shuffling.
+        device: ``"auto"`` trains on CUDA when the job sees a GPU, else CPU.
+        train: optimiser settings for every chunk (its ``seed`` is replaced per chunk).
+
+    Example:
+        >>> SolarConfig(n_chunks=4).resolved(n_labels=100, n_features=50).n_buckets
+        50
+    """
+
+    n_chunks: int = 16
+    n_buckets: int | None = None
+    code_method: str = "balanced"
+    feature_dim: int | None = None
+    alternate_sign: bool = True
+    hidden: tuple[int, ...] = (512,)
+    dropout: float = 0.0
+    top_buckets: int = 50
+    min_freq: int | None = None
+    scoring: str = "prob"
+    seed: int = 0
+    device: str = "auto"
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=20, batch_size=256, lr=1e-3))
+
+    def __post_init__(self) -> None:
+        if isinstance(self.train, dict):
+            self.train = TrainConfig.from_dict(self.train)
+        self.hidden = tuple(int(h) for h in self.hidden)
+        for name in ("n_chunks", "top_buckets"):
+            if getattr(self, name) < 1:
+                raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("n_buckets", "feature_dim", "min_freq"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InputError(f"{name} must be >= 1 or None, got {value}")
+        if self.scoring not in SCORINGS:
+            raise InputError(f"scoring must be one of {SCORINGS}, got {self.scoring!r}")
+        if not self.hidden or min(self.hidden) < 1:
+            raise InputError(f"hidden widths must be positive, got {self.hidden}")
+
+    def resolved(self, n_labels: int, n_features: int) -> "SolarConfig":
+        """A copy with every ``None`` default replaced by its value for this data."""
+        return replace(
+            self,
+            n_buckets=self.n_buckets or max(1, min(-(-n_labels // 2), 20_000)),
+            feature_dim=self.feature_dim or (None if n_features <= 2**17 else 2**17),
+            min_freq=self.min_freq or max(1, self.n_chunks // 2),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["hidden"] = list(self.hidden)
+        out["train"] = asdict(self.train) | {"progress": None}
+        return out
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "SolarConfig":
+        """Build from a dict, ignoring unknown keys (``train`` may be a dict)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+
+@dataclass(frozen=True)
+class SolarData:
+    """Read-only data shared by every chunk job (shipped once per worker / once to Ray)."""
+
+    X_train: sp.csr_matrix
+    Y_train: sp.csr_matrix
+    X_val: sp.csr_matrix | None
+    Y_val: sp.csr_matrix | None
+    buckets: np.ndarray  # (K, L) int32
+
+
+@dataclass(frozen=True)
+class ChunkJob:
+    """One chunk to train: its number, the resolved config and where to write."""
+
+    chunk: int
+    config: dict[str, Any]
+    run_dir: str
+    fingerprint: str
+
+
+def chunk_dir(run_dir: str | os.PathLike, chunk: int) -> Path:
+    """``run_dir/chunk_{chunk:03d}``."""
+    return Path(run_dir) / f"chunk_{chunk:03d}"
+
+
+def _feature_hash(config: SolarConfig, n_features: int, chunk: int) -> FeatureHash | None:
+    if config.feature_dim is None:
+        return None
+    return FeatureHash(n_features, config.feature_dim, chunk_seed(config.seed, chunk, "features"), config.alternate_sign)
+
+
+def _hashed(hasher: FeatureHash | None, X: sp.csr_matrix) -> sp.csr_matrix:
+    return X if hasher is None else hasher.transform(X)
+
+
+def _chunk_network(config: SolarConfig, n_features: int, bucket_of_label: np.ndarray, chunk: int) -> Network:
+    init_seed = chunk_seed(config.seed, chunk, "init")
+    backbone = FCBackbone(config.feature_dim or n_features, config.hidden, dropout=config.dropout, seed=init_seed)
+    head = SolarChunkHead(backbone.out_features, torch.from_numpy(bucket_of_label), config.n_buckets, seed=init_seed)
+    return Network(backbone, head)
+
+
+def _bucket_matrix(Y: sp.csr_matrix, bucket_of_label: np.ndarray, n_buckets: int) -> sp.csr_matrix:
+    """``(n, B)`` binary CSR: the OR of each row's label buckets (validation targets)."""
+    assign = sp.csr_matrix(
+        (np.ones(len(bucket_of_label), np.float32), bucket_of_label, np.arange(len(bucket_of_label) + 1)),
+        shape=(len(bucket_of_label), n_buckets),
+    )
+    out = (sp.csr_matrix(Y, dtype=np.float32) @ assign).tocsr()
+    out.data[:] = 1.0
+    out.sort_indices()
+    return out
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_done(directory: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((directory / DONE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def chunk_is_done(run_dir: str | os.PathLike, chunk: int, fingerprint: str) -> bool:
+    """Whether chunk ``chunk`` finished training with this fingerprint and its weights are intact."""
+    directory = chunk_dir(run_dir, chunk)
+    done = _read_done(directory)
+    model = directory / MODEL_FILE
+    return (
+        done is not None
+        and done.get("fingerprint") == fingerprint
+        and model.is_file()
+        and done.get("model_sha256") == _sha256_file(model)
+    )
+
+
+def train_chunk(job: ChunkJob, data: SolarData) -> dict[str, Any]:
+    """Train one chunk and write its weights, then its done-marker (atomically, last).
+
+    Resumes from the chunk's own trainer checkpoint when one is there. Returns the summary
+    stored in ``done.json``.
+    """
+    config = SolarConfig.from_dict(job.config)
+    k = job.chunk
+    directory = chunk_dir(job.run_dir, k)
+    device = config.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    train_config = replace(config.train, seed=chunk_seed(config.seed, k, "train"), device=device)
+    hasher = _feature_hash(config, data.X_train.shape[1], k)
+    network = _chunk_network(config, data.X_train.shape[1], data.buckets[k], k)
+    X_val = Y_val = None
+    if data.X_val is not None:
+        X_val = _hashed(hasher, data.X_val)
+        Y_val = _bucket_matrix(data.Y_val, data.buckets[k], config.n_buckets)
+    else:
+        train_config = replace(train_config, val_fraction=0.0)
+    result = Trainer(train_config).fit(
+        network, _hashed(hasher, data.X_train), data.Y_train, X_val, Y_val, run_dir=directory, resume=True
+    )
+    save_state_dict(directory / MODEL_FILE, network.cpu().state_dict())
+    summary = {
+        "chunk": k,
+        "fingerprint": job.fingerprint,
+        "model_sha256": _sha256_file(directory / MODEL_FILE),
+        "best_epoch": result.best_epoch,
+        "val_bucket_P@1": result.best_score if X_val is not None else None,
+        "train_seconds": result.train_seconds,
+        "epoch_seconds": result.epoch_seconds,
+    }
+    atomic_write_json(directory / DONE_FILE, summary)
+    for name in (CHECKPOINT_TENSORS, CHECKPOINT_JSON):  # the weights are final; drop optimiser state
+        (directory / name).unlink(missing_ok=True)
+    return summary
+
+
+def _data_digest(*matrices: sp.csr_matrix | None) -> str:
+    digest = hashlib.sha256()
+    for M in matrices:
+        if M is None:
+            digest.update(b"none")
+            continue
+        digest.update(repr(M.shape).encode())
+        for array in (M.indptr, M.indices, M.data):
+            digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def _check_xy(X: Any, Y: Any, name: str) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    if not sp.issparse(X) or not sp.issparse(Y):
+        raise InputError(f"X{name} and Y{name} must be scipy sparse matrices")
+    if X.shape[0] != Y.shape[0]:
+        raise InputError(f"X{name} has {X.shape[0]} rows but Y{name} has {Y.shape[0]}")
+    if X.shape[0] == 0:
+        raise InputError(f"X{name} is empty")
+    Y = sp.csr_matrix(Y, dtype=np.float32)
+    Y.sum_duplicates()
+    Y.sort_indices()
+    return sp.csr_matrix(X, dtype=np.float32), Y
+
+
+def fit_solar(
+    X: sp.csr_matrix,
+    Y: sp.csr_matrix,
+    config: SolarConfig | None = None,
+    run_dir: str | os.PathLike = "solar_run",
+    *,
+    X_val: sp.csr_matrix | None = None,
+    Y_val: sp.csr_matrix | None = None,
+    workers: int = 1,
+    ray_address: str | None = None,
+) -> "SolarModel":
+    """Train a SOLAR model: K chunk jobs with zero communication, then load them.
+
+    Re-running with the same data and config retrains only the chunks without a valid
+    done-marker (killed or failed ones); finished chunks are reused untouched.
+
+    Args:
+        X: ``(n, D)`` sparse features; Y: ``(n, L)`` binary sparse labels.
+        config: a :class:`SolarConfig` (defaults when omitted).
+        run_dir: the model directory (see the module docstring for its layout).
+        X_val, Y_val: validation set for per-chunk model selection; when omitted,
+            ``config.train.val_fraction`` of the rows is carved out (the same rows for all
+            chunks). Never pass the test set.
+        workers: local worker processes (spawned), each with ``cpu_count // workers`` torch threads.
+        ray_address: run chunks as Ray tasks on this cluster (``"auto"``, an address, or
+            ``"local"`` for a local instance); one GPU per task when the cluster has GPUs.
+
+    Returns:
+        the trained :class:`SolarModel` (also saved in ``run_dir``).
+
+    Raises:
+        InputError: bad inputs, or ``run_dir`` holding a model with another config or data.
+        holoxmc.distributed.JobsFailed: some chunks failed (finished ones are kept; re-run).
+
+    Example:
+        >>> model = fit_solar(X, Y, SolarConfig(n_chunks=8), "runs/solar", workers=2)  # doctest: +SKIP
+        >>> labels, scores, candidates = model.predict(X_test, k=5)                    # doctest: +SKIP
+    """
+    X, Y = _check_xy(X, Y, "")
+    if (X_val is None) != (Y_val is None):
+        raise InputError("give both X_val and Y_val, or neither")
+    if X_val is not None:
+        X_val, Y_val = _check_xy(X_val, Y_val, "_val")
+        if X_val.shape[1] != X.shape[1] or Y_val.shape[1] != Y.shape[1]:
+            raise InputError("validation data must have the training data's features and labels")
+    config = (config or SolarConfig()).resolved(n_labels=Y.shape[1], n_features=X.shape[1])
+    if X_val is None and config.train.val_fraction > 0:
+        train_rows, val_rows = split_validation(X.shape[0], config.train.val_fraction, config.seed)
+        X, Y, X_val, Y_val = X[train_rows], Y[train_rows], X[val_rows], Y[val_rows]
+    code = SolarLabelCode(Y.shape[1], config.n_chunks, config.n_buckets, config.seed, config.code_method)
+
+    training = {k: v for k, v in config.to_dict().items() if k not in _INFERENCE_FIELDS}
+    fingerprint = hashlib.sha256(
+        json.dumps({"config": training, "data": _data_digest(X, Y, X_val, Y_val)}, sort_keys=True).encode()
+    ).hexdigest()
+    run_dir = Path(run_dir)
+    existing = _read_json(run_dir / CONFIG_FILE)
+    if existing is not None and existing.get("fingerprint") != fingerprint:
+        raise InputError(
+            f"{run_dir}: holds a SOLAR model trained with another configuration or data; "
+            "use the same options to continue it, or a new run directory"
+        )
+    model = SolarModel(config, code, n_features=X.shape[1], fingerprint=fingerprint)
+    model._write_metadata(run_dir)
+
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    jobs = [
+        ChunkJob(k, config.to_dict(), str(run_dir), fingerprint)
+        for k in range(config.n_chunks)
+        if not chunk_is_done(run_dir, k, fingerprint)
+    ]
+    data = SolarData(X, Y, X_val, Y_val, code.buckets)
+    run_jobs(train_chunk, jobs, data, workers=workers, ray_address=ray_address, threads_per_job=threads)
+    model._load_chunks(run_dir)
+    return model
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: unreadable ({exc})") from exc
+
+
+class SolarModel:
+    """A trained SOLAR model: K chunk networks, the label codes and the inverted index.
+
+    Args:
+        config: a resolved :class:`SolarConfig` (no ``None`` sizes).
+        code: the label codes.
+        n_features: D of the raw (unhashed) input.
+        fingerprint: digest of the training config and data (``None`` if unknown).
+
+    Example:
+        >>> model = SolarModel.load("runs/solar")                    # doctest: +SKIP
+        >>> labels, scores, candidates = model.predict(X_test, k=5)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self, config: SolarConfig, code: SolarLabelCode, n_features: int, fingerprint: str | None = None
+    ) -> None:
+        self.config = config
+        self.fingerprint = fingerprint
+        self.code = code
+        self.n_features = int(n_features)
+        self.n_labels = code.n_labels
+        self.index: InvertedIndex = code.inverted_index()
+        self.hashers = [_feature_hash(config, self.n_features, k) for k in range(config.n_chunks)]
+        self.networks = [
+            _chunk_network(config, self.n_features, code.buckets[k], k) for k in range(config.n_chunks)
+        ]
+        self._table = self.index.padded()
+        self._buckets = torch.from_numpy(code.buckets).long()
+
+    # ---- persistence -------------------------------------------------------------------
+    def _write_metadata(self, directory: Path) -> None:
+        save_state_dict(directory / INDEX_FILE, {"buckets": torch.from_numpy(self.code.buckets)} | self.index.tensors())
+        atomic_write_json(
+            directory / CONFIG_FILE,
+            {
+                "format": FORMAT,
+                "config": self.config.to_dict(),
+                "n_features": self.n_features,
+                "n_labels": self.n_labels,
+                "fingerprint": self.fingerprint,
+            },
+        )
+
+    def _load_chunks(self, directory: Path) -> None:
+        for k, network in enumerate(self.networks):
+            tensors, _ = load_state_dict_file(chunk_dir(directory, k) / MODEL_FILE)
+            network.load_state_dict(tensors)
+            network.eval()
+
+    def save(self, directory: str | os.PathLike) -> None:
+        """Write the model (config JSON, index and every chunk's safetensors) to ``directory``."""
+        directory = Path(directory)
+        self._write_metadata(directory)
+        for k, network in enumerate(self.networks):
+            save_state_dict(chunk_dir(directory, k) / MODEL_FILE, network.state_dict())
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> "SolarModel":
+        """Read a model written by :func:`fit_solar` or :meth:`save` (no pickle involved)."""
+        directory = Path(directory)
+        meta = _read_json(directory / CONFIG_FILE)
+        if meta is None or meta.get("format") != FORMAT:
+            raise InputError(f"{directory}: not a SOLAR model directory (no {CONFIG_FILE} of format {FORMAT})")
+        config = SolarConfig.from_dict(meta["config"])
+        code = SolarLabelCode(meta["n_labels"], config.n_chunks, config.n_buckets, config.seed, config.code_method)
+        tensors, _ = load_state_dict_file(directory / INDEX_FILE)
+        if not np.array_equal(tensors["buckets"].numpy(), code.buckets):
+            raise InputError(f"{directory}: stored label codes differ from the ones the seed regenerates")
+        model = cls(config, code, meta["n_features"], meta.get("fingerprint"))
+        model.index = InvertedIndex.from_tensors(tensors)
+        model._table = model.index.padded()
+        model._load_chunks(directory)
+        return model
+
+    # ---- inference ---------------------------------------------------------------------
+    @torch.no_grad()
+    def chunk_logits(self, X: sp.csr_matrix) -> Tensor:
+        """Bucket logits of every chunk, ``(n, K, B)`` float32."""
+        outputs = []
+        for hasher, network in zip(self.hashers, self.networks):
+            network.eval()
+            outputs.append(network(SparseBatch.from_csr(_hashed(hasher, X))))
+        return torch.stack(outputs, dim=1)
+
+    def predict(
+        self,
+        X: sp.csr_matrix,
+        k: int = 5,
+        *,
+        top_buckets: int | None = None,
+        min_freq: int | None = None,
+        scoring: str | None = None,
+        batch_size: int = 1024,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Top-k labels of every row of ``X`` via the inverted index.
+
+        Args:
+            X: ``(n, D)`` sparse features.
+            k: labels per point.
+            top_buckets, min_freq, scoring: override the config's decoding settings.
+            batch_size: rows decoded at once.
+
+        Returns:
+            ``(indices (n, k) int64, scores (n, k) float32, candidates_per_point (n,) int64)``;
+            ``-1`` marks a missing label when fewer than k candidates exist.
+        """
+        if not sp.issparse(X) or X.shape[1] != self.n_features:
+            raise InputError(f"X must be sparse with {self.n_features} columns")
+        X = sp.csr_matrix(X, dtype=np.float32)
+        n = X.shape[0]
+        indices = np.full((n, k), -1, dtype=np.int64)
+        scores = np.full((n, k), -np.inf, dtype=np.float32)
+        candidates = np.zeros(n, dtype=np.int64)
+        for start in range(0, n, batch_size):
+            rows = slice(start, min(start + batch_size, n))
+            top_scores, top_labels, kept = solar_decode(
+                self.chunk_logits(X[rows]),
+                self._table,
+                self._buckets,
+                k,
+                top_buckets=top_buckets or self.config.top_buckets,
+                min_freq=min_freq or self.config.min_freq,
+                scoring=scoring or self.config.scoring,
+            )
+            indices[rows], scores[rows], candidates[rows] = top_labels.numpy(), top_scores.numpy(), kept.numpy()
+        return indices, scores, candidates
+
+    def evaluate(
+        self, X: sp.csr_matrix, Y: sp.csr_matrix, inv_prop: np.ndarray | None = None, **predict_options: Any
+    ) -> dict[str, float]:
+        """Metrics (percent) at k = 1..5 plus ``candidates_per_point`` and ``predict_ms_per_point``."""
+        start = time.perf_counter()
+        indices, _, candidates = self.predict(X, 5, **predict_options)
+        elapsed = time.perf_counter() - start
+        metrics = evaluate(indices, Y, inv_prop=inv_prop)
+        metrics["candidates_per_point"] = float(candidates.mean())
+        metrics["predict_ms_per_point"] = 1000.0 * elapsed / max(X.shape[0], 1)
+        return metrics
+
