@@ -85,10 +85,11 @@ def test_outputs_are_complete_files_with_no_temporaries(out_dir: Path, results: 
     assert fig1_rows[0] == "method,case,n,mean,std"
     assert len(fig1_rows) == 1 + 2 * 2 * len(SMOKE.fig1_terms)
     capacity_rows = (out_dir / "capacity.csv").read_text().splitlines()
-    assert len(capacity_rows) == 1 + len(SMOKE.capacity_dims)
-    first = capacity_rows[1].split(",")
-    assert int(first[0]) == SMOKE.capacity_dims[0]
-    assert int(first[1 + list(results["capacity"]["error_curves"]).index("vtb")]) == results["capacity"]["vtb"][0]
+    assert capacity_rows[0] == "method,d,capacity,interpolated,censored"
+    assert len(capacity_rows) == 1 + len(SMOKE.methods) * len(SMOKE.capacity_dims)
+    vtb_first = next(row.split(",") for row in capacity_rows if row.startswith("vtb,"))
+    assert int(vtb_first[1]) == SMOKE.capacity_dims[0]
+    assert int(vtb_first[2]) == results["capacity"]["vtb"][0]
 
 
 def test_projected_responses_stay_near_one_and_zero_with_smaller_spread(results: dict[str, Any]) -> None:
@@ -115,6 +116,21 @@ def test_projected_capacity_beats_naive_and_grows_with_dimension(results: dict[s
         assert capacity[method][-1] > capacity[method][0]
         curve = capacity["error_curves"][method][str(capacity["dims"][-1])]
         assert curve["error_mean"][-1] >= SMOKE.capacity_stop_error  # curve ran past capacity
+
+
+def test_interpolated_capacity_lies_between_last_pass_and_first_failure(results: dict[str, Any]) -> None:
+    capacity = results["capacity"]
+    for method, per_dim in capacity["error_curves"].items():
+        for i, d in enumerate(capacity["dims"]):
+            curve, grid_capacity = per_dim[str(d)], capacity[method][i]
+            interpolated = capacity["interpolated"][method][i]
+            if capacity["censored"][method][i]:
+                assert interpolated == grid_capacity
+                continue
+            first_failure = next(
+                n for n, e in zip(curve["n"], curve["error_mean"]) if e > capacity["threshold"]
+            )
+            assert grid_capacity <= interpolated < first_failure
 
 
 def test_retrieval_error_rate_is_zero_when_easy_and_high_when_overloaded() -> None:
