@@ -38,6 +38,17 @@ def test_any_chunk_regenerates_bit_identically_alone():
     assert not torch.allclose(other_seed.chunk(7), later)
 
 
+def test_bound_chunks_equal_binding_the_chunk():
+    code = HRRLabelCode(300, 48, seed=2, chunk_size=128)
+    roles = torch.stack([code.present, code.missing])
+    for cached in (False, True):
+        for j in range(code.n_chunks):
+            bound = code.bound_chunk(j, roles)
+            assert bound.shape == (code.chunk(j).shape[0], 2, 48)
+            assert torch.allclose(bound, hrr.bind(roles, code.chunk(j).unsqueeze(1)), atol=1e-6)
+        code.materialize()
+
+
 def test_gather_regenerates_only_what_it_needs_and_matches_cache():
     code = HRRLabelCode(1000, 32, seed=5, chunk_size=100)
     labels = torch.tensor([999, 0, 450, 451, 0, 105])
@@ -58,11 +69,26 @@ def test_vectors_are_projected_unit_norm_and_nearly_orthogonal():
     assert gram.abs().max() < 6 / 256**0.5  # random unit vectors: |cos| ~ 1/sqrt(d)
 
 
-def test_raw_chunks_project_to_the_code():
-    code = HRRLabelCode(50, 40, seed=3, chunk_size=20)
-    raw = code.full(projected=False)
-    assert torch.allclose(hrr.projection(raw.double()).float(), code.full(), atol=1e-6)
-    assert abs(float(raw.std()) - 40**-0.5) < 0.03  # N(0, 1/d') before projection
+@pytest.mark.parametrize("dim", [64, 65])
+def test_label_vectors_are_distributed_like_projected_gaussians(dim):
+    """Fourier-domain draws match hrr.projection of N(0, I/d') draws in distribution."""
+    n = 4000
+    direct = HRRLabelCode(n, dim, seed=0, chunk_size=1000).full().double()
+    reference = hrr.random(n, dim, generator=1, dtype=torch.float64)
+    # π keeps only phases: unit magnitudes everywhere, a sign at DC
+    for vectors in (direct, reference):
+        spectrum = torch.fft.rfft(vectors)
+        assert torch.allclose(spectrum.abs(), torch.ones_like(spectrum.abs()), atol=1e-5)
+        dc_sign = spectrum[:, 0].real.sign()
+        assert abs(float(dc_sign.mean())) < 0.1  # symmetric: +1 and -1 equally likely
+    # entries: mean 0, variance 1/d'; phases uniform (mean cos ≈ 0 away from DC)
+    for statistic in (lambda v: v.mean(), lambda v: v.var() * dim,
+                      lambda v: torch.cos(torch.angle(torch.fft.rfft(v)[:, 1:dim // 2])).mean()):
+        assert abs(float(statistic(direct)) - float(statistic(reference))) < 0.03
+    # pairwise similarity of distinct labels has the same spread, ~1/sqrt(d')
+    def similarity_spread(v):
+        return float((v[: n // 2] * v[n // 2 :]).sum(1).std())
+    assert abs(similarity_spread(direct) - similarity_spread(reference)) < 0.15 * dim**-0.5
 
 
 @pytest.mark.parametrize("dim", [16, 400, 1001])

@@ -142,16 +142,16 @@ def test_folded_decoding_equals_two_step_decoding_and_follows_weight_updates(los
 
 
 def test_threshold_returns_exactly_the_labels_above_it():
-    head = HRRHead(6, N_LABELS, dim=64, label_chunk=7)
-    labels = labels_of([[3, 9], [20], [], [1, 2, 30]])
-    # Make the outputs the exact targets p ⊗ Σc, so present labels score well above 0.5.
+    dim, rows = 256, [[3, 9], [20], [], [1, 30]]
+    head = HRRHead(6, N_LABELS, dim=dim, label_chunk=7)
+    # Outputs equal to the targets p ⊗ Σc: present labels score ≈ 1/√|Y^p| ≥ 0.7, others ≈ 0 ± 1/√d'.
     p = head.roles()[0]
     target = torch.stack([hrr.bind(p, head.label_vectors(torch.tensor(r, dtype=torch.long)).sum(0))
-                          if r else torch.zeros(64) for r in [[3, 9], [20], [], [1, 2, 30]]])
+                          if r else torch.zeros(dim) for r in rows])
     predicted = head.threshold(target, 0.5)
     assert sp.isspmatrix_csr(predicted) and predicted.shape == (4, N_LABELS)
     dense = torch.from_numpy(predicted.toarray())
-    assert torch.equal(dense > 0, labels.to_dense() > 0)
+    assert torch.equal(dense > 0, labels_of(rows).to_dense() > 0)
     full = hrr.cosine(hrr.unbind(target, p).unsqueeze(1), head.label_vectors(torch.arange(N_LABELS)).unsqueeze(0))
     assert torch.allclose(dense[dense > 0], full[full > 0.5], atol=1e-6)
 

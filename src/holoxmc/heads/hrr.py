@@ -67,7 +67,8 @@ class HRRHead(nn.Module):
         seed: seed of the label code, the roles p, m and the weight initialisation.
         learn_pm: learn p and m (stored before projection, projected in every forward).
         learn_labels: learn the label vectors (an ``(L, d')`` parameter stored before
-            projection; only the gathered rows are projected in the loss).
+            projection, initialised with the code; only the gathered rows are projected in
+            the loss).
         loss: ``"cosine"`` (paper) or ``"abs"`` (authors' code); see the module docstring.
         label_chunk: labels per chunk when generating or decoding the code.
         cache_codes: keep the code in memory for fast gathers and decoding: with fixed
@@ -124,10 +125,11 @@ class HRRHead(nn.Module):
         else:
             self.register_buffer("roles_fixed", hrr.projection(roles_raw), persistent=False)
         if learn_labels:
-            self.labels_raw = nn.Parameter(self.code.full(projected=False))
+            # Projected vectors are fixed points of π, hence valid pre-projection values.
+            self.labels_raw = nn.Parameter(self.code.full())
         elif cache_codes and not learn_pm:
             # Row i is [p ⊗ c_i, m ⊗ c_i]: one gather serves both loss terms.
-            keys = [hrr.bind(self.roles_fixed.unsqueeze(1), c).transpose(0, 1).flatten(1) for _, c in self.code.chunks()]
+            keys = [self.code.bound_chunk(j, self.roles_fixed).flatten(1) for j in range(self.code.n_chunks)]
             self.register_buffer("keys", torch.cat(keys), persistent=False)
         elif cache_codes:
             self.register_buffer("label_cache", self.code.full(), persistent=False)
