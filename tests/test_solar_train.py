@@ -188,3 +188,14 @@ def test_invalid_inputs(data, tmp_path):
         SolarConfig(scoring="max")
     with pytest.raises(InputError):
         SolarConfig(n_buckets=0)
+
+
+def test_first_chunks_is_the_smaller_k_model(trained, data, tmp_path):
+    _, model = trained
+    X, Y = data
+    two = model.first_chunks(2)
+    assert two.config.n_chunks == 2 and two.config.min_freq == 1
+    np.testing.assert_array_equal(two.code.buckets, model.code.buckets[:2])
+    np.testing.assert_array_equal(two.chunk_logits(X[:7]).numpy(), model.chunk_logits(X[:7])[:, :2].numpy())
+    with pytest.raises(InputError):
+        model.first_chunks(N_CHUNKS + 1)

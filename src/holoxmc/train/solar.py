@@ -440,6 +440,20 @@ class SolarModel:
         model._load_chunks(directory)
         return model
 
+    def first_chunks(self, n_chunks: int) -> "SolarModel":
+        """The model made of chunks ``0..n_chunks-1`` only — exactly the model a K = ``n_chunks``
+        run with the same seed trains, since chunks are independent (used for K sweeps).
+        ``min_freq`` is reset to its default for the smaller K."""
+        if not 1 <= n_chunks <= self.config.n_chunks:
+            raise InputError(f"n_chunks must lie in [1, {self.config.n_chunks}], got {n_chunks}")
+        config = replace(self.config, n_chunks=n_chunks, min_freq=max(1, n_chunks // 2))
+        code = SolarLabelCode(self.n_labels, n_chunks, config.n_buckets, config.seed, config.code_method)
+        model = SolarModel(config, code, self.n_features)
+        for mine, theirs in zip(model.networks, self.networks):
+            mine.load_state_dict(theirs.state_dict())
+            mine.eval()
+        return model
+
     # ---- inference ---------------------------------------------------------------------
     @torch.no_grad()
     def chunk_logits(self, X: sp.csr_matrix) -> Tensor:
