@@ -123,7 +123,7 @@ class HRRHead(nn.Module):
         if learn_pm:
             self.roles_raw = nn.Parameter(roles_raw)
         else:
-            self.register_buffer("roles_fixed", hrr.projection(roles_raw), persistent=False)
+            self.register_buffer("roles_fixed", torch.stack([self.code.present, self.code.missing]), persistent=False)
         if learn_labels:
             # Projected vectors are fixed points of π, hence valid pre-projection values.
             self.labels_raw = nn.Parameter(self.code.full())
