@@ -210,3 +210,17 @@ def test_inference_scores_every_row_with_odd_batch_sizes():
 def test_config_validation(bad, match):
     with pytest.raises(InputError, match=match):
         TrainConfig(**bad)
+
+
+def test_trained_hrr_network_decodes_like_a_fresh_copy_of_its_weights():
+    """Caches inside a head (e.g. a folded decoder keyed on weight versions) must see the
+    trainer's in-place (fused) optimizer updates."""
+    from holoxmc.backbones import build_network
+
+    X, Y = make_data()
+    network = build_network("fc", "hrr", n_labels=6, n_features=40, hidden=[16], dim=32, seed=0)
+    evaluate_topk(network, X, Y)  # decode once before training: fills any decoding cache
+    Trainer(TrainConfig(**CONFIG | {"epochs": 2})).fit(network, X, Y)
+    fresh = build_network(**network.config)
+    fresh.load_state_dict(network.state_dict())
+    assert evaluate_topk(network, X, Y) == evaluate_topk(fresh, X, Y)

@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from holoxmc.backbones import build_network
 from holoxmc.data.batch import input_batch
 from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_json
-from holoxmc.metrics import inverse_propensity
+from holoxmc.metrics import evaluate, inverse_propensity
 from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, predict_topk
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
 
@@ -39,6 +40,7 @@ __all__ = [
     "model_params",
     "preset_params",
     "output_layer_parameters",
+    "fit_and_report",
 ]
 
 FORMAT = "holoxmc-xmc-classifier/1"
@@ -435,3 +437,41 @@ def _check_Y(Y: Any, n_rows: int, n_labels: int | None) -> sp.csr_matrix:
 
 def _json_params(params: dict[str, Any]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+
+
+#: Metric families reported on a test set (each at k = 1..5, percent).
+REPORT_FAMILIES = ("P", "nDCG", "PSP", "PSnDCG")
+
+
+def fit_and_report(
+    clf: XMCClassifier,
+    X_train: Any,
+    Y_train: Any,
+    X_test: Any,
+    Y_test: Any,
+    *,
+    run_dir: str | Path | None = None,
+    resume: bool = False,
+) -> dict[str, Any]:
+    """Fit ``clf``, time top-5 prediction on the test set and evaluate it.
+
+    Returns:
+        ``{"test": {"P@1".."P@5", "nDCG@1..5", "PSP@1..5", "PSnDCG@1..5"}, "train_seconds",
+        "epoch_seconds", "best_epoch", "predict_ms_per_point", "params": {"total",
+        "output_layer"}}`` (metrics in percent; PSP with the training-label propensities).
+    """
+    ks = (1, 2, 3, 4, 5)
+    clf.fit(X_train, Y_train, run_dir=run_dir, resume=resume)
+    Y_test = _check_Y(Y_test, X_test.shape[0], n_labels=clf.n_labels_)
+    started = time.perf_counter()
+    indices, _ = clf.predict(X_test, k=max(ks))
+    predict_ms = 1000.0 * (time.perf_counter() - started) / X_test.shape[0]
+    metrics = evaluate(indices, Y_test, inv_prop=clf.inv_prop_, ks=ks)
+    return {
+        "test": {f"{family}@{k}": metrics[f"{family}@{k}"] for family in REPORT_FAMILIES for k in ks},
+        "train_seconds": clf.fit_result_.train_seconds,
+        "epoch_seconds": clf.fit_result_.epoch_seconds,
+        "best_epoch": clf.fit_result_.best_epoch,
+        "predict_ms_per_point": predict_ms,
+        "params": clf.n_parameters(),
+    }

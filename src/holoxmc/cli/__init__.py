@@ -11,7 +11,7 @@ import sys
 from holoxmc.errors import HoloxmcError
 
 # Modules of this package that add subcommands, in --help order.
-COMMAND_MODULES: tuple[str, ...] = ("experiment", "data", "train")
+COMMAND_MODULES: tuple[str, ...] = ("experiment", "data", "train", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:

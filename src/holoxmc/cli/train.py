@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from holoxmc.errors import InputError
+from holoxmc.estimator import REPORT_FAMILIES
 
-__all__ = ["register", "metrics_table", "TEST_METRIC_FAMILIES"]
+__all__ = ["register", "metrics_table", "train_params"]
 
-TEST_METRIC_FAMILIES = ("P", "nDCG", "PSP", "PSnDCG")
 _KS = (1, 2, 3, 4, 5)
 
 
@@ -72,20 +69,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 # ---------------------------------------------------------------------------- train
-_OVERRIDES = {
-    "epochs": "epochs",
-    "seed": "seed",
-    "dim": "dim",
-    "hidden": "hidden",
-    "dropout": "dropout",
-    "lr": "lr",
-    "batch_size": "batch_size",
-    "weight_decay": "weight_decay",
-    "schedule": "schedule",
-    "val_fraction": "val_fraction",
-    "patience": "patience",
-    "device": "device",
-}
+#: ``train`` options that override the dataset preset when given.
+_OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "lr", "batch_size", "weight_decay",
+              "schedule", "val_fraction", "patience", "device")
 
 
 def _model_inputs(dataset: Any, backbone: str) -> Any:
@@ -113,9 +99,8 @@ def train_params(data: str, model: str, overrides: dict[str, Any]) -> dict[str, 
 
 def run_train(args: argparse.Namespace) -> int:
     from holoxmc.data import load
-    from holoxmc.estimator import CONFIG_FILE, MODEL_FILE, XMCClassifier
+    from holoxmc.estimator import CONFIG_FILE, MODEL_FILE, XMCClassifier, fit_and_report
     from holoxmc.io import atomic_write_json
-    from holoxmc.metrics import evaluate
     from holoxmc.train.checkpoint import CHECKPOINT_JSON, CHECKPOINT_TENSORS
 
     run_dir: Path = args.out
@@ -139,30 +124,15 @@ def run_train(args: argparse.Namespace) -> int:
         raise InputError(f"train has {train.n_labels} labels but test has {test.n_labels}")
 
     created = not run_dir.exists()
+    clf = XMCClassifier(**params)
     try:
-        clf = XMCClassifier(**params)
-        started = time.perf_counter()
-        clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume)
-        fit_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        indices, _ = clf.predict(X_test, k=max(_KS))
-        predict_ms = 1000.0 * (time.perf_counter() - started) / len(test)
+        metrics = fit_and_report(clf, X_train, train.Y, X_test, test.Y, run_dir=run_dir, resume=args.resume)
     except BaseException:
         if created and run_dir.exists() and not any(run_dir.iterdir()):
             run_dir.rmdir()
         raise
-    test_metrics = evaluate(indices, test.Y, inv_prop=clf.inv_prop_, ks=_KS)
-    metrics = {
-        "test": {f"{family}@{k}": test_metrics[f"{family}@{k}"] for family in TEST_METRIC_FAMILIES for k in _KS},
-        "train_seconds": clf.fit_result_.train_seconds,
-        "epoch_seconds": clf.fit_result_.epoch_seconds,
-        "fit_wall_seconds": fit_seconds,
-        "best_epoch": clf.fit_result_.best_epoch,
-        "predict_ms_per_point": predict_ms,
-        "params": clf.n_parameters(),
-        "data": {"name": train.name, "train": len(train), "test": len(test),
-                 "features": train.n_features, "labels": train.n_labels},
-    }
+    metrics["data"] = {"name": train.name, "train": len(train), "test": len(test),
+                       "features": train.n_features, "labels": train.n_labels}
     clf.save(run_dir)
     atomic_write_json(metrics_path, metrics)
     for name in (CHECKPOINT_TENSORS, CHECKPOINT_JSON):
@@ -210,7 +180,7 @@ def run_predict(args: argparse.Namespace) -> int:
 
 def metrics_table(metrics: dict[str, float], title: str = "") -> str:
     """A k × metric table (percent) of the families present in ``metrics``."""
-    families = [f for f in TEST_METRIC_FAMILIES if f"{f}@1" in metrics]
+    families = [f for f in REPORT_FAMILIES if f"{f}@1" in metrics]
     ks = [k for k in _KS if f"P@{k}" in metrics]
     lines = [title] if title else []
     lines.append("k  " + "".join(f"{f:>10}" for f in families))

@@ -317,6 +317,8 @@ class Trainer:
         """One pass over ``order``; returns ``(mean loss, optimisation seconds)``."""
         cfg = self.config
         network.train()
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        fused = bool(optimizer.defaults.get("fused"))
         total_loss = torch.zeros((), device=device)
         last_val = result.history[-1].get("val", {}).get(cfg.select_metric) if result.history else None
         bar = tqdm(
@@ -335,6 +337,9 @@ class Trainer:
             if cfg.grad_clip is not None:
                 nn.utils.clip_grad_norm_(network.parameters(), cfg.grad_clip)
             optimizer.step()
+            if fused:  # the fused kernel writes in place without bumping version counters,
+                # which caches keyed on ``param._version`` (e.g. a folded decoder) rely on
+                torch.autograd.graph.increment_version(params)
             total_loss += loss.detach() * len(rows)
             if show:
                 bar.update(1)

@@ -1,0 +1,142 @@
+"""``holoxmc train / evaluate / predict``: the files they write, errors, kill-and-resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from holoxmc.cli import main
+from holoxmc.data import make_synthetic
+from holoxmc.data.readers import write_xml_repo
+from holoxmc.estimator import XMCClassifier
+from holoxmc.metrics import evaluate
+
+FAST = ["--hidden", "32", "--dropout", "0", "--epochs", "8", "--batch-size", "32", "--lr", "0.01", "--quiet"]
+METRIC_KEYS = {f"{m}@{k}" for m in ("P", "nDCG", "PSP", "PSnDCG") for k in range(1, 6)}
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory) -> Path:
+    """A small dataset folder in the XML-repository format: toy_train.txt, toy_test.txt."""
+    folder = tmp_path_factory.mktemp("data") / "toy"
+    train, test = make_synthetic(800, 30, 120, n_test=200, labels_per_point=2.0, seed=2)
+    write_xml_repo(folder / "toy_train.txt", train.X, train.Y)
+    write_xml_repo(folder / "toy_test.txt", test.X, test.Y)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def trained(toy, tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("runs") / "hrr"
+    assert main(["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--dim", "64", *FAST]) == 0
+    return run_dir
+
+
+def test_train_writes_config_model_and_metrics(trained):
+    assert sorted(p.name for p in trained.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
+    metrics = json.loads((trained / "metrics.json").read_text())
+    assert set(metrics["test"]) == METRIC_KEYS
+    assert all(0.0 <= v <= 100.0 for v in metrics["test"].values())
+    train, test = make_synthetic(800, 30, 120, n_test=200, labels_per_point=2.0, seed=2)
+    most_frequent = np.argsort(-np.asarray(train.Y.sum(0)).ravel())[:5]
+    popularity = evaluate(np.tile(most_frequent, (len(test), 1)), test.Y)["P@1"]
+    assert metrics["test"]["P@1"] > popularity + 20
+    assert len(metrics["epoch_seconds"]) == 8 and metrics["train_seconds"] == pytest.approx(sum(metrics["epoch_seconds"]))
+    assert metrics["predict_ms_per_point"] > 0
+    assert metrics["params"]["output_layer"] == 32 * 64 + 64
+    assert metrics["params"]["total"] > metrics["params"]["output_layer"]
+    config = json.loads((trained / "config.json").read_text())
+    assert config["params"]["dim"] == 64 and config["params"]["head"] == "hrr"
+
+
+def test_evaluate_reproduces_the_training_metrics(trained, toy, capsys):
+    output = trained.parent / "eval.json"
+    assert main(["evaluate", str(trained), str(toy), "--output", str(output)]) == 0
+    printed = capsys.readouterr().out
+    assert "P" in printed and "PSnDCG" in printed
+    evaluated = json.loads(output.read_text())["metrics"]
+    expected = json.loads((trained / "metrics.json").read_text())["test"]
+    assert {k: evaluated[k] for k in expected} == expected
+
+
+def test_predict_writes_one_line_per_point(trained, toy, tmp_path):
+    output = tmp_path / "predictions.txt"
+    assert main(["predict", str(trained), str(toy / "toy_test.txt"), "--top-k", "3", "--output", str(output)]) == 0
+    lines = output.read_text().splitlines()
+    assert len(lines) == 200
+    parsed = [[pair.split(":") for pair in line.split()] for line in lines]
+    assert all(len(row) == 3 for row in parsed)
+    _, test = make_synthetic(800, 30, 120, n_test=200, labels_per_point=2.0, seed=2)
+    indices, scores = XMCClassifier.load(trained).predict(test.X, k=3)
+    assert np.array_equal(np.array([[int(label) for label, _ in row] for row in parsed]), indices)
+    np.testing.assert_allclose([[float(s) for _, s in row] for row in parsed], scores, rtol=1e-5)
+
+
+def test_dense_model_and_option_errors(toy, tmp_path, capsys):
+    run_dir = tmp_path / "fc"
+    assert main(["train", str(toy), "--model", "fc", "--out", str(run_dir), *FAST]) == 0
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["params"]["output_layer"] == 32 * 30 + 30
+    capsys.readouterr()
+    assert main(["train", str(toy), "--model", "fc", "--out", str(tmp_path / "x"), "--dim", "8", *FAST]) == 2
+    assert "HRR models only" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "no-such-dataset", "--out", "{tmp}/run"], "neither an existing path"),
+        (["train", "{toy}", "--out", "{tmp}/busy"], "not empty"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--epochs", "0"], "epochs must be"),
+        (["evaluate", "{tmp}/missing", "{toy}"], "not a saved model"),
+        (["predict", "{tmp}/missing", "{toy}"], "not a saved model"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv, message):
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "keep.txt").write_text("x")
+    argv = [a.format(tmp=tmp_path, toy=toy) for a in argv]
+    assert main(argv + (["--quiet"] if argv[0] == "train" else [])) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("holoxmc: error:") and message in err[0]
+    assert not (tmp_path / "run").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["busy"]
+
+
+def test_killed_cli_run_resumes_to_the_uninterrupted_metrics(toy, tmp_path):
+    argv = [str(toy), "--model", "hrr-fc", "--dim", "64", "--hidden", "64", "--epochs", "12",
+            "--batch-size", "32", "--lr", "0.003", "--seed", "5", "--quiet"]
+    assert main(["train", *argv, "--out", str(tmp_path / "reference")]) == 0
+
+    killed = tmp_path / "killed"
+    command = [sys.executable, "-m", "holoxmc", "train", *argv, "--out", str(killed)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoint = killed / "checkpoint.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if checkpoint.exists() and json.loads(checkpoint.read_text())["epoch"] >= 2:
+            break
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (killed / "metrics.json").exists(), "the run finished before it could be killed"
+    assert 2 <= json.loads(checkpoint.read_text())["epoch"] < 12
+
+    assert main(["train", *argv, "--out", str(killed), "--resume"]) == 0
+    resumed = json.loads((killed / "metrics.json").read_text())
+    reference = json.loads((tmp_path / "reference" / "metrics.json").read_text())
+    assert resumed["test"] == reference["test"]
+    assert resumed["best_epoch"] == reference["best_epoch"]
+    assert len(resumed["epoch_seconds"]) == 12
+    same = XMCClassifier.load(killed).network_.state_dict()
+    for name, tensor in XMCClassifier.load(tmp_path / "reference").network_.state_dict().items():
+        assert tensor.equal(same[name]), name
