@@ -24,7 +24,9 @@ from holoxmc.heads.dense import DenseHead
 __all__ = ["SolarChunkHead", "bucket_label_batch", "solar_decode", "SCORINGS"]
 
 Scoring = Literal["prob", "logprob", "logit"]
-SCORINGS: tuple[str, ...] = ("prob", "logprob", "logit")
+# Per-chunk score of a candidate's bucket, summed over the K chunks.
+_SCORE_OF_LOGIT = {"prob": torch.sigmoid, "logprob": F.logsigmoid, "logit": torch.clone}
+SCORINGS: tuple[str, ...] = tuple(_SCORE_OF_LOGIT)
 
 
 def bucket_label_batch(labels: LabelBatch, bucket_of_label: Tensor, n_buckets: int) -> LabelBatch:
@@ -96,14 +98,9 @@ class SolarChunkHead(nn.Module):
         return self.dense.topk(out, k)
 
 
-def _chunk_scores(logits: Tensor, scoring: Scoring) -> Tensor:
-    if scoring == "prob":
-        return torch.sigmoid(logits)
-    if scoring == "logprob":
-        return F.logsigmoid(logits)
-    if scoring == "logit":
-        return logits
-    raise InputError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
+def buckets_by_label(buckets: Tensor) -> Tensor:
+    """``(L, K)`` contiguous view of the ``(K, L)`` codes: one row gather per label."""
+    return buckets.T.contiguous()
 
 
 def solar_decode(
@@ -127,8 +124,10 @@ def solar_decode(
 
     Args:
         logits: bucket logits of all chunks.
-        index_table: inverted index as a padded table (``InvertedIndex.padded()``), padding = L.
-        buckets: the label codes (``SolarLabelCode.buckets``) as int64.
+        index_table: inverted index as a padded table (``InvertedIndex.padded()``), padding = L;
+            int32 saves a copy.
+        buckets: the label codes (``SolarLabelCode.buckets``) as int64; pass the transpose of a
+            contiguous ``(L, K)`` tensor to save a transpose per call.
         k: labels returned per point.
         top_buckets: m, buckets kept per chunk.
         min_freq: least number of chunks that must retrieve a candidate.
@@ -150,38 +149,41 @@ def solar_decode(
     if k < 1 or top_buckets < 1 or min_freq < 1:
         raise InputError("k, top_buckets and min_freq must be >= 1")
     device = logits.device
-    values = _chunk_scores(logits, scoring)
+    if scoring not in SCORINGS:
+        raise InputError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
     m = min(top_buckets, n_buckets)
     top = logits.topk(m, dim=2).indices  # (n, K, m)
-    chunk_ids = torch.arange(n_chunks, device=device).view(1, n_chunks, 1)
-    retrieved = index_table[chunk_ids, top].reshape(n, -1)  # (n, K*m*S), padding = L
-    keys = torch.arange(n, device=device).unsqueeze(1) * (n_labels + 1) + retrieved
-    keys = keys[retrieved < n_labels]
-    unique_keys, hits = torch.unique(keys, sorted=True, return_counts=True)
-    rows, labels = unique_keys // (n_labels + 1), unique_keys % (n_labels + 1)
+    chunk_ids = torch.arange(n_chunks, device=device)
+    # every retrieved label of a point, in one row; padding (= L) sorts after real labels
+    flat_table = index_table.reshape(n_chunks * n_buckets, -1)
+    retrieved = flat_table[(top + (chunk_ids * n_buckets).view(1, -1, 1)).reshape(-1)].reshape(n, -1)
+    retrieved = retrieved.to(torch.int32).sort(dim=1).values  # (n, E); no copy for an int32 table
 
-    # score every candidate with its bucket in all K chunks: (C, K) gathers, summed.
-    candidate_buckets = buckets[:, labels].T  # (C, K)
-    scores = values[rows.unsqueeze(1), chunk_ids.view(1, -1), candidate_buckets].sum(1)
+    # runs of equal labels = distinct candidates; the run length is the hit count
+    width = retrieved.shape[1]
+    starts = torch.ones_like(retrieved, dtype=torch.bool)
+    starts[:, 1:] = retrieved[:, 1:] != retrieved[:, :-1]
+    run = torch.cumsum(starts, dim=1) - 1  # (n, E) run index of each entry
+    hits = torch.zeros(n, width, dtype=torch.int32, device=device).scatter_add_(
+        1, run, torch.ones_like(retrieved)
+    )
+    labels = torch.full((n, width), n_labels, dtype=torch.int32, device=device).scatter_(1, run, retrieved)
+    hits = hits.masked_fill(labels >= n_labels, 0)  # padding is no candidate
 
-    # ragged (row-sorted) candidates → padded (n, width) for per-row thresholds and top-k.
-    per_row = torch.bincount(rows, minlength=n)
-    starts = torch.cumsum(per_row, 0) - per_row
-    slot = torch.arange(rows.numel(), device=device) - starts[rows]
-    width = max(int(per_row.max()) if n else 0, 1)
-    hits_pad = torch.zeros(n, width, dtype=torch.int64, device=device)
-    hits_pad[rows, slot] = hits
+    # per point, lower min_freq to the k-th largest hit count when fewer than k would remain
     kk = min(k, width)
-    kth_hits = hits_pad.topk(kk, dim=1).values[:, -1]
-    threshold = torch.clamp(torch.minimum(kth_hits, torch.full_like(kth_hits, min_freq)), min=1)
-    keep = hits_pad >= threshold.unsqueeze(1)
-    score_pad = torch.full((n, width), -torch.inf, dtype=scores.dtype, device=device)
-    score_pad[rows, slot] = scores
-    score_pad = score_pad.masked_fill(~keep, -torch.inf)
-    label_pad = torch.full((n, width), -1, dtype=torch.int64, device=device)
-    label_pad[rows, slot] = labels
-    top_scores, top_slots = score_pad.topk(kk, dim=1)
-    top_labels = label_pad.gather(1, top_slots).masked_fill(top_scores == -torch.inf, -1)
+    kth_hits = hits.topk(kk, dim=1).values[:, -1]
+    threshold = torch.clamp(torch.clamp(kth_hits, max=min_freq), min=1)
+    keep = hits >= threshold.unsqueeze(1)
+
+    # score kept candidates with their bucket in all K chunks
+    rows, slots = keep.nonzero(as_tuple=True)
+    kept_labels = labels[rows, slots].long()
+    flat = (rows.unsqueeze(1) * n_chunks + chunk_ids) * n_buckets + buckets_by_label(buckets)[kept_labels]
+    scores = torch.full((n, width), -torch.inf, dtype=logits.dtype, device=device)
+    scores[rows, slots] = _SCORE_OF_LOGIT[scoring](logits.reshape(-1)[flat]).sum(1)
+    top_scores, top_slots = scores.topk(kk, dim=1)
+    top_labels = labels.gather(1, top_slots).long().masked_fill(top_scores == -torch.inf, -1)
     if kk < k:
         top_scores = F.pad(top_scores, (0, k - kk), value=-torch.inf)
         top_labels = F.pad(top_labels, (0, k - kk), value=-1)

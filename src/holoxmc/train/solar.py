@@ -392,8 +392,8 @@ class SolarModel:
         self.networks = [
             _chunk_network(config, self.n_features, code.buckets[k], k) for k in range(config.n_chunks)
         ]
-        self._table = self.index.padded()
-        self._buckets = torch.from_numpy(code.buckets).long()
+        self._table = self.index.padded().to(torch.int32)
+        self._buckets = torch.from_numpy(code.buckets.T.copy()).long().T  # (K, L) view of (L, K)
 
     # ---- persistence -------------------------------------------------------------------
     def _write_metadata(self, directory: Path) -> None:
@@ -436,7 +436,7 @@ class SolarModel:
             raise InputError(f"{directory}: stored label codes differ from the ones the seed regenerates")
         model = cls(config, code, meta["n_features"], meta.get("fingerprint"))
         model.index = InvertedIndex.from_tensors(tensors)
-        model._table = model.index.padded()
+        model._table = model.index.padded().to(torch.int32)
         model._load_chunks(directory)
         return model
 
