@@ -132,6 +132,7 @@ def test_killed_cli_run_resumes_to_the_uninterrupted_metrics(toy, tmp_path):
     assert 2 <= json.loads(checkpoint.read_text())["epoch"] < 12
 
     assert main(["train", *argv, "--out", str(killed), "--resume"]) == 0
+    assert sorted(p.name for p in killed.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
     resumed = json.loads((killed / "metrics.json").read_text())
     reference = json.loads((tmp_path / "reference" / "metrics.json").read_text())
     assert resumed["test"] == reference["test"]

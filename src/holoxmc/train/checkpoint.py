@@ -123,6 +123,8 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
         ``{"model": tensors, "best_model": tensors, "optimizer": optimizer state dict,
         "state": JSON trainer state}``.
     """
+    for stale in Path(run_dir).glob(".checkpoint.*.tmp"):  # a write cut short by a kill
+        stale.unlink(missing_ok=True)
     path = Path(run_dir) / CHECKPOINT_TENSORS
     if not path.exists():
         return None
