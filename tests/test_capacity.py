@@ -194,3 +194,14 @@ def test_cli_runs_the_experiment_and_writes_outputs(
     assert "Capacity" in printed and "wrote 9 files" in printed
     data = json.loads((tmp_path / "capacity.json").read_text())
     assert data["seed"] == 0 and data["config"]["capacity_dims"] == list(SMOKE.capacity_dims)
+
+
+def test_cli_rejects_an_output_path_that_is_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    not_a_folder = tmp_path / "capacity.json"
+    not_a_folder.write_text("{}")
+    assert main(["experiment", "capacity", "--quick", "--out", str(not_a_folder)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("holoxmc: error: --out") and "not a directory" in error
+    assert "\n" not in error and not_a_folder.read_text() == "{}"

@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from holoxmc.errors import InputError
+
 __all__ = ["register"]
 
 
@@ -42,6 +44,8 @@ def run_capacity_command(args: argparse.Namespace) -> int:
         write_capacity_outputs,
     )
 
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError(f"--out {args.out} exists and is not a directory")
     config = CapacityConfig.quick() if args.quick else CapacityConfig.full()
     results = run_capacity(
         config, seed=args.seed, progress=lambda message: print(message, file=sys.stderr)
