@@ -156,11 +156,10 @@ def projection(x: Tensor, eps: float | None = None) -> Tensor:
     if eps is None:
         eps = projection_eps(x.dtype)
     f = _rfft(x)
-    with torch.no_grad():
-        keep = f.abs() > eps
-    one = torch.ones((), dtype=f.dtype, device=f.device)
-    f_safe = torch.where(keep, f, one)
-    unit = torch.where(keep, f_safe / f_safe.abs(), one)
+    magnitude = f.abs()
+    keep = magnitude > eps
+    # Divide only by magnitudes above eps; elsewhere the phase is fixed to 1 (zero gradient).
+    unit = torch.where(keep, f / torch.where(keep, magnitude, 1.0), 1.0)
     return _irfft(unit, x.shape[-1])
 
 
