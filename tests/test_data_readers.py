@@ -209,3 +209,14 @@ def test_write_xml_repo_round_trip(tmp_path):
         X_back, Y_back = read_xml_repo(tmp_path / name)
         assert (X_back != X).nnz == 0 and (Y_back != Y).nnz == 0
     assert (tmp_path / "out.txt").read_bytes().split(b"\n")[1].startswith(b" ")
+
+
+def test_corrupt_sparse_mat_variable_is_an_error_not_a_crash():
+    """Regression (found by the fuzzer): out-of-range indices in a .mat sparse matrix used to
+    reach scipy's CSC -> CSR conversion and crash the interpreter."""
+    from holoxmc.data.readers import _as_matrix
+
+    broken = sp.csc_matrix(np.eye(3))
+    broken.indices[0] = 1_000_000
+    with pytest.raises(DataFormatError, match="corrupt sparse matrix"):
+        _as_matrix("x.mat", "X", broken)

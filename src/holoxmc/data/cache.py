@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import zipfile
+import zlib
 
 import numpy as np
 import scipy.sparse as sp
@@ -72,5 +73,5 @@ def load_npz(path: str | os.PathLike) -> Dataset:
         if isinstance(exc, DataFormatError):
             raise
         raise DataFormatError(path, None, f"inconsistent cache: {exc}") from None
-    except (OSError, ValueError, KeyError, TypeError, IndexError, zipfile.BadZipFile, EOFError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
         raise DataFormatError(path, None, f"not a holoxmc dataset cache: {type(exc).__name__}: {exc}") from None

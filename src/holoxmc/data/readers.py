@@ -17,6 +17,9 @@ import json
 import math
 import os
 import re
+import subprocess
+import sys
+import tempfile
 import zlib
 from dataclasses import dataclass
 from itertools import chain
@@ -367,10 +370,7 @@ def read_mat(path: PathLike, split: str = "train", label_major: bool | None = No
     """
     if split not in _MAT_KEYS:
         raise InputError(f"split must be 'train' or 'test', got {split!r}")
-    try:
-        contents = scipy.io.loadmat(os.fspath(path))
-    except Exception as exc:  # scipy raises many types on corrupt files; all mean "unreadable"
-        raise DataFormatError(path, None, f"not a readable MATLAB file: {type(exc).__name__}: {exc}") from None
+    contents = _loadmat_isolated(path)
     for x_key, y_key in _MAT_KEYS[split]:
         if x_key in contents and y_key in contents:
             break
@@ -395,8 +395,82 @@ def read_mat(path: PathLike, split: str = "train", label_major: bool | None = No
     return sp.csr_matrix(X, dtype=np.float32), sp.csr_matrix(Y, dtype=np.float32)
 
 
+def _loadmat_isolated(path: PathLike, timeout: float = 600.0) -> dict[str, object]:
+    """The variables of a ``.mat`` file, read by ``scipy.io.loadmat`` in a child interpreter.
+
+    scipy's compiled MATLAB reader can crash the interpreter (segmentation fault) on some
+    corrupt files (found by fuzzing); in a child that crash becomes a
+    :class:`DataFormatError` instead of killing the caller. Arrays come back through a
+    temporary ``.npz`` (no pickle). Sparse variables are rebuilt without conversion, for
+    :func:`_as_matrix` to validate before any scipy operation touches them.
+    """
+    if not Path(path).is_file():
+        raise DataFormatError(path, None, "cannot read file: no such file")
+    with tempfile.TemporaryDirectory(prefix="holoxmc-mat-") as folder:
+        out = Path(folder) / "variables.npz"
+        try:
+            child = subprocess.run(
+                [sys.executable, "-c", _MAT_CHILD, os.fspath(path), os.fspath(out)],
+                capture_output=True, text=True, timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            raise DataFormatError(path, None, f"not a readable MATLAB file: reading took over {timeout:g} s") from None
+        if child.returncode < 0:
+            raise DataFormatError(
+                path, None, f"not a readable MATLAB file: scipy's reader crashed (signal {-child.returncode})"
+            )
+        if child.returncode != 0:
+            reason = (child.stderr.strip().splitlines() or ["unknown error"])[-1]
+            raise DataFormatError(path, None, f"not a readable MATLAB file: {reason}")
+        with np.load(out, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    variables: dict[str, object] = {}
+    for name, array in arrays.items():
+        key, _, part = name.rpartition(".")
+        if part == "dense":
+            variables[key] = array
+        elif part == "unsupported":
+            variables[key] = str(array)
+        elif part == "format":
+            matrix_class = sp.csc_matrix if str(array) == "csc" else sp.csr_matrix
+            shape = tuple(int(v) for v in arrays[f"{key}.shape"])
+            parts = (arrays[f"{key}.data"], arrays[f"{key}.indices"], arrays[f"{key}.indptr"])
+            try:
+                variables[key] = matrix_class(parts, shape=shape)
+            except ValueError as exc:
+                raise DataFormatError(path, None, f"variable {key} is a corrupt sparse matrix: {exc}") from None
+    return variables
+
+
+# Runs in the child interpreter: load a .mat file, write its variables as plain arrays.
+_MAT_CHILD = """
+import sys
+import numpy as np, scipy.io, scipy.sparse as sp
+arrays = {}
+for key, value in scipy.io.loadmat(sys.argv[1]).items():
+    if key.startswith("__"):
+        continue
+    if sp.issparse(value):
+        arrays.update({key + ".data": value.data, key + ".indices": value.indices,
+                       key + ".indptr": value.indptr, key + ".shape": np.array(value.shape),
+                       key + ".format": np.array(value.format)})
+    elif isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        arrays[key + ".dense"] = value
+    else:
+        arrays[key + ".unsupported"] = np.array(type(value).__name__)
+np.savez(sys.argv[2], **arrays)
+"""
+
+
 def _as_matrix(path: PathLike, key: str, value: object) -> sp.csr_matrix:
     if sp.issparse(value):
+        # a corrupt file can give out-of-range indices, on which scipy's conversions crash
+        if value.dtype.kind not in "biuf":
+            raise DataFormatError(path, None, f"variable {key} has non-numeric type {value.dtype}")
+        try:
+            value.check_format(full_check=True)
+        except (ValueError, AttributeError) as exc:
+            raise DataFormatError(path, None, f"variable {key} is a corrupt sparse matrix: {exc}") from None
         matrix = sp.csr_matrix(value)
     elif isinstance(value, np.ndarray) and value.ndim == 2 and value.dtype.kind in "biuf":
         matrix = sp.csr_matrix(value)
