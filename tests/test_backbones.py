@@ -56,8 +56,7 @@ def test_fc_dropout_only_in_training():
     net.eval()
     assert torch.equal(net(batch), net(batch))
     net.train()
-    torch.manual_seed(0)
-    assert not torch.equal(net(batch), net(batch))
+    assert not torch.equal(net(batch), net(batch))  # 8 × 64 dropout draws: equal masks are impossible in practice
 
 
 @pytest.mark.parametrize("length", [1, 3, 50])

@@ -75,7 +75,8 @@ class FCBackbone(nn.Module):
             reset_linear_(layer, generator)
 
     def forward(self, x: SparseBatch) -> Tensor:
-        h = self.input_layer(x.indices, x.offsets, per_sample_weights=x.values) + self.input_bias
+        weights = x.values.to(self.input_bias.dtype)
+        h = self.input_layer(x.indices, x.offsets, per_sample_weights=weights) + self.input_bias
         h = self.dropout(self.activation(h))
         for layer in self.layers:
             h = self.dropout(self.activation(layer(h)))

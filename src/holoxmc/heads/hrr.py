@@ -70,7 +70,8 @@ class HRRHead(nn.Module):
             projection, initialised with the code; only the gathered rows are projected in
             the loss).
         loss: ``"cosine"`` (paper) or ``"abs"`` (authors' code); see the module docstring.
-        label_chunk: labels per chunk when generating or decoding the code.
+        label_chunk: labels per chunk when generating or decoding the code (decoding
+            memory ``B · label_chunk`` scores; 16,384 keeps a chunk's scores cache-sized).
         cache_codes: keep the code in memory for fast gathers and decoding: with fixed
             roles as the two ``(L, d')`` key matrices ``p ⊗ c_i`` and ``m ⊗ c_i``
             (``2·L·d'`` floats; no FFT is left in the loss or decoding), with
@@ -102,7 +103,7 @@ class HRRHead(nn.Module):
         learn_pm: bool = False,
         learn_labels: bool = False,
         loss: Literal["cosine", "abs"] = "cosine",
-        label_chunk: int = 65536,
+        label_chunk: int = 16384,
         cache_codes: bool = True,
     ) -> None:
         super().__init__()
