@@ -18,9 +18,7 @@ import platform
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
-from sklearn.preprocessing import normalize
 
 from holoxmc.data import load
 from holoxmc.io import atomic_write_json
@@ -57,11 +55,11 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, nargs="+", default=[512])
     parser.add_argument("--dropout", type=float, default=0.0)
     parser.add_argument("--feature-dim", type=int, default=None)
-    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--lr", type=float, default=5e-3)
     parser.add_argument("--top-buckets", type=int, default=10)
-    parser.add_argument("--normalize", action="store_true", help="L2-normalise feature rows")
+    parser.add_argument("--no-normalize", action="store_true", help="keep feature rows as loaded")
     parser.add_argument("--method", default="balanced", choices=["balanced", "murmur"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)
@@ -72,22 +70,20 @@ def main() -> None:
 
     train = load(args.dataset)
     X, Y = train.X, train.Y
-    if args.normalize:
-        X = normalize(X).astype(np.float32)
     train_rows, val_rows = split_validation(X.shape[0], 0.1, args.seed)
     X_fit, Y_fit, X_val, Y_val = X[train_rows], Y[train_rows], X[val_rows], Y[val_rows]
     if args.eval == "test":
         test = load(args.dataset, split="test")
-        X_eval, Y_eval = (normalize(test.X).astype(np.float32) if args.normalize else test.X), test.Y
+        X_eval, Y_eval = test.X, test.Y
     else:
         X_eval, Y_eval = X_val, Y_val
     config = SolarConfig(
         n_chunks=args.chunks, n_buckets=args.buckets, hidden=tuple(args.hidden), dropout=args.dropout,
-        feature_dim=args.feature_dim, top_buckets=args.top_buckets, code_method=args.method, seed=args.seed,
+        feature_dim=args.feature_dim, normalize_rows=not args.no_normalize, top_buckets=args.top_buckets, code_method=args.method, seed=args.seed,
         train=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, progress=False),
     )
     tag = f"{args.dataset}_K{args.chunks}_B{args.buckets}_h{'x'.join(map(str, args.hidden))}_e{args.epochs}"
-    run_dir = Path(args.run_dir or f"runs/solar_{tag}{'_norm' if args.normalize else ''}")
+    run_dir = Path(args.run_dir or f"runs/solar_{tag}{'_raw' if args.no_normalize else ''}")
     start = time.perf_counter()
     model = fit_solar(X_fit, Y_fit, config, run_dir, X_val=X_val, Y_val=Y_val, workers=args.workers)
     train_wall = time.perf_counter() - start
@@ -104,7 +100,6 @@ def main() -> None:
         "dataset": args.dataset,
         "eval": args.eval,
         "config": model.config.to_dict(),
-        "normalize": args.normalize,
         "train_wall_seconds_this_call": round(train_wall, 1),
         "chunk_train_seconds": [round(c["train_seconds"], 1) for c in done],
         "machine": f"{platform.machine()} {torch.get_num_threads()} torch threads; 2-core CPU shared with other jobs",

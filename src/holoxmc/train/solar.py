@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import torch
+from sklearn.preprocessing import normalize
 from torch import Tensor
 
 from holoxmc.backbones.fc import FCBackbone
@@ -64,6 +65,7 @@ class SolarConfig:
         feature_dim: width of each chunk's hashed input (each chunk hashes with its own
             seed); ``None`` = no hashing when D <= 2**17, else 2**17.
         alternate_sign: signed feature hashing.
+        normalize_rows: L2-normalise every input row (before hashing), in training and inference.
         hidden: hidden widths of each chunk's FC backbone (one layer by default).
         dropout: dropout after hidden activations.
         top_buckets: m, buckets per chunk retrieved at inference.
@@ -79,19 +81,20 @@ class SolarConfig:
         50
     """
 
-    n_chunks: int = 16
+    n_chunks: int = 8
     n_buckets: int | None = None
     code_method: str = "balanced"
     feature_dim: int | None = None
     alternate_sign: bool = True
+    normalize_rows: bool = True
     hidden: tuple[int, ...] = (512,)
     dropout: float = 0.0
-    top_buckets: int = 50
+    top_buckets: int = 10
     min_freq: int | None = None
     scoring: str = "prob"
     seed: int = 0
     device: str = "auto"
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=20, batch_size=256, lr=1e-3))
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=15, batch_size=256, lr=5e-3))
 
     def __post_init__(self) -> None:
         if isinstance(self.train, dict):
@@ -266,6 +269,10 @@ def _data_digest(*matrices: sp.csr_matrix | None) -> str:
     return digest.hexdigest()
 
 
+def _normalized(X: sp.csr_matrix) -> sp.csr_matrix:
+    return normalize(X, norm="l2", copy=True).astype(np.float32)
+
+
 def _check_xy(X: Any, Y: Any, name: str) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     if not sp.issparse(X) or not sp.issparse(Y):
         raise InputError(f"X{name} and Y{name} must be scipy sparse matrices")
@@ -325,6 +332,9 @@ def fit_solar(
         if X_val.shape[1] != X.shape[1] or Y_val.shape[1] != Y.shape[1]:
             raise InputError("validation data must have the training data's features and labels")
     config = (config or SolarConfig()).resolved(n_labels=Y.shape[1], n_features=X.shape[1])
+    if config.normalize_rows:
+        X = _normalized(X)
+        X_val = None if X_val is None else _normalized(X_val)
     if X_val is None and config.train.val_fraction > 0:
         train_rows, val_rows = split_validation(X.shape[0], config.train.val_fraction, config.seed)
         X, Y, X_val, Y_val = X[train_rows], Y[train_rows], X[val_rows], Y[val_rows]
@@ -458,6 +468,8 @@ class SolarModel:
     @torch.no_grad()
     def chunk_logits(self, X: sp.csr_matrix) -> Tensor:
         """Bucket logits of every chunk, ``(n, K, B)`` float32."""
+        if self.config.normalize_rows:
+            X = _normalized(X)
         outputs = []
         for hasher, network in zip(self.hashers, self.networks):
             network.eval()
