@@ -132,7 +132,7 @@ class HRRLabelCode:
     def _draw_roles(self) -> tuple[Tensor, Tensor]:
         """p ~ π(N(0, I/d')); m is made orthogonal to π(p) by Gram–Schmidt *before* its
         projection, and the pair (orthogonalise, project) is repeated until π(m) ⟂ π(p)
-        (alternating projections; one round alone leaves |p·m| ≈ 1e-2)."""
+        (alternating projections; one round alone leaves |p·m| ≈ 1e-3 to 1e-2)."""
         p_raw, m_raw = _gaussian(2, self.dim, local_generator(self.seed, _ROLE_STREAM))
         p = hrr.projection(p_raw)
         m = m_raw
