@@ -176,6 +176,15 @@ def test_same_seed_same_head_and_state_dict_holds_no_regenerable_code():
     assert not torch.equal(HRRHead(7, 50, dim=40, seed=1).linear.weight, HRRHead(7, 50, dim=40, seed=2).linear.weight)
 
 
+def test_learned_vectors_start_at_the_code_with_entries_of_order_one():
+    head = HRRHead(4, 50, dim=64, learn_pm=True, learn_labels=True, seed=6)
+    fixed = HRRHead(4, 50, dim=64, seed=6)
+    assert torch.allclose(head.label_vectors(torch.arange(50)), fixed.code.full(), atol=1e-5)
+    assert torch.allclose(head.roles(), fixed.roles(), atol=1e-5)
+    for raw in (head.labels_raw, head.roles_raw):
+        assert abs(float(raw.detach().std()) - 1.0) < 0.15  # Adam's ≈ lr steps stay small against it
+
+
 def test_invalid_head_options_raise():
     with pytest.raises(InputError):
         HRRHead(4, 10, loss="mse")

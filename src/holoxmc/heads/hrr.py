@@ -68,7 +68,10 @@ class HRRHead(nn.Module):
         learn_pm: learn p and m (stored before projection, projected in every forward).
         learn_labels: learn the label vectors (an ``(L, d')`` parameter stored before
             projection, initialised with the code; only the gathered rows are projected in
-            the loss).
+            the loss). Learned vectors are stored scaled by ``√d'`` (entries of order 1):
+            π ignores the scale, which only sets how far one Adam step (≈ lr per entry)
+            moves a vector; at the ``1/√d'`` scale of the code, learned labels collapse
+            (Bibtex P@1 35 instead of 61).
         loss: ``"cosine"`` (paper) or ``"abs"`` (authors' code); see the module docstring.
         label_chunk: labels per chunk when generating or decoding the code (decoding
             memory ``B · label_chunk`` scores; 16,384 keeps a chunk's scores cache-sized).
@@ -122,12 +125,12 @@ class HRRHead(nn.Module):
 
         roles_raw = torch.stack([self.code.present_raw, self.code.missing_raw])
         if learn_pm:
-            self.roles_raw = nn.Parameter(roles_raw)
+            self.roles_raw = nn.Parameter(roles_raw * self.dim**0.5)  # π is scale-free; see learn_labels
         else:
             self.register_buffer("roles_fixed", torch.stack([self.code.present, self.code.missing]), persistent=False)
         if learn_labels:
-            # Projected vectors are fixed points of π, hence valid pre-projection values.
-            self.labels_raw = nn.Parameter(self.code.full())
+            # π(√d'·c) = c: the code itself, at Adam-friendly scale, as pre-projection values.
+            self.labels_raw = nn.Parameter(self.code.full() * self.dim**0.5)
         elif cache_codes and not learn_pm:
             # Row i is [p ⊗ c_i, m ⊗ c_i]: one gather serves both loss terms.
             keys = [self.code.bound_chunk(j, self.roles_fixed).flatten(1) for j in range(self.code.n_chunks)]
