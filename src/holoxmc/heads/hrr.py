@@ -80,7 +80,9 @@ class HRRHead(nn.Module):
             (``2·L·d'`` floats; no FFT is left in the loss or decoding), with
             ``learn_pm`` as the ``(L, d')`` code. When False, present labels are
             regenerated chunk by chunk from the seed and memory stays
-            ``O(label_chunk · d')``. Ignored with ``learn_labels``.
+            ``O(label_chunk · d')``, but a batch then costs one chunk generation per
+            chunk it touches: train uncached only with a small ``label_chunk``.
+            Ignored with ``learn_labels``.
 
     Shapes:
         forward: ``(B, in_features)`` → ``(B, dim)`` (the predicted statement ``ŝ``).
