@@ -9,8 +9,9 @@
 * Inference: top-5 milliseconds per test point (whole test set, batches of 1024).
 
 Usage:
-    python benchmarks/hrr_vs_dense.py                 # everything, writes benchmarks/results/
-    python benchmarks/hrr_vs_dense.py --skip-large    # without the L = 200,000 timing
+    python benchmarks/hrr_vs_dense.py        # everything; writes benchmarks/results/hrr_vs_dense/
+    python benchmarks/hrr_vs_dense.py --datasets delicious --models hrr-fc --parts table1
+    # each part is cached as one JSON file (report-DATA-MODEL, timing-DATA, large) and reused
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import argparse
 import json
 import platform
 import statistics
-import time
+from pathlib import Path
 
 import torch
 
@@ -53,38 +54,40 @@ def reduction(fc: int, hrr: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", nargs="+", default=["bibtex", "delicious"])
+    parser.add_argument("--datasets", nargs="*", default=["bibtex", "delicious"])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    parser.add_argument("--parts", nargs="+", default=["table1", "timing", "large"],
+                        choices=["table1", "timing", "large"], help="what to (re)compute; cached parts are reused")
     parser.add_argument("--repeats", type=int, default=3, help="timed epochs per model for Table 3")
     parser.add_argument("--large-labels", type=int, default=200_000)
     parser.add_argument("--large-points", type=int, default=2_000)
     parser.add_argument("--large-dim", type=int, default=3000, help="d' on the large set (paper: 3000)")
-    parser.add_argument("--skip-large", action="store_true")
-    parser.add_argument("--out", default="benchmarks/results/hrr_vs_dense")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/hrr_vs_dense"),
+                        help="folder of the per-part JSON files and the rendered tables")
     args = parser.parse_args()
+    out: Path = args.out
 
-    results: dict = {
-        "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads; "
-        "2-core CPU shared with other jobs",
-        "torch": torch.__version__,
-        "datasets": {},
-    }
     for name in args.datasets:
-        train, test = load(name, "train"), load(name, "test")
-        entry: dict = {"reports": {}, "params": {}}
-        for model in MODELS:
-            params = train_params(name, model, {})
-            params["progress"] = False
-            entry["params"][model] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items()}
-            print(f"[{name}] training {model} with {params}", flush=True)
-            entry["reports"][model] = fit_and_report(XMCClassifier(**params), train.X, train.Y, test.X, test.Y)
-            print(f"[{name}] {model}: P@1 {entry['reports'][model]['test']['P@1']:.2f}", flush=True)
-        timing_params = {m: entry["params"][m] | {"hidden": tuple(entry["params"][m]["hidden"]),
-                                                   "propensity": tuple(entry["params"][m]["propensity"])}
-                         for m in MODELS}
-        entry["epoch_seconds"] = epoch_seconds_side_by_side(timing_params, train.X, train.Y, args.repeats)
-        results["datasets"][name] = entry
+        if "table1" in args.parts:
+            train, test = load(name, "train"), load(name, "test")
+            for model in args.models:
+                path = out / f"report-{name}-{model}.json"
+                if path.exists():
+                    continue
+                params = train_params(name, model, {}) | {"progress": False}
+                print(f"[{name}] training {model} with {params}", flush=True)
+                report = fit_and_report(XMCClassifier(**params), train.X, train.Y, test.X, test.Y)
+                report["params_used"] = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+                atomic_write_json(path, report)
+                print(f"[{name}] {model}: P@1 {report['test']['P@1']:.2f}", flush=True)
+        if "timing" in args.parts and not (out / f"timing-{name}.json").exists():
+            train = load(name, "train")
+            params = {m: train_params(name, m, {}) | {"progress": False} for m in MODELS}
+            print(f"[{name}] timing epochs side by side", flush=True)
+            atomic_write_json(out / f"timing-{name}.json",
+                              {"epoch_seconds": epoch_seconds_side_by_side(params, train.X, train.Y, args.repeats)})
 
-    if not args.skip_large:
+    if "large" in args.parts and not (out / "large.json").exists():
         train, _ = make_synthetic(args.large_points, args.large_labels, 20_000, n_test=0, seed=0,
                                   name=f"synthetic-L{args.large_labels}")
         params = {
@@ -92,24 +95,43 @@ def main() -> None:
             "hrr-fc": {"head": "hrr", "dim": args.large_dim, "progress": False},
         }
         print(f"[large] timing epochs on {train.n_labels} labels, {len(train)} points", flush=True)
-        started = time.perf_counter()
-        results["large"] = {
+        atomic_write_json(out / "large.json", {
             "labels": train.n_labels, "points": len(train), "features": train.n_features, "dim": args.large_dim,
             "epoch_seconds": epoch_seconds_side_by_side(params, train.X, train.Y, args.repeats),
-        }
-        print(f"[large] done in {time.perf_counter() - started:.0f}s", flush=True)
+        })
 
-    atomic_write_json(f"{args.out}.json", results)
+    results = collect(out)
+    atomic_write_json(out / "summary.json", results)
     markdown = render(results)
-    atomic_write_text(f"{args.out}.md", markdown)
+    atomic_write_text(out / "tables.md", markdown)
     print(markdown)
+
+
+def collect(out: Path) -> dict:
+    """Gather every cached part under ``out``."""
+    results: dict = {
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads; 2-core CPU shared with other jobs",
+        "torch": torch.__version__,
+        "datasets": {},
+    }
+    for path in sorted(out.glob("report-*.json")):
+        model = "hrr-fc" if path.stem.endswith("-hrr-fc") else "fc"
+        name = path.stem.removeprefix("report-").removesuffix(f"-{model}")
+        results["datasets"].setdefault(name, {"reports": {}})["reports"][model] = json.loads(path.read_text())
+    for path in sorted(out.glob("timing-*.json")):
+        name = path.stem.removeprefix("timing-")
+        results["datasets"].setdefault(name, {"reports": {}}).update(json.loads(path.read_text()))
+    if (out / "large.json").exists():
+        results["large"] = json.loads((out / "large.json").read_text())
+    return results
 
 
 def render(results: dict) -> str:
     lines = [f"Machine: {results['machine']}; torch {results['torch']}.", ""]
     lines += ["Table 1 (test, percent; default configurations)", "",
               "| dataset | model | P@1 | P@3 | P@5 | PSP@1 | PSP@3 | PSP@5 |", "|---|---|---|---|---|---|---|---|"]
-    for name, entry in results["datasets"].items():
+    complete = {name: e for name, e in results["datasets"].items() if set(e["reports"]) == set(MODELS)}
+    for name, entry in complete.items():
         for model in MODELS:
             t = entry["reports"][model]["test"]
             lines.append(f"| {name} | {model} | " + " | ".join(f"{t[k]:.2f}" for k in
@@ -117,14 +139,16 @@ def render(results: dict) -> str:
     lines += ["", "Table 2 (parameters)", "",
               "| dataset | FC output | HRR output | output reduction | FC total | HRR total | network reduction |",
               "|---|---|---|---|---|---|---|"]
-    for name, entry in results["datasets"].items():
+    for name, entry in complete.items():
         fc, hrr = entry["reports"]["fc"]["params"], entry["reports"]["hrr-fc"]["params"]
         lines.append(f"| {name} | {fc['output_layer']:,} | {hrr['output_layer']:,} | "
                      f"{reduction(fc['output_layer'], hrr['output_layer']):.1f}% | {fc['total']:,} | {hrr['total']:,} | "
                      f"{reduction(fc['total'], hrr['total']):.1f}% |")
     lines += ["", "Table 3 (seconds per training epoch, median of interleaved repeats) and inference", "",
               "| set | FC s/epoch | HRR-FC s/epoch | FC / HRR | FC ms/pt | HRR ms/pt |", "|---|---|---|---|---|---|"]
-    for name, entry in results["datasets"].items():
+    for name, entry in complete.items():
+        if "epoch_seconds" not in entry:
+            continue
         fc, hrr = (statistics.median(entry["epoch_seconds"][m]) for m in MODELS)
         ms = [entry["reports"][m]["predict_ms_per_point"] for m in MODELS]
         lines.append(f"| {name} | {fc:.2f} | {hrr:.2f} | {fc / hrr:.2f}x | {ms[0]:.3f} | {ms[1]:.3f} |")
