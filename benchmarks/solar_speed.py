@@ -6,7 +6,7 @@ measured, it is not comparable with the full set). The dense network is timed wi
 initial weights: its cost does not depend on them.
 
 Usage:
-    python benchmarks/solar_speed.py --train-points 30000 --chunks 8 --buckets 10000
+    python benchmarks/solar_speed.py --train-points 20000 --chunks 8 --buckets 10000 --eval-chunks 4
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import statistics
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from holoxmc.backbones import FCBackbone, Network
@@ -36,6 +35,9 @@ def main() -> None:
     parser.add_argument("--test-points", type=int, default=2_000)
     parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--buckets", type=int, default=10_000)
+    parser.add_argument(
+        "--eval-chunks", type=int, default=None, help="time the model of the first K' trained chunks (exactly the K' model)"
+    )
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--feature-dim", type=int, default=2**15)
     parser.add_argument("--top-buckets", type=int, default=10)
@@ -63,6 +65,8 @@ def main() -> None:
         X_val=train.X[val_rows], Y_val=train.Y[val_rows], workers=args.workers,
     )
     train_seconds = time.perf_counter() - start
+    if args.eval_chunks is not None:
+        solar = solar.first_chunks(args.eval_chunks)
     dense = Network(FCBackbone(train.n_features, (args.hidden,)), DenseHead(args.hidden, train.n_labels)).eval()
 
     X = test.X[: args.timed_points]

@@ -289,8 +289,8 @@ def _check_xy(X: Any, Y: Any, name: str) -> tuple[sp.csr_matrix, sp.csr_matrix]:
 def fit_solar(
     X: sp.csr_matrix,
     Y: sp.csr_matrix,
-    config: SolarConfig | None = None,
-    run_dir: str | os.PathLike = "solar_run",
+    config: SolarConfig | None,
+    run_dir: str | os.PathLike,
     *,
     X_val: sp.csr_matrix | None = None,
     Y_val: sp.csr_matrix | None = None,
@@ -304,7 +304,7 @@ def fit_solar(
 
     Args:
         X: ``(n, D)`` sparse features; Y: ``(n, L)`` binary sparse labels.
-        config: a :class:`SolarConfig` (defaults when omitted).
+        config: a :class:`SolarConfig` (``None`` = the defaults).
         run_dir: the model directory (see the module docstring for its layout).
         X_val, Y_val: validation set for per-chunk model selection; when omitted,
             ``config.train.val_fraction`` of the rows is carved out (the same rows for all
