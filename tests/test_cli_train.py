@@ -141,3 +141,24 @@ def test_killed_cli_run_resumes_to_the_uninterrupted_metrics(toy, tmp_path):
     same = XMCClassifier.load(killed).network_.state_dict()
     for name, tensor in XMCClassifier.load(tmp_path / "reference").network_.state_dict().items():
         assert tensor.equal(same[name]), name
+
+
+def test_solar_model_trains_through_the_same_cli(toy, tmp_path, capsys):
+    run_dir = tmp_path / "solar"
+    argv = ["train", str(toy), "--model", "solar", "--out", str(run_dir), "--chunks", "3", "--buckets", "8",
+            "--hidden", "32", "--epochs", "6", "--batch-size", "32", "--lr", "0.01", "--quiet"]
+    assert main(argv) == 0
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert set(metrics["test"]) == METRIC_KEYS
+    assert 1 <= metrics["candidates_per_point"] <= 30 and metrics["predict_ms_per_point"] > 0
+    assert metrics["params"]["output_layer"] == 3 * (32 * 8 + 8)
+    assert len(metrics["epoch_seconds"]) == 6
+    assert {"config.json", "model.safetensors", "metrics.json", "solar.json"} <= {p.name for p in run_dir.iterdir()}
+    assert sorted(p.name for p in run_dir.glob("chunk_*")) == ["chunk_000", "chunk_001", "chunk_002"]
+    output = tmp_path / "eval.json"
+    assert main(["evaluate", str(run_dir), str(toy), "--output", str(output)]) == 0
+    assert json.loads(output.read_text())["metrics"]["P@1"] == metrics["test"]["P@1"]
+    capsys.readouterr()
+    assert main(["train", str(toy), "--model", "fc", "--out", str(tmp_path / "x"), "--chunks", "3", "--quiet"]) == 2
+    assert "--model solar only" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

@@ -134,3 +134,48 @@ def test_fit_validation_and_unfitted_use(data, tmp_path):
     with pytest.raises(InputError, match="not a saved model"):
         XMCClassifier.load(tmp_path)
     assert set(NETWORK_FACTORIES) >= {"hrr", "dense"}
+
+
+SOLAR_SMALL = dict(hidden=(64,), epochs=8, batch_size=32, lr=1e-2, seed=1, progress=False,
+                   head_options={"n_chunks": 4, "n_buckets": 10})
+
+
+@pytest.fixture(scope="module")
+def solar(data):
+    train, _ = data
+    return XMCClassifier(head="solar", **SOLAR_SMALL).fit(train.X, train.Y)
+
+
+def test_solar_head_fits_predicts_scores_and_round_trips(tmp_path, data, solar):
+    train, test = data
+    popular = np.argsort(-np.asarray(train.Y.sum(0)).ravel())[:5]
+    baseline = evaluate(np.tile(popular, (len(test), 1)), test.Y)["P@1"]
+    metrics = solar.score(test.X, test.Y)
+    assert metrics["P@1"] > baseline + 15
+    indices, scores = solar.predict(test.X, k=5)
+    assert indices.shape == (len(test), 5) and np.all(np.diff(scores, axis=1) <= 1e-6)
+    assert metrics == evaluate(indices, test.Y, inv_prop=inverse_propensity(train.Y))
+    # K chunk networks, each with a B-wide output layer over its hidden layer.
+    assert solar.n_parameters()["output_layer"] == 4 * (64 * 10 + 10)
+    assert len(solar.fit_result_.history) == 8 and solar.fit_result_.train_seconds > 0
+    loaded = XMCClassifier.load(solar.save(tmp_path / "solar"))
+    again, again_scores = loaded.predict(test.X, k=5)
+    assert np.array_equal(again, indices) and np.array_equal(again_scores, scores)
+
+
+def test_solar_decision_function_sums_bucket_probabilities(data, solar):
+    _, test = data
+    full = solar.decision_function(test.X[:10])
+    logits = solar.solar_.chunk_logits(sp.csr_matrix(test.X[:10], dtype=np.float32))  # (n, K, B)
+    buckets = solar.solar_.code.buckets  # (K, L)
+    expected = sum(torch.sigmoid(logits[:, k, buckets[k]]).numpy() for k in range(buckets.shape[0]))
+    np.testing.assert_allclose(full, expected, rtol=1e-6)
+
+
+def test_solar_defaults_are_the_tuned_solar_settings():
+    clf = XMCClassifier(head="solar")
+    assert clf.setting("hidden") == (512,) and clf.setting("lr") == 5e-3 and clf.setting("epochs") == 15
+    assert XMCClassifier(head="hrr").setting("hidden") == (512, 512)
+    assert XMCClassifier(head="solar", epochs=3).setting("epochs") == 3
+    with pytest.raises(InputError, match="backbone 'fc'"):
+        XMCClassifier(head="solar", backbone="cnn").fit(np.zeros((4, 3), np.int64), [[0], [1], [0], [1]])

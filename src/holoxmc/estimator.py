@@ -1,5 +1,6 @@
 """``XMCClassifier``: fit, predict, score, save and load an extreme multi-label model in a
-few lines, with an HRR (``d'``-wide) or a dense (``L``-wide) output layer.
+few lines, with an HRR (``d'``-wide), a dense (``L``-wide) or a SOLAR (K × B sparse code)
+output layer.
 
 Example:
     >>> from holoxmc.data import load
@@ -13,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,6 +33,7 @@ from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate, inverse_propensity
 from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, predict_topk
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
+from holoxmc.train.solar import DONE_FILE, SolarConfig, SolarModel, chunk_dir, fit_solar
 
 __all__ = [
     "XMCClassifier",
@@ -41,6 +44,7 @@ __all__ = [
     "preset_params",
     "output_layer_parameters",
     "fit_and_report",
+    "HEAD_DEFAULTS",
 ]
 
 FORMAT = "holoxmc-xmc-classifier/1"
@@ -52,9 +56,9 @@ MAX_DENSE_SCORES = 50_000_000
 
 def _hrr_or_dense_network(clf: "XMCClassifier", n_labels: int, input_size: int) -> nn.Module:
     """Backbone + HRR/dense head through :func:`holoxmc.backbones.build_network`."""
-    options: dict[str, Any] = {"hidden": list(clf.hidden), "dropout": clf.dropout}
+    options: dict[str, Any] = {"hidden": list(clf.setting("hidden")), "dropout": clf.setting("dropout")}
     if clf.backbone != "fc":
-        options = {"dropout": clf.dropout}
+        options = {"dropout": clf.setting("dropout")}
     if clf.head == "hrr":
         options["dim"] = clf.dim
     options |= dict(clf.head_options or {})
@@ -72,8 +76,18 @@ NETWORK_FACTORIES: dict[str, Callable[["XMCClassifier", int, int], nn.Module]] =
 }
 
 
+#: Tuned defaults of the settings a head kind leaves at ``None``: HRR and dense share the
+#: paper's FC set-up; SOLAR's chunk networks were tuned on the Delicious validation split
+#: (one hidden layer, larger batches and learning rate, see ``holoxmc.train.solar``).
+HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
+    "hrr": {"hidden": (512, 512), "dropout": 0.5, "epochs": 20, "batch_size": 64, "lr": 1e-3},
+    "dense": {"hidden": (512, 512), "dropout": 0.5, "epochs": 20, "batch_size": 64, "lr": 1e-3},
+    "solar": {"hidden": (512,), "dropout": 0.0, "epochs": 15, "batch_size": 256, "lr": 5e-3},
+}
+
 #: CLI model names → (head, backbone).
 MODELS: dict[str, tuple[str, str]] = {
+    "solar": ("solar", "fc"),
     "fc": ("dense", "fc"),
     "hrr-fc": ("hrr", "fc"),
     "cnn": ("dense", "cnn"),
@@ -122,24 +136,34 @@ def output_layer_parameters(network: nn.Module) -> int:
 
 
 class XMCClassifier(BaseEstimator):
-    """Extreme multi-label classifier: a backbone plus an HRR or dense output layer.
+    """Extreme multi-label classifier: a backbone plus an HRR, dense or SOLAR output layer.
 
     Args:
-        head: ``"hrr"`` (``dim``-wide output, HRR loss) or ``"dense"`` (``L`` logits, BCE).
+        head: ``"hrr"`` (``dim``-wide output, HRR loss), ``"dense"`` (``L`` logits, BCE) or
+            ``"solar"`` (K independent chunk networks over B buckets each, trained with zero
+            communication, decoded through an inverted index; ``backbone="fc"`` only).
         backbone: ``"fc"`` (sparse features X) or ``"cnn"``/``"lstm"`` (token-id matrices).
         dim: HRR dimension d' (``head="hrr"`` only).
-        hidden: widths of the FC backbone's hidden layers.
-        dropout: dropout after every hidden activation.
-        head_options: extra head keywords (``{"loss": "abs", "learn_pm": True}``, ...).
+        hidden: widths of the FC backbone's hidden layers (``None``: the head's default).
+        dropout: dropout after every hidden activation (``None``: the head's default).
+        head_options: extra head keywords (``{"loss": "abs", "learn_pm": True}``, ...); for
+            ``head="solar"``, :class:`holoxmc.train.solar.SolarConfig` fields such as
+            ``{"n_chunks": 8, "n_buckets": 500, "top_buckets": 10, "min_freq": 4, "scoring": "prob"}``.
         epochs, batch_size, lr, weight_decay, schedule, warmup_epochs, grad_clip,
-        val_fraction, patience: training settings, see :class:`holoxmc.train.TrainConfig`.
+        val_fraction, patience: training settings, see :class:`holoxmc.train.TrainConfig`;
+            ``None`` for epochs, batch_size and lr means the head's tuned default
+            (:data:`HEAD_DEFAULTS`).
+        workers: SOLAR only: chunk models trained in parallel local processes.
+        ray_address: SOLAR only: train each chunk as a Ray task on this cluster
+            (``"auto"``, an address, or ``"local"``).
         seed: seeds the initialisation, the label code, the validation split and the shuffling.
         device: ``"cpu"``, ``"cuda"``, ...
         propensity: ``(A, B)`` of the inverse propensities used for PSP@k in :meth:`score`.
         progress: tqdm bar while fitting; ``None`` = only on a terminal.
 
     Attributes (after fit):
-        network_: the trained ``Network``; n_features_, n_labels_: input and label sizes;
+        network_: the trained ``Network`` (``solar_``: the :class:`SolarModel` for
+        ``head="solar"``); n_features_, n_labels_: input and label sizes;
         inv_prop_: ``(L,)`` inverse propensities of the training labels; fit_result_: the
         trainer's :class:`~holoxmc.train.FitResult` (per-epoch history, times).
 
@@ -158,12 +182,12 @@ class XMCClassifier(BaseEstimator):
         backbone: str = "fc",
         *,
         dim: int = 400,
-        hidden: Sequence[int] = (512, 512),
-        dropout: float = 0.5,
+        hidden: Sequence[int] | None = None,
+        dropout: float | None = None,
         head_options: dict[str, Any] | None = None,
-        epochs: int = 20,
-        batch_size: int = 64,
-        lr: float = 1e-3,
+        epochs: int | None = None,
+        batch_size: int | None = None,
+        lr: float | None = None,
         weight_decay: float = 0.0,
         schedule: str = "cosine",
         warmup_epochs: float = 0.0,
@@ -174,6 +198,8 @@ class XMCClassifier(BaseEstimator):
         device: str = "cpu",
         propensity: tuple[float, float] = (0.55, 1.5),
         progress: bool | None = None,
+        workers: int = 1,
+        ray_address: str | None = None,
     ):
         self.head = head
         self.backbone = backbone
@@ -194,6 +220,13 @@ class XMCClassifier(BaseEstimator):
         self.device = device
         self.propensity = propensity
         self.progress = progress
+        self.workers = workers
+        self.ray_address = ray_address
+
+    def setting(self, name: str) -> Any:
+        """The value of a head-dependent setting: the explicit one, else the head's default."""
+        value = getattr(self, name)
+        return HEAD_DEFAULTS[self.head][name] if value is None else value
 
     # ------------------------------------------------------------------ fitting
     def fit(
@@ -218,8 +251,10 @@ class XMCClassifier(BaseEstimator):
         Returns:
             self.
         """
-        if self.head not in NETWORK_FACTORIES:
-            raise InputError(f"unknown head {self.head!r}; choose from {sorted(NETWORK_FACTORIES)}")
+        if self.head not in HEAD_DEFAULTS:
+            raise InputError(f"unknown head {self.head!r}; choose from {sorted(HEAD_DEFAULTS)}")
+        if self.head == "solar" and self.backbone != "fc":
+            raise InputError(f"head 'solar' takes sparse features (backbone 'fc'), not {self.backbone!r}")
         X = self._check_X(X, fitting=True)
         Y = _check_Y(Y, X.shape[0], n_labels=None)
         if (X_val is None) != (Y_val is None):
@@ -229,19 +264,44 @@ class XMCClassifier(BaseEstimator):
             Y_val = _check_Y(Y_val, X_val.shape[0], n_labels=Y.shape[1])
         self.n_features_ = int(X.shape[1]) if sp.issparse(X) else int(X.max()) + 1
         self.n_labels_ = int(Y.shape[1])
-        self.network_ = NETWORK_FACTORIES[self.head](self, self.n_labels_, self.n_features_)
         self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
+        if self.head == "solar":
+            self._fit_solar(X, Y, X_val, Y_val, run_dir)
+            return self
+        self.network_ = NETWORK_FACTORIES[self.head](self, self.n_labels_, self.n_features_)
         self.fit_result_: FitResult = Trainer(self._train_config()).fit(
             self.network_, X, Y, X_val, Y_val, run_dir=run_dir, resume=resume
         )
         self.network_.eval()
         return self
 
+    def _fit_solar(
+        self, X: sp.csr_matrix, Y: sp.csr_matrix, X_val: Any, Y_val: Any, run_dir: str | Path | None
+    ) -> None:
+        """Train the K chunk models as independent jobs in ``run_dir`` (a temporary folder
+        when ``None``); re-running on the same folder retrains only unfinished chunks."""
+        options = dict(self.head_options or {})
+        config = SolarConfig(
+            hidden=tuple(self.setting("hidden")),
+            dropout=self.setting("dropout"),
+            seed=self.seed,
+            device=self.device,
+            train=self._train_config(),
+            **options,
+        )
+        with tempfile.TemporaryDirectory(prefix="holoxmc-solar-") as scratch:
+            folder = Path(run_dir) if run_dir is not None else Path(scratch)
+            self.solar_ = fit_solar(
+                X, Y, config, folder, X_val=X_val, Y_val=Y_val,
+                workers=self.workers, ray_address=self.ray_address,
+            )
+            self.fit_result_ = FitResult(history=_solar_history(folder, self.solar_.config.n_chunks))
+
     def _train_config(self) -> TrainConfig:
         return TrainConfig(
-            epochs=self.epochs,
-            batch_size=self.batch_size,
-            lr=self.lr,
+            epochs=self.setting("epochs"),
+            batch_size=self.setting("batch_size"),
+            lr=self.setting("lr"),
             weight_decay=self.weight_decay,
             schedule=self.schedule,  # type: ignore[arg-type]
             warmup_epochs=self.warmup_epochs,
@@ -264,13 +324,17 @@ class XMCClassifier(BaseEstimator):
         if not isinstance(k, (int, np.integer)) or not 1 <= k <= self.n_labels_:
             raise InputError(f"k must be an integer in [1, {self.n_labels_}], got {k!r}")
         X = self._check_X(X)
+        if self.head == "solar":
+            indices, scores, _ = self.solar_.predict(X, int(k), batch_size=batch_size)
+            return indices, scores
         return predict_topk(self.network_, X, int(k), batch_size=batch_size, device=self.device)
 
     def decision_function(self, X: Any, *, batch_size: int = 1024) -> np.ndarray:
         """Score of every label for every row (an ``(n, L)`` dense array).
 
         Refuses when ``n · L`` exceeds ``MAX_DENSE_SCORES``: use :meth:`predict` (top-k)
-        for large label spaces.
+        for large label spaces. For SOLAR, a label's score is the configured scoring summed
+        over all K chunks (every label, no inverted-index candidate filtering).
         """
         self._check_fitted()
         X = self._check_X(X)
@@ -280,8 +344,13 @@ class XMCClassifier(BaseEstimator):
                 f"{n} x {self.n_labels_} scores exceed {MAX_DENSE_SCORES:,} entries; "
                 "use predict(X, k) or pass fewer rows"
             )
-        network = self.network_
         out = np.empty((n, self.n_labels_), dtype=np.float32)
+        if self.head == "solar":
+            for start in range(0, n, batch_size):
+                rows = np.arange(start, min(start + batch_size, n))
+                out[rows] = _solar_label_scores(self.solar_, X[rows])
+            return out
+        network = self.network_
         network.eval()
         with torch.no_grad():
             for start in range(0, n, batch_size):
@@ -295,6 +364,9 @@ class XMCClassifier(BaseEstimator):
         self._check_fitted()
         X = self._check_X(X)
         Y = _check_Y(Y, X.shape[0], n_labels=self.n_labels_)
+        if self.head == "solar":
+            indices, _ = self.predict(X, k=max(ks))
+            return evaluate(indices, Y, inv_prop=self.inv_prop_, ks=tuple(ks))
         return evaluate_topk(
             self.network_, X, Y, inv_prop=self.inv_prop_, ks=tuple(ks), device=self.device
         )
@@ -308,7 +380,11 @@ class XMCClassifier(BaseEstimator):
         """
         self._check_fitted()
         path = Path(path)
-        state = {f"network.{k}": v for k, v in self.network_.state_dict().items()}
+        if self.head == "solar":  # chunk weights, codes and index in SOLAR's own layout
+            self.solar_.save(path)
+            state = {}
+        else:
+            state = {f"network.{k}": v for k, v in self.network_.state_dict().items()}
         state["inv_prop"] = torch.from_numpy(self.inv_prop_)
         save_state_dict(path / MODEL_FILE, state, metadata={"format": FORMAT})
         atomic_write_json(
@@ -316,7 +392,7 @@ class XMCClassifier(BaseEstimator):
             {
                 "format": FORMAT,
                 "params": _json_params(self.get_params()),
-                "network": self.network_.config,
+                "network": None if self.head == "solar" else self.network_.config,
                 "n_features": self.n_features_,
                 "n_labels": self.n_labels_,
                 "history": self.fit_result_.history if hasattr(self, "fit_result_") else [],
@@ -348,30 +424,34 @@ class XMCClassifier(BaseEstimator):
         clf = cls(**params)
         clf.n_features_ = int(config["n_features"])
         clf.n_labels_ = int(config["n_labels"])
-        clf.network_ = build_network(**config["network"])
         tensors, _ = load_state_dict_file(path / MODEL_FILE)
         clf.inv_prop_ = tensors.pop("inv_prop").numpy()
+        clf.fit_result_ = FitResult(history=config.get("history", []))
+        if clf.head == "solar":
+            clf.solar_ = SolarModel.load(path)
+            return clf
+        clf.network_ = build_network(**config["network"])
         weights = {k.removeprefix("network."): v for k, v in tensors.items()}
         try:
             clf.network_.load_state_dict(weights)
         except RuntimeError as exc:
             raise InputError(f"{path / MODEL_FILE}: weights do not match {CONFIG_FILE} ({exc})") from exc
         clf.network_.to(clf.device).eval()
-        clf.fit_result_ = FitResult(history=config.get("history", []))
         return clf
 
     # ------------------------------------------------------------------ introspection
     def n_parameters(self) -> dict[str, int]:
         """``{"total": ..., "output_layer": ...}`` trainable-parameter counts."""
         self._check_fitted()
+        networks = self.solar_.networks if self.head == "solar" else [self.network_]
         return {
-            "total": sum(p.numel() for p in self.network_.parameters()),
-            "output_layer": output_layer_parameters(self.network_),
+            "total": sum(p.numel() for network in networks for p in network.parameters()),
+            "output_layer": sum(output_layer_parameters(network) for network in networks),
         }
 
     # ------------------------------------------------------------------ validation
     def _check_fitted(self) -> None:
-        if not hasattr(self, "network_"):
+        if not (hasattr(self, "network_") or hasattr(self, "solar_")):
             raise InputError("this XMCClassifier is not fitted yet; call fit(X, Y) first")
 
     def _check_X(self, X: Any, *, fitting: bool = False, n_columns: int | None = None) -> sp.csr_matrix | np.ndarray:
@@ -442,6 +522,27 @@ def _check_Y(Y: Any, n_rows: int, n_labels: int | None) -> sp.csr_matrix:
     return Y
 
 
+def _solar_history(run_dir: Path, n_chunks: int) -> list[dict[str, Any]]:
+    """Per-epoch history of a SOLAR run: the seconds every chunk spent on epoch ``e``, summed
+    (the compute a single worker would need), from the chunks' done-markers."""
+    per_chunk = [json.loads((chunk_dir(run_dir, k) / DONE_FILE).read_text())["epoch_seconds"] for k in range(n_chunks)]
+    n_epochs = max(len(seconds) for seconds in per_chunk)
+    return [
+        {"epoch": e + 1, "seconds": float(sum(s[e] for s in per_chunk if e < len(s)))} for e in range(n_epochs)
+    ]
+
+
+def _solar_label_scores(model: SolarModel, X: sp.csr_matrix) -> np.ndarray:
+    """``(n, L)`` SOLAR scores of every label: the configured scoring of the label's bucket,
+    summed over the K chunks."""
+    logits = model.chunk_logits(X)  # (n, K, B)
+    transform = {"prob": torch.sigmoid, "logprob": torch.nn.functional.logsigmoid, "logit": lambda t: t}
+    per_bucket = transform[model.config.scoring](logits)
+    buckets = torch.from_numpy(model.code.buckets).long()  # (K, L)
+    scores = sum(per_bucket[:, k, buckets[k]] for k in range(buckets.shape[0]))
+    return scores.float().numpy()
+
+
 def _json_params(params: dict[str, Any]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
 
@@ -465,20 +566,27 @@ def fit_and_report(
     Returns:
         ``{"test": {"P@1".."P@5", "nDCG@1..5", "PSP@1..5", "PSnDCG@1..5"}, "train_seconds",
         "epoch_seconds", "best_epoch", "predict_ms_per_point", "params": {"total",
-        "output_layer"}}`` (metrics in percent; PSP with the training-label propensities).
+        "output_layer"}}`` (metrics in percent; PSP with the training-label propensities),
+        plus ``candidates_per_point`` for SOLAR. SOLAR's ``epoch_seconds`` sum its chunks.
     """
     ks = (1, 2, 3, 4, 5)
     clf.fit(X_train, Y_train, run_dir=run_dir, resume=resume)
     Y_test = _check_Y(Y_test, X_test.shape[0], n_labels=clf.n_labels_)
+    X_test = clf._check_X(X_test)
+    extra: dict[str, Any] = {}
     started = time.perf_counter()
-    indices, _ = clf.predict(X_test, k=max(ks))
+    if clf.head == "solar":
+        indices, _, candidates = clf.solar_.predict(X_test, k=max(ks))
+        extra["candidates_per_point"] = float(candidates.mean())
+    else:
+        indices, _ = clf.predict(X_test, k=max(ks))
     predict_ms = 1000.0 * (time.perf_counter() - started) / X_test.shape[0]
     metrics = evaluate(indices, Y_test, inv_prop=clf.inv_prop_, ks=ks)
-    return {
+    return extra | {
         "test": {f"{family}@{k}": metrics[f"{family}@{k}"] for family in REPORT_FAMILIES for k in ks},
         "train_seconds": clf.fit_result_.train_seconds,
         "epoch_seconds": clf.fit_result_.epoch_seconds,
-        "best_epoch": clf.fit_result_.best_epoch,
+        "best_epoch": None if clf.head == "solar" else clf.fit_result_.best_epoch,
         "predict_ms_per_point": predict_ms,
         "params": clf.n_parameters(),
     }

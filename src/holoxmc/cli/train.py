@@ -29,8 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train = subparsers.add_parser(
         "train",
         help="train a model on a dataset and evaluate it on its test split",
-        description="Train FC / HRR-FC (or CNN / LSTM variants) with the dataset's tuned preset; "
-        "options given here override the preset.",
+        description="Train FC / HRR-FC (or CNN / LSTM variants) or SOLAR with the dataset's tuned "
+        "preset; options given here override the preset.",
     )
     train.add_argument("data", metavar="DATA", help="registry name (bibtex, delicious, synthetic, ...) or path")
     train.add_argument("--model", choices=sorted(MODELS), default="hrr-fc", help="model (default hrr-fc)")
@@ -47,6 +47,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--val-fraction", type=float, help="share of train held out for model selection")
     train.add_argument("--patience", type=int, help="early-stopping patience in epochs")
     train.add_argument("--device", help="cpu, cuda, cuda:1, ...")
+    train.add_argument("--chunks", type=int, metavar="K", help="SOLAR: independent chunk models")
+    train.add_argument("--buckets", type=int, metavar="B", help="SOLAR: buckets per chunk")
+    train.add_argument("--workers", type=int, help="SOLAR: chunks trained in parallel local processes")
+    train.add_argument("--ray-address", metavar="ADDRESS",
+                       help="SOLAR: train each chunk as a Ray task on this cluster ('auto', an address, or 'local')")
     train.add_argument("--resume", action="store_true", help="continue the checkpoint in RUN_DIR")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.set_defaults(run=run_train)
@@ -71,7 +76,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------------- train
 #: ``train`` options that override the dataset preset when given.
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "lr", "batch_size", "weight_decay",
-              "schedule", "val_fraction", "patience", "device")
+              "schedule", "val_fraction", "patience", "device", "workers", "ray_address")
+#: SOLAR-only ``train`` options → ``SolarConfig`` fields (passed as ``head_options``).
+_SOLAR_OPTIONS = {"chunks": "n_chunks", "buckets": "n_buckets"}
 
 
 def _model_inputs(dataset: Any, backbone: str) -> Any:
@@ -87,11 +94,18 @@ def train_params(data: str, model: str, overrides: dict[str, Any]) -> dict[str, 
     from holoxmc.estimator import preset_params
     from holoxmc.metrics import propensity_preset
 
+    overrides = {key: value for key, value in overrides.items() if value is not None}
     params = preset_params(Path(data).name if Path(data).exists() else data, model)
-    params["propensity"] = propensity_preset(str(data))
-    params |= {key: value for key, value in overrides.items() if value is not None}
-    if params["head"] != "hrr" and overrides.get("dim") is not None:
+    if params["head"] != "hrr" and "dim" in overrides:
         raise InputError("--dim applies to HRR models only (hrr-fc, hrr-cnn, hrr-lstm)")
+    solar_only = [key for key in ("workers", "ray_address", *_SOLAR_OPTIONS) if key in overrides]
+    if params["head"] != "solar" and solar_only:
+        raise InputError(f"--{solar_only[0].replace('_', '-')} applies to --model solar only")
+    solar_options = {field: overrides.pop(key) for key, field in _SOLAR_OPTIONS.items() if key in overrides}
+    if solar_options:
+        params["head_options"] = dict(params.get("head_options") or {}) | solar_options
+    params["propensity"] = propensity_preset(str(data))
+    params |= overrides
     if "hidden" in params:
         params["hidden"] = tuple(params["hidden"])
     return params
@@ -115,7 +129,7 @@ def run_train(args: argparse.Namespace) -> int:
     if run_dir.exists() and any(run_dir.iterdir()) and not args.resume:
         raise InputError(f"{run_dir}: not empty; use --resume to continue it, or choose another --out")
 
-    params = train_params(args.data, args.model, {k: getattr(args, k) for k in _OVERRIDES})
+    params = train_params(args.data, args.model, {k: getattr(args, k) for k in (*_OVERRIDES, *_SOLAR_OPTIONS)})
     params["progress"] = False if args.quiet else None
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
     train, test = load(args.data, "train", features=features), load(args.data, "test", features=features)
