@@ -1,6 +1,7 @@
 """Top-5 inference at L = 670,091: SOLAR (K chunk models + inverted index) against a dense
 output layer over all L labels with the same hidden size, side by side in one run (median of
-repeats, alternating). The SOLAR model is trained on a subsample of the synthetic
+repeats, alternating, same torch threads and batch size, one untimed warm-up each; the
+1-minute load average before and after the timed loop is recorded). The SOLAR model is trained on a subsample of the synthetic
 Amazon-670K-like preset (N given by ``--train-points``; its precision is reported as
 measured, it is not comparable with the full set). The dense network is timed with its
 initial weights: its cost does not depend on them.
@@ -12,6 +13,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import time
@@ -70,6 +72,10 @@ def main() -> None:
     dense = Network(FCBackbone(train.n_features, (args.hidden,)), DenseHead(args.hidden, train.n_labels)).eval()
 
     X = test.X[: args.timed_points]
+    # warm-up, untimed: SOLAR stacks its K chunk networks into batched tensors on first use
+    predict_topk(dense, X[: args.predict_batch], 5, batch_size=args.predict_batch)
+    solar.predict(X[: args.predict_batch], 5, batch_size=args.predict_batch)
+    load_before = os.getloadavg()
     timings: dict[str, list[float]] = {"dense": [], "solar": []}
     for _ in range(args.repeats):  # alternate so both see the same machine load
         start = time.perf_counter()
@@ -78,6 +84,7 @@ def main() -> None:
         start = time.perf_counter()
         solar.predict(X, 5, batch_size=args.predict_batch)
         timings["solar"].append(time.perf_counter() - start)
+    load_after = os.getloadavg()
     ms = {name: 1000 * statistics.median(t) / X.shape[0] for name, t in timings.items()}
     indices, _, candidates = solar.predict(test.X, 5)
     metrics = evaluate(indices, test.Y)
@@ -95,6 +102,7 @@ def main() -> None:
         "solar_test": {k: round(metrics[k], 2) for k in ("P@1", "P@3", "P@5")},
         "candidates_per_point": round(float(candidates.mean()), 1),
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads; 2-core CPU shared with other jobs",
+        "load_average_1min_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
     }
     print(
         f"L={train.n_labels} hidden={args.hidden}: dense top-5 {ms['dense']:.3f} ms/pt, "

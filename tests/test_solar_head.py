@@ -73,10 +73,13 @@ def _reference_decode(logits, buckets, k, m, min_freq, scoring):
 
 @pytest.mark.parametrize("scoring", ["prob", "logprob", "logit"])
 @pytest.mark.parametrize("min_freq,m", [(1, 1), (2, 2), (3, 2), (4, 3)])
-def test_decode_matches_per_point_reference(scoring, min_freq, m):
+@pytest.mark.parametrize("chunk_major", [False, True], ids=["contiguous", "transposed-view"])
+def test_decode_matches_per_point_reference(scoring, min_freq, m, chunk_major):
     L, K, B, n, k = 60, 4, 9, 12, 5
     code = SolarLabelCode(L, n_chunks=K, n_buckets=B, seed=min_freq * 10 + m)
     logits = torch.randn(n, K, B, generator=torch.Generator().manual_seed(m), dtype=torch.float64)
+    if chunk_major:  # the layout SolarModel.chunk_logits returns: a (K, n, B) tensor seen as (n, K, B)
+        logits = logits.transpose(0, 1).contiguous().transpose(0, 1)
     scores, labels, candidates = solar_decode(
         logits, code.inverted_index().padded(), torch.from_numpy(code.buckets).long(), k,
         top_buckets=m, min_freq=min_freq, scoring=scoring,

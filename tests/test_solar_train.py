@@ -13,8 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import torch
 
+from holoxmc.codes.solar import SolarLabelCode
+from holoxmc.data.batch import SparseBatch
 from holoxmc.errors import InputError
+from holoxmc.heads.solar import solar_decode
 from holoxmc.metrics import evaluate
 from holoxmc.train.solar import SolarConfig, SolarModel, chunk_dir, fit_solar
 from holoxmc.train.trainer import TrainConfig
@@ -199,3 +203,37 @@ def test_first_chunks_is_the_smaller_k_model(trained, data, tmp_path):
     np.testing.assert_array_equal(two.chunk_logits(X[:7]).numpy(), model.chunk_logits(X[:7])[:, :2].numpy())
     with pytest.raises(InputError):
         model.first_chunks(N_CHUNKS + 1)
+
+
+@pytest.mark.parametrize("feature_dim, hidden", [(64, (16,)), (None, (16, 12)), (20, (8, 6, 10))])
+def test_batched_inference_equals_each_chunk_network(data, feature_dim, hidden):
+    """All K chunks run at once (one embedding bag, one baddbmm per layer) give the logits and
+    predictions of K separate Network forwards on K separately hashed inputs."""
+    X, Y = data
+    config = _config(feature_dim=feature_dim, hidden=hidden, normalize_rows=True)
+    code = SolarLabelCode(Y.shape[1], N_CHUNKS, config.n_buckets, config.seed, config.code_method)
+    model = SolarModel(config, code, n_features=X.shape[1])
+    for network in model.networks:  # non-zero biases, so a misplaced bias cannot hide
+        for name, parameter in network.named_parameters():
+            if "bias" in name:
+                torch.nn.init.uniform_(parameter.data, -0.5, 0.5, generator=torch.Generator().manual_seed(len(name)))
+    X_test = sp.vstack([X[:40], sp.csr_matrix((1, X.shape[1]), dtype=np.float32)]).tocsr()  # one empty row
+    normalized = sp.csr_matrix(X_test.multiply(1 / np.sqrt(X_test.multiply(X_test).sum(1).clip(1e-30))), dtype=np.float32)
+    with torch.no_grad():
+        expected = torch.stack(
+            [
+                network(SparseBatch.from_csr(normalized if hasher is None else hasher.transform(normalized)))
+                for hasher, network in zip(model.hashers, model.networks)
+            ],
+            dim=1,
+        )
+    logits = model.chunk_logits(X_test)
+    assert logits.shape == (41, N_CHUNKS, config.n_buckets)
+    torch.testing.assert_close(logits, expected, rtol=1e-5, atol=1e-5)
+    scores, labels, candidates = solar_decode(
+        expected, model._table, model._buckets, 5, top_buckets=config.top_buckets, min_freq=config.min_freq
+    )
+    indices, got_scores, got_candidates = model.predict(X_test, 5, batch_size=16)
+    np.testing.assert_array_equal(indices, labels.numpy())
+    np.testing.assert_allclose(got_scores, scores.numpy(), rtol=1e-5)
+    np.testing.assert_array_equal(got_candidates, candidates.numpy())

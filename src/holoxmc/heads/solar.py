@@ -123,7 +123,7 @@ def solar_decode(
     the candidate's bucket; 6. top-k by score.
 
     Args:
-        logits: bucket logits of all chunks.
+        logits: bucket logits of all chunks (any strides, e.g. a transposed ``(K, n, B)``).
         index_table: inverted index as a padded table (``InvertedIndex.padded()``), padding = L;
             int32 saves a copy.
         buckets: the label codes (``SolarLabelCode.buckets``) as int64; pass the transpose of a
@@ -159,32 +159,36 @@ def solar_decode(
     retrieved = flat_table[(top + (chunk_ids * n_buckets).view(1, -1, 1)).reshape(-1)].reshape(n, -1)
     retrieved = retrieved.to(torch.int32).sort(dim=1).values  # (n, E); no copy for an int32 table
 
-    # runs of equal labels = distinct candidates; the run length is the hit count
-    width = retrieved.shape[1]
-    starts = torch.ones_like(retrieved, dtype=torch.bool)
-    starts[:, 1:] = retrieved[:, 1:] != retrieved[:, :-1]
-    run = torch.cumsum(starts, dim=1) - 1  # (n, E) run index of each entry
-    hits = torch.zeros(n, width, dtype=torch.int32, device=device).scatter_add_(
-        1, run, torch.ones_like(retrieved)
+    # distinct (point, label) pairs in one pass over the sorted rows; the run length is the hit count
+    pairs, hits = torch.unique_consecutive(
+        (torch.arange(n, device=device).unsqueeze(1) * (n_labels + 1) + retrieved).reshape(-1), return_counts=True
     )
-    labels = torch.full((n, width), n_labels, dtype=torch.int32, device=device).scatter_(1, run, retrieved)
-    hits = hits.masked_fill(labels >= n_labels, 0)  # padding is no candidate
+    rows = pairs // (n_labels + 1)
+    hits = hits.masked_fill(pairs - rows * (n_labels + 1) == n_labels, 0)  # padding is no candidate
 
-    # per point, lower min_freq to the k-th largest hit count when fewer than k would remain
-    kk = min(k, width)
-    kth_hits = hits.topk(kk, dim=1).values[:, -1]
+    # per point, lower min_freq to the k-th largest hit count when fewer than k would remain:
+    # at_least[i, h - 1] = candidates of point i hit >= h times (1 <= h <= K)
+    histogram = torch.bincount(rows * (n_chunks + 1) + hits, minlength=n * (n_chunks + 1)).view(n, -1)
+    at_least = histogram[:, 1:].flip(1).cumsum(1).flip(1)
+    hit_counts = torch.arange(1, n_chunks + 1, device=device)
+    kth_hits = ((at_least >= min(k, retrieved.shape[1])) * hit_counts).amax(1)  # 0: fewer than k candidates
     threshold = torch.clamp(torch.clamp(kth_hits, max=min_freq), min=1)
-    keep = hits >= threshold.unsqueeze(1)
+    kept_pairs = pairs[(hits >= threshold[rows]).nonzero().squeeze(1)]  # row-major, labels ascending
+    rows, labels = kept_pairs // (n_labels + 1), kept_pairs % (n_labels + 1)
+    kept = torch.bincount(rows, minlength=n)
 
-    # score kept candidates with their bucket in all K chunks
-    rows, slots = keep.nonzero(as_tuple=True)
-    kept_labels = labels[rows, slots].long()
-    flat = (rows.unsqueeze(1) * n_chunks + chunk_ids) * n_buckets + buckets_by_label(buckets)[kept_labels]
+    # score kept candidates with their bucket in all K chunks, then top-k per point
+    kept_logits = logits[rows.unsqueeze(1), chunk_ids, buckets_by_label(buckets)[labels]]  # any strides
+    first = torch.cumsum(kept, 0) - kept
+    slots = torch.arange(rows.numel(), device=device) - first[rows]  # position among the point's candidates
+    width = int(kept.max()) if n else 0
     scores = torch.full((n, width), -torch.inf, dtype=logits.dtype, device=device)
-    scores[rows, slots] = _SCORE_OF_LOGIT[scoring](logits.reshape(-1)[flat]).sum(1)
-    top_scores, top_slots = scores.topk(kk, dim=1)
-    top_labels = labels.gather(1, top_slots).long().masked_fill(top_scores == -torch.inf, -1)
-    if kk < k:
-        top_scores = F.pad(top_scores, (0, k - kk), value=-torch.inf)
-        top_labels = F.pad(top_labels, (0, k - kk), value=-1)
-    return top_scores, top_labels, keep.sum(1)
+    scores[rows, slots] = _SCORE_OF_LOGIT[scoring](kept_logits).sum(1)
+    slot_labels = torch.full((n, width), -1, dtype=torch.int64, device=device)
+    slot_labels[rows, slots] = labels
+    top_scores, top_slots = scores.topk(min(k, width), dim=1)
+    top_labels = slot_labels.gather(1, top_slots).masked_fill(top_scores == -torch.inf, -1)
+    if top_scores.shape[1] < k:
+        top_scores = F.pad(top_scores, (0, k - top_scores.shape[1]), value=-torch.inf)
+        top_labels = F.pad(top_labels, (0, k - top_labels.shape[1]), value=-1)
+    return top_scores, top_labels, kept

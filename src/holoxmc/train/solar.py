@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import torch
+import torch.nn.functional as F
 from sklearn.preprocessing import normalize
 from torch import Tensor
 
@@ -375,6 +376,62 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         raise InputError(f"{path}: unreadable ({exc})") from exc
 
 
+
+class _StackedChunks:
+    """The K chunk networks of a model as batched tensors, for inference in one pass.
+
+    Chunk k's hashed input is ``X @ H_k``; ``X @ [H_0 | ... | H_{K-1}]`` is all of them at
+    once, chunk k's columns offset by ``k * F``. One ``embedding_bag`` over the K input
+    tables stacked row-wise (one bag per (point, chunk)) computes every input layer; the
+    hidden and output layers run as one ``baddbmm`` over the K chunks each. The weights are
+    copied once here — rebuild after changing the chunk networks' parameters.
+
+    Shapes:
+        ``__call__``: L2-normalised (if configured) ``(n, D)`` CSR → ``(n, K, B)`` logits,
+        a transposed view of a contiguous ``(K, n, B)`` tensor (no copy).
+    """
+
+    def __init__(self, hashers: list[FeatureHash | None], networks: list[Network], n_features: int) -> None:
+        backbones = [network.backbone for network in networks]
+        outputs = [network.head.dense.linear for network in networks]
+        self.n_chunks = len(networks)
+        self.input_width = backbones[0].n_features  # F: hashed width (or D without hashing)
+        if hashers[0] is None:  # every chunk sees the raw input: K identity blocks
+            blocks = [sp.identity(n_features, dtype=np.float32, format="csr")] * self.n_chunks
+        else:
+            blocks = [hasher.matrix() for hasher in hashers]
+        self.hash_matrix = sp.hstack(blocks, format="csr", dtype=np.float32)  # (D, K * F)
+        with torch.no_grad():
+            self.input_weight = torch.cat([b.input_layer.weight for b in backbones])  # (K * F, h0)
+            self.input_bias = torch.stack([b.input_bias for b in backbones]).unsqueeze(1)  # (K, 1, h0)
+            self.hidden_layers = [
+                (
+                    torch.stack([b.layers[i].weight for b in backbones]).transpose(1, 2),  # (K, a, b)
+                    torch.stack([b.layers[i].bias for b in backbones]).unsqueeze(1),  # (K, 1, b)
+                )
+                for i in range(len(backbones[0].layers))
+            ]
+            self.output_weight = torch.stack([linear.weight for linear in outputs]).transpose(1, 2)  # (K, h, B)
+            self.output_bias = torch.stack([linear.bias for linear in outputs]).unsqueeze(1)  # (K, 1, B)
+
+    @torch.no_grad()
+    def __call__(self, X: sp.csr_matrix) -> Tensor:
+        n, n_chunks = X.shape[0], self.n_chunks
+        hashed = (X @ self.hash_matrix).tocsr()  # (n, K * F): chunk k in columns [k F, (k+1) F)
+        hashed.sort_indices()  # the per-chunk order: every chunk's block sorted, blocks in order
+        indices = torch.from_numpy(hashed.indices.astype(np.int64))
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(hashed.indptr))
+        bags = torch.from_numpy(rows * n_chunks + hashed.indices // self.input_width)  # point-major
+        offsets = torch.zeros(n * n_chunks, dtype=torch.int64)
+        offsets[1:] = torch.cumsum(torch.bincount(bags, minlength=n * n_chunks), 0)[:-1]
+        values = torch.from_numpy(hashed.data.astype(np.float32, copy=False))
+        h = F.embedding_bag(indices, self.input_weight, offsets, mode="sum", per_sample_weights=values)
+        h = torch.relu(h.view(n, n_chunks, -1).transpose(0, 1) + self.input_bias)  # (K, n, h0)
+        for weight, bias in self.hidden_layers:
+            h = torch.relu(torch.baddbmm(bias, h, weight))
+        return torch.baddbmm(self.output_bias, h, self.output_weight).transpose(0, 1)
+
+
 class SolarModel:
     """A trained SOLAR model: K chunk networks, the label codes and the inverted index.
 
@@ -404,6 +461,7 @@ class SolarModel:
         ]
         self._table = self.index.padded().to(torch.int32)
         self._buckets = torch.from_numpy(code.buckets.T.copy()).long().T  # (K, L) view of (L, K)
+        self._stacked: _StackedChunks | None = None  # built from the networks at first inference
 
     # ---- persistence -------------------------------------------------------------------
     def _write_metadata(self, directory: Path) -> None:
@@ -424,6 +482,7 @@ class SolarModel:
             tensors, _ = load_state_dict_file(chunk_dir(directory, k) / MODEL_FILE)
             network.load_state_dict(tensors)
             network.eval()
+        self._stacked = None
 
     def save(self, directory: str | os.PathLike) -> None:
         """Write the model (config JSON, index and every chunk's safetensors) to ``directory``."""
@@ -462,19 +521,19 @@ class SolarModel:
         for mine, theirs in zip(model.networks, self.networks):
             mine.load_state_dict(theirs.state_dict())
             mine.eval()
+        model._stacked = None
         return model
 
     # ---- inference ---------------------------------------------------------------------
     @torch.no_grad()
     def chunk_logits(self, X: sp.csr_matrix) -> Tensor:
-        """Bucket logits of every chunk, ``(n, K, B)`` float32."""
+        """Bucket logits of every chunk, ``(n, K, B)`` float32 (a view of a ``(K, n, B)``
+        tensor: all chunks run at once, see :class:`_StackedChunks`)."""
         if self.config.normalize_rows:
             X = _normalized(X)
-        outputs = []
-        for hasher, network in zip(self.hashers, self.networks):
-            network.eval()
-            outputs.append(network(SparseBatch.from_csr(_hashed(hasher, X))))
-        return torch.stack(outputs, dim=1)
+        if self._stacked is None:
+            self._stacked = _StackedChunks(self.hashers, self.networks, self.n_features)
+        return self._stacked(sp.csr_matrix(X, dtype=np.float32))
 
     def predict(
         self,
