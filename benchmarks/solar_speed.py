@@ -1,10 +1,11 @@
 """Top-5 inference at L = 670,091: SOLAR (K chunk models + inverted index) against a dense
 output layer over all L labels with the same hidden size, side by side in one run (median of
 repeats, alternating, same torch threads and batch size, one untimed warm-up each; the
-1-minute load average before and after the timed loop is recorded). The SOLAR model is trained on a subsample of the synthetic
-Amazon-670K-like preset (N given by ``--train-points``; its precision is reported as
-measured, it is not comparable with the full set). The dense network is timed with its
-initial weights: its cost does not depend on them.
+1-minute load average before and after the timed loop is recorded). The SOLAR model is
+trained on a subsample of the synthetic Amazon-670K-like preset (N given by
+``--train-points``; its precision is reported as measured, it is not comparable with the
+full set). The dense network is timed with its initial weights: its cost does not depend on
+them.
 
 Usage:
     python benchmarks/solar_speed.py --train-points 20000 --chunks 8 --buckets 10000 --eval-chunks 4

@@ -218,7 +218,8 @@ def test_batched_inference_equals_each_chunk_network(data, feature_dim, hidden):
             if "bias" in name:
                 torch.nn.init.uniform_(parameter.data, -0.5, 0.5, generator=torch.Generator().manual_seed(len(name)))
     X_test = sp.vstack([X[:40], sp.csr_matrix((1, X.shape[1]), dtype=np.float32)]).tocsr()  # one empty row
-    normalized = sp.csr_matrix(X_test.multiply(1 / np.sqrt(X_test.multiply(X_test).sum(1).clip(1e-30))), dtype=np.float32)
+    norms = np.sqrt(X_test.multiply(X_test).sum(1)).clip(1e-30)
+    normalized = sp.csr_matrix(X_test.multiply(1 / norms), dtype=np.float32)
     with torch.no_grad():
         expected = torch.stack(
             [
