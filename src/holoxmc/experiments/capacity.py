@@ -360,16 +360,20 @@ def run_capacity(
     seconds: dict[str, float] = {}
     results: dict[str, Any] = {"config": asdict(config), "seed": seed, "seconds": seconds}
 
-    start = time.perf_counter()
-    fig1: dict[str, Any] = {"dim": config.fig1_dim, "trials": config.fig1_trials, "terms": list(config.fig1_terms)}
-    for key, method in RESPONSE_METHODS.items():
-        fig1[key] = response_statistics(
-            VSAS[method], config.fig1_dim, config.fig1_terms, trials=config.fig1_trials,
-            queries=config.queries, generator=_generator(seed, "fig1", method, config.fig1_dim),
-        )
-    results["fig1"] = fig1
-    seconds["fig1"] = time.perf_counter() - start
-    say(f"fig1 done in {seconds['fig1']:.1f}s")
+    def response_figure(name: str, dim: int, grid: Sequence[int], grid_key: str, trials: int) -> None:
+        """Present/absent response statistics of every response method over ``grid``."""
+        start = time.perf_counter()
+        figure: dict[str, Any] = {"dim": dim, "trials": trials, "queries": config.queries, grid_key: list(grid)}
+        for key, method in RESPONSE_METHODS.items():
+            figure[key] = response_statistics(
+                VSAS[method], dim, grid, trials=trials, queries=config.queries,
+                generator=_generator(seed, name, method, dim),
+            )
+        results[name] = figure
+        seconds[name] = time.perf_counter() - start
+        say(f"{name} done in {seconds[name]:.1f}s")
+
+    response_figure("fig1", config.fig1_dim, config.fig1_terms, "terms", config.fig1_trials)
 
     start = time.perf_counter()
     capacity: dict[str, Any] = {
@@ -403,16 +407,7 @@ def run_capacity(
     results["capacity"] = capacity
     seconds["capacity"] = time.perf_counter() - start
 
-    start = time.perf_counter()
-    fig7: dict[str, Any] = {"dim": config.fig7_dim, "trials": config.fig7_trials, "queries": config.queries, "n": list(config.fig7_n)}
-    for key, method in RESPONSE_METHODS.items():
-        fig7[key] = response_statistics(
-            VSAS[method], config.fig7_dim, config.fig7_n, trials=config.fig7_trials,
-            queries=config.queries, generator=_generator(seed, "fig7", method, config.fig7_dim),
-        )
-    results["fig7"] = fig7
-    seconds["fig7"] = time.perf_counter() - start
-    say(f"fig7 done in {seconds['fig7']:.1f}s")
+    response_figure("fig7", config.fig7_dim, config.fig7_n, "n", config.fig7_trials)
     return results
 
 
