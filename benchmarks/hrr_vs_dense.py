@@ -42,7 +42,7 @@ def epoch_seconds_side_by_side(params_by_model: dict[str, dict], X, Y, repeats: 
         networks[model] = (NETWORK_FACTORIES[clf.head](clf, Y.shape[1], X.shape[1]), clf)
     for repeat in range(repeats):
         for model, (network, clf) in networks.items():
-            config = TrainConfig(epochs=1, batch_size=clf.batch_size, lr=clf.lr, schedule="none",
+            config = TrainConfig(epochs=1, batch_size=clf.setting("batch_size"), lr=clf.setting("lr"), schedule="none",
                                  val_fraction=0.0, seed=repeat, progress=False)
             seconds[model].append(Trainer(config).fit(network, X, Y).epoch_seconds[0])
     return seconds

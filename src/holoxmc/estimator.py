@@ -66,10 +66,11 @@ def _hrr_or_dense_network(clf: "XMCClassifier", n_labels: int, input_size: int) 
     return build_network(clf.backbone, clf.head, n_labels=n_labels, seed=clf.seed, **sizes, **options)
 
 
-#: The one dispatch point for head kinds: ``head name -> (classifier, n_labels, input size) -> network``.
-#: Another head kind (e.g. SOLAR) plugs in by adding an entry whose network has
+#: Heads trained as one network: ``head name -> (classifier, n_labels, input size) -> network``.
+#: A new single-network head plugs in by adding an entry whose network has
 #: ``loss(x, labels)``, ``topk(x, k)`` and a JSON-able ``config`` that ``build_network``
-#: (or the entry itself, on load) turns back into the same module.
+#: turns back into the same module. SOLAR is not one network but K independent chunk jobs
+#: (``holoxmc.train.solar``); the classifier hands it to :func:`fit_solar` instead.
 NETWORK_FACTORIES: dict[str, Callable[["XMCClassifier", int, int], nn.Module]] = {
     "hrr": _hrr_or_dense_network,
     "dense": _hrr_or_dense_network,
@@ -87,13 +88,13 @@ HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
 
 #: CLI model names → (head, backbone).
 MODELS: dict[str, tuple[str, str]] = {
-    "solar": ("solar", "fc"),
     "fc": ("dense", "fc"),
     "hrr-fc": ("hrr", "fc"),
     "cnn": ("dense", "cnn"),
     "hrr-cnn": ("hrr", "cnn"),
     "lstm": ("dense", "lstm"),
     "hrr-lstm": ("hrr", "lstm"),
+    "solar": ("solar", "fc"),
 }
 
 #: Tuned settings per dataset (on the validation split; see ``benchmarks/tune_hrr.py``),
