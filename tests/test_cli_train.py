@@ -162,3 +162,18 @@ def test_solar_model_trains_through_the_same_cli(toy, tmp_path, capsys):
     assert main(["train", str(toy), "--model", "fc", "--out", str(tmp_path / "x"), "--chunks", "3", "--quiet"]) == 2
     assert "--model solar only" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_hrr_head_options_reach_the_saved_model_and_are_refused_elsewhere(toy, tmp_path, capsys):
+    run_dir = tmp_path / "ranked"
+    argv = ["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--dim", "64",
+            "--ranking", "0.5", "--loss", "abs", "--learn-pm", *FAST]
+    assert main(argv) == 0
+    params = json.loads((run_dir / "config.json").read_text())["params"]
+    assert params["head_options"] == {"ranking": 0.5, "loss": "abs", "learn_pm": True}
+    head = XMCClassifier.load(run_dir).network_.head
+    assert (head.ranking, head.loss_kind, head.learn_pm) == (0.5, "abs", True)
+    capsys.readouterr()
+    assert main(["train", str(toy), "--model", "fc", "--out", str(tmp_path / "x"), "--ranking", "1", "--quiet"]) == 2
+    assert "HRR models only" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

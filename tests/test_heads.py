@@ -26,10 +26,14 @@ def labels_of(rows: list[list[int]], n_labels: int = N_LABELS) -> LabelBatch:
     return LabelBatch.from_csr(Y)
 
 
-def naive_hrr_loss(head: HRRHead, out: torch.Tensor, rows: list[list[int]]) -> torch.Tensor:
-    """Eqs. 6–7 (or the authors' abs variant) example by example over the full code."""
+def naive_hrr_loss(
+    head: HRRHead, out: torch.Tensor, rows: list[list[int]], candidates: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Eqs. 6–7 (or the authors' abs variant), plus ``head.ranking`` times the ranking
+    softmax over ``candidates`` (default: every label), example by example over the full code."""
     p, m = head.roles()
     codes = torch.cat([vectors for _, vectors in head.label_chunks()])
+    candidates = torch.arange(head.n_labels) if candidates is None else candidates
     total = out.new_zeros(())
     for b, present in enumerate(rows):
         if not present:
@@ -41,6 +45,12 @@ def naive_hrr_loss(head: HRRHead, out: torch.Tensor, rows: list[list[int]]) -> t
         else:
             cos_m = hrr.cosine(hrr.unbind(out[b], m), c)
             total = total + (1 - cos_p.abs()).sum() + cos_m.abs().sum()
+        if head.ranking:
+            cos_all = hrr.cosine(hrr.unbind(out[b], p), codes[candidates])
+            cos_all = cos_all.abs() if head.loss_kind == "abs" else cos_all
+            log_probs = torch.log_softmax(head.ranking_scale * cos_all, dim=0)
+            where = [int(torch.nonzero(candidates == label)) for label in present]
+            total = total - head.ranking * log_probs[where].mean()
     return total / len(rows)
 
 
@@ -51,6 +61,9 @@ HEAD_VARIANTS = [
     dict(learn_pm=True),
     dict(learn_labels=True, label_chunk=10),
     dict(learn_pm=True, learn_labels=True, loss="abs"),
+    dict(ranking=0.5),
+    dict(ranking=1.0, ranking_scale=4.0, loss="abs", cache_codes=False, label_chunk=8),
+    dict(ranking=2.0, learn_pm=True, learn_labels=True),
 ]
 
 
@@ -75,6 +88,45 @@ def test_gradients_match_reference_and_stay_finite_with_empty_rows(options):
     for name, p in head.named_parameters():
         assert torch.isfinite(fast_grads[name]).all(), name
         assert torch.allclose(fast_grads[name], p.grad, atol=1e-5), name
+
+
+@pytest.mark.parametrize("options", [dict(), dict(learn_pm=True), dict(cache_codes=False, label_chunk=8)], ids=str)
+def test_ranking_term_over_sampled_candidates_matches_reference(options):
+    """With L > ranking_candidates the softmax runs over the batch's present labels plus
+    uniformly drawn ones, drawn from the torch RNG (seeded here as the trainer does)."""
+    head = HRRHead(12, N_LABELS, dim=64, seed=2, ranking=1.5, ranking_candidates=6, **options)
+    out = head(torch.randn(len(LABEL_ROWS), 12, generator=torch.Generator().manual_seed(3)))
+    labels = labels_of(LABEL_ROWS)
+    torch.manual_seed(7)
+    drawn = torch.randint(N_LABELS, (6,))
+    candidates = torch.unique(torch.cat([labels.indices, drawn]))
+    assert len(candidates) < N_LABELS  # the draw really samples
+    torch.manual_seed(7)
+    fast = head.loss(out, labels)
+    reference = naive_hrr_loss(head, out, LABEL_ROWS, candidates)
+    assert torch.allclose(fast, reference, atol=1e-5), (fast, reference)
+
+
+def test_ranking_term_pushes_absent_labels_down():
+    """A gradient step on J_r alone lowers the best absent label's score relative to the
+    present one (J_p + J_n never look at absent labels)."""
+    head = HRRHead(12, N_LABELS, dim=64, seed=5, ranking=1.0)
+    h = torch.randn(1, 12, generator=torch.Generator().manual_seed(4))
+    labels = labels_of([[3]])
+    plain = HRRHead(12, N_LABELS, dim=64, seed=5)
+
+    @torch.no_grad()
+    def margin(model: HRRHead) -> float:
+        scores = model.scores(model(h))[0] / model(h).norm()
+        return float(scores[3] - torch.cat([scores[:3], scores[4:]]).max())
+
+    for model in (head, plain):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        for _ in range(20):
+            optimizer.zero_grad()
+            model.loss(model(h), labels).backward()
+            optimizer.step()
+    assert margin(head) > margin(plain) > 0
 
 
 def test_all_empty_batch_and_zero_output_give_zero_loss_and_finite_gradients():
@@ -188,6 +240,9 @@ def test_learned_vectors_start_at_the_code_with_entries_of_order_one():
 def test_invalid_head_options_raise():
     with pytest.raises(InputError):
         HRRHead(4, 10, loss="mse")
+    for bad in (dict(ranking=-1.0), dict(ranking_scale=0.0), dict(ranking_candidates=0)):
+        with pytest.raises(InputError, match="ranking"):
+            HRRHead(4, 10, **bad)
     with pytest.raises(InputError):
         DenseHead(0, 10)
 

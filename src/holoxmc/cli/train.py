@@ -47,6 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--val-fraction", type=float, help="share of train held out for model selection")
     train.add_argument("--patience", type=int, help="early-stopping patience in epochs")
     train.add_argument("--device", help="cpu, cuda, cuda:1, ...")
+    train.add_argument("--loss", choices=["cosine", "abs"], help="HRR: the paper's loss or the authors' abs variant")
+    train.add_argument("--ranking", type=float, metavar="WEIGHT",
+                       help="HRR: weight of the label-ranking term (0 = the paper's J_p + J_n alone)")
+    train.add_argument("--learn-pm", action="store_true", default=None, help="HRR: learn the roles p and m")
     train.add_argument("--chunks", type=int, metavar="K", help="SOLAR: independent chunk models")
     train.add_argument("--buckets", type=int, metavar="B", help="SOLAR: buckets per chunk")
     train.add_argument("--workers", type=int, help="SOLAR: chunks trained in parallel local processes")
@@ -77,8 +81,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 #: ``train`` options that override the dataset preset when given.
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "lr", "batch_size", "weight_decay",
               "schedule", "val_fraction", "patience", "device", "workers", "ray_address")
-#: SOLAR-only ``train`` options → ``SolarConfig`` fields (passed as ``head_options``).
-_SOLAR_OPTIONS = {"chunks": "n_chunks", "buckets": "n_buckets"}
+#: Head-specific ``train`` options → head keywords (passed as ``head_options`` over the
+#: preset's), per head kind.
+_HEAD_OPTIONS = {
+    "hrr": {"loss": "loss", "ranking": "ranking", "learn_pm": "learn_pm"},
+    "solar": {"chunks": "n_chunks", "buckets": "n_buckets"},
+}
 
 
 def _model_inputs(dataset: Any, backbone: str) -> Any:
@@ -98,12 +106,16 @@ def train_params(data: str, model: str, overrides: dict[str, Any]) -> dict[str, 
     params = preset_params(Path(data).name if Path(data).exists() else data, model)
     if params["head"] != "hrr" and "dim" in overrides:
         raise InputError("--dim applies to HRR models only (hrr-fc, hrr-cnn, hrr-lstm)")
-    solar_only = [key for key in ("workers", "ray_address", *_SOLAR_OPTIONS) if key in overrides]
+    solar_only = [key for key in ("workers", "ray_address", *_HEAD_OPTIONS["solar"]) if key in overrides]
     if params["head"] != "solar" and solar_only:
         raise InputError(f"--{solar_only[0].replace('_', '-')} applies to --model solar only")
-    solar_options = {field: overrides.pop(key) for key, field in _SOLAR_OPTIONS.items() if key in overrides}
-    if solar_options:
-        params["head_options"] = dict(params.get("head_options") or {}) | solar_options
+    hrr_only = [key for key in _HEAD_OPTIONS["hrr"] if key in overrides]
+    if params["head"] != "hrr" and hrr_only:
+        raise InputError(f"--{hrr_only[0].replace('_', '-')} applies to HRR models only (hrr-fc, hrr-cnn, hrr-lstm)")
+    head_options = {field: overrides.pop(key) for key, field in _HEAD_OPTIONS.get(params["head"], {}).items()
+                    if key in overrides}
+    if head_options:
+        params["head_options"] = dict(params.get("head_options") or {}) | head_options
     params["propensity"] = propensity_preset(str(data))
     params |= overrides
     if "hidden" in params:
@@ -129,7 +141,8 @@ def run_train(args: argparse.Namespace) -> int:
     if run_dir.exists() and any(run_dir.iterdir()) and not args.resume:
         raise InputError(f"{run_dir}: not empty; use --resume to continue it, or choose another --out")
 
-    params = train_params(args.data, args.model, {k: getattr(args, k) for k in (*_OVERRIDES, *_SOLAR_OPTIONS)})
+    options = (*_OVERRIDES, *(key for keys in _HEAD_OPTIONS.values() for key in keys))
+    params = train_params(args.data, args.model, {key: getattr(args, key) for key in options})
     params["progress"] = False if args.quiet else None
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
     train, test = load(args.data, "train", features=features), load(args.data, "test", features=features)

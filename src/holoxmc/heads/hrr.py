@@ -20,10 +20,22 @@ Loss per example, with ``Y^p`` its present labels and unit-norm label vectors ``
 
 The loss is the batch mean of ``J_p + J_n``. An example without labels contributes 0.
 
+``ranking=λ > 0`` adds a label-ranking term (ours, not the paper's): ``J_p`` and ``J_n``
+only ask the present labels to line up with ``p* ⊗ ŝ``; nothing pushes the absent labels'
+scores below them. ``J_r`` is a softmax over a set ``C`` of candidate labels of the scaled
+cosines ``τ·cos(p* ⊗ ŝ, c)``, averaged over the present labels::
+
+      J_r = −(1/|Y^p|) Σ_{c ∈ Y^p} log softmax_{c' ∈ C}(τ·cos(p* ⊗ ŝ, c'))_c
+
+``C`` is every label when ``L ≤ ranking_candidates``, otherwise the batch's present labels
+plus ``ranking_candidates`` labels drawn uniformly (with the torch RNG, which the trainer
+seeds per epoch), so its cost, ``O(B·|C|·d')`` per batch, does not grow with L. The loss
+is then the batch mean of ``J_p + J_n + λ·J_r``.
+
 Cost per batch: only the ``|Y^p|`` present label vectors are touched (gathered from the
 cached code, or regenerated): ``O(|Y^p|·d')`` plus, when p and m are learned or the code is
 not cached, one real FFT of ``ŝ`` and one inverse FFT giving ``p* ⊗ ŝ`` and ``m* ⊗ ŝ``
-together (``O(B·d' log d')``); never ``O(L)``. Every label vector is projected, hence has
+together (``O(B·d' log d')``); never ``O(L)`` (the ranking term adds ``O(B·|C|·d')``). Every label vector is projected, hence has
 unit norm, and projected roles are unitary (``‖p* ⊗ ŝ‖ = ‖ŝ‖``), so each cosine is one dot
 product: ``cos(p* ⊗ ŝ, c) = ŝ · (p ⊗ c) / ‖ŝ‖``. With fixed roles the head caches the keys
 ``p ⊗ c_i`` and ``m ⊗ c_i`` and the loss and decoding contain no FFT at all.
@@ -73,6 +85,11 @@ class HRRHead(nn.Module):
             moves a vector; at the ``1/√d'`` scale of the code, learned labels collapse
             (Bibtex P@1 35 instead of 61).
         loss: ``"cosine"`` (paper) or ``"abs"`` (authors' code); see the module docstring.
+        ranking: weight λ of the label-ranking term ``J_r`` (module docstring); 0, the
+            default, trains with the paper's ``J_p + J_n`` alone.
+        ranking_scale: τ, the scale of the cosines inside the ranking softmax.
+        ranking_candidates: labels scored by ``J_r`` per batch besides the present ones
+            (all labels when L is at most this).
         label_chunk: labels per chunk when generating or decoding the code (decoding
             memory ``B · label_chunk`` scores; 16,384 keeps a chunk's scores cache-sized).
         cache_codes: keep the code in memory for fast gathers and decoding: with fixed
@@ -108,6 +125,9 @@ class HRRHead(nn.Module):
         learn_pm: bool = False,
         learn_labels: bool = False,
         loss: Literal["cosine", "abs"] = "cosine",
+        ranking: float = 0.0,
+        ranking_scale: float = 10.0,
+        ranking_candidates: int = 1024,
         label_chunk: int = 16384,
         cache_codes: bool = True,
     ) -> None:
@@ -116,10 +136,18 @@ class HRRHead(nn.Module):
             raise InputError(f"loss must be 'cosine' or 'abs', got {loss!r}")
         if in_features < 1:
             raise InputError(f"in_features must be >= 1, got {in_features}")
+        if ranking < 0 or ranking_scale <= 0 or ranking_candidates < 1:
+            raise InputError(
+                f"need ranking >= 0, ranking_scale > 0 and ranking_candidates >= 1; "
+                f"got {ranking}, {ranking_scale}, {ranking_candidates}"
+            )
         self.in_features = int(in_features)
         self.n_labels = int(n_labels)
         self.dim = int(dim)
         self.loss_kind = loss
+        self.ranking = float(ranking)
+        self.ranking_scale = float(ranking_scale)
+        self.ranking_candidates = int(ranking_candidates)
         self.code = HRRLabelCode(n_labels, dim, seed=seed, chunk_size=label_chunk)
         self.linear = nn.Linear(self.in_features, self.dim)
         reset_linear_(self.linear, local_generator(seed, _INIT_STREAM))
@@ -227,7 +255,33 @@ class HRRHead(nn.Module):
             j_positive = n_present - (query_p * sum_p).sum()
             sum_norm = sum_m.norm(dim=-1).clamp_min(_NORM_EPS)
             j_negative = ((query_m * sum_m).sum(-1) / sum_norm).sum()
-        return (j_positive + j_negative) / out.shape[0]
+        total = j_positive + j_negative
+        if self.ranking:
+            total = total + self.ranking * self._ranking_loss(query_p, labels)
+        return total / out.shape[0]
+
+    def _ranking_loss(self, query: Tensor, labels: LabelBatch) -> Tensor:
+        """``Σ_rows J_r``: softmax of ``τ·cos(p* ⊗ ŝ, c)`` over the candidates, averaged over
+        each row's present labels (module docstring).
+
+        Shapes:
+            query: ``(B, dim)`` unit ``p* ⊗ ŝ`` (or unit ``ŝ`` when prebound) → scalar.
+        """
+        if self.n_labels <= self.ranking_candidates:
+            candidates, positions = None, labels.indices
+        else:
+            drawn = torch.randint(self.n_labels, (self.ranking_candidates,), device=labels.indices.device)
+            candidates, inverse = torch.unique(torch.cat([labels.indices, drawn]), return_inverse=True)
+            positions = inverse[: labels.indices.shape[0]]
+        if self.prebound:
+            keys = self.keys[:, : self.dim]
+            keys = keys if candidates is None else keys.index_select(0, candidates)
+        else:
+            keys = self.label_vectors(torch.arange(self.n_labels, device=query.device) if candidates is None else candidates)
+        log_probs = torch.log_softmax(self.ranking_scale * self._chunk_scores(query, keys), dim=1)
+        rows = labels.row_ids()
+        per_label = log_probs[rows, positions] / labels.counts().index_select(0, rows).to(log_probs.dtype)
+        return -per_label.sum()
 
     def _present_keys(self, labels: LabelBatch) -> tuple[Tensor, Tensor]:
         """Per present label, the vectors its p- and m-cosines are taken against.
