@@ -27,15 +27,18 @@ cosines ``τ·cos(p* ⊗ ŝ, c)``, averaged over the present labels::
 
       J_r = −(1/|Y^p|) Σ_{c ∈ Y^p} log softmax_{c' ∈ C}(τ·cos(p* ⊗ ŝ, c'))_c
 
-``C`` is every label when ``L ≤ ranking_candidates``, otherwise the batch's present labels
-plus ``ranking_candidates`` labels drawn uniformly (with the torch RNG, which the trainer
-seeds per epoch), so its cost, ``O(B·|C|·d')`` per batch, does not grow with L. The loss
-is then the batch mean of ``J_p + J_n + λ·J_r``.
+``C`` is every label when ``L ≤ ranking_candidates``. Otherwise the softmax's
+partition function is estimated (sampled softmax): ``S = ranking_candidates`` labels are
+drawn uniformly per batch (with the torch RNG, which the trainer seeds per epoch) and
+``Σ_{c'} e^{τ·cos} ≈ |Y^p|·e^{τ·mean_{c ∈ Y^p} cos} + (L − |Y^p|)/S · Σ_{drawn} e^{τ·cos}``
+(the present labels' mass from their mean score, which ``J_p`` has already computed), so
+the cost, ``O(B·S·d')`` per batch, does not grow with L. The loss is then the batch mean
+of ``J_p + J_n + λ·J_r``.
 
 Cost per batch: only the ``|Y^p|`` present label vectors are touched (gathered from the
 cached code, or regenerated): ``O(|Y^p|·d')`` plus, when p and m are learned or the code is
 not cached, one real FFT of ``ŝ`` and one inverse FFT giving ``p* ⊗ ŝ`` and ``m* ⊗ ŝ``
-together (``O(B·d' log d')``); never ``O(L)`` (the ranking term adds ``O(B·|C|·d')``). Every label vector is projected, hence has
+together (``O(B·d' log d')``); never ``O(L)`` (the ranking term adds ``O(B·S·d')``). Every label vector is projected, hence has
 unit norm, and projected roles are unitary (``‖p* ⊗ ŝ‖ = ‖ŝ‖``), so each cosine is one dot
 product: ``cos(p* ⊗ ŝ, c) = ŝ · (p ⊗ c) / ‖ŝ‖``. With fixed roles the head caches the keys
 ``p ⊗ c_i`` and ``m ⊗ c_i`` and the loss and decoding contain no FFT at all.
@@ -88,8 +91,8 @@ class HRRHead(nn.Module):
         ranking: weight λ of the label-ranking term ``J_r`` (module docstring); 0, the
             default, trains with the paper's ``J_p + J_n`` alone.
         ranking_scale: τ, the scale of the cosines inside the ranking softmax.
-        ranking_candidates: labels scored by ``J_r`` per batch besides the present ones
-            (all labels when L is at most this).
+        ranking_candidates: S, the labels drawn per batch to estimate ``J_r``'s partition
+            function (``J_r`` is exact over all labels when L is at most S).
         label_chunk: labels per chunk when generating or decoding the code (decoding
             memory ``B · label_chunk`` scores; 16,384 keeps a chunk's scores cache-sized).
         cache_codes: keep the code in memory for fast gathers and decoding: with fixed
@@ -127,7 +130,7 @@ class HRRHead(nn.Module):
         loss: Literal["cosine", "abs"] = "cosine",
         ranking: float = 0.0,
         ranking_scale: float = 10.0,
-        ranking_candidates: int = 1024,
+        ranking_candidates: int = 512,
         label_chunk: int = 16384,
         cache_codes: bool = True,
     ) -> None:
@@ -248,40 +251,60 @@ class HRRHead(nn.Module):
         if self.loss_kind == "abs":
             rows = labels.row_ids()
             keys_p, keys_m = self._present_keys(labels)
-            j_positive = n_present - (query_p.index_select(0, rows) * keys_p).sum(-1).abs().sum()
+            present_scores = (query_p.index_select(0, rows) * keys_p).sum(-1).abs()
+            row_scores = present_scores.new_zeros(out.shape[0]).index_add(0, rows, present_scores)
             j_negative = (query_m.index_select(0, rows) * keys_m).sum(-1).abs().sum()
         else:
             sum_p, sum_m = self._present_key_sums(labels, out.dtype)
-            j_positive = n_present - (query_p * sum_p).sum()
+            row_scores = (query_p * sum_p).sum(-1)
             sum_norm = sum_m.norm(dim=-1).clamp_min(_NORM_EPS)
             j_negative = ((query_m * sum_m).sum(-1) / sum_norm).sum()
-        total = j_positive + j_negative
+        total = n_present - row_scores.sum() + j_negative
         if self.ranking:
-            total = total + self.ranking * self._ranking_loss(query_p, labels)
+            total = total + self.ranking * self._ranking_loss(query_p, labels, row_scores)
         return total / out.shape[0]
 
-    def _ranking_loss(self, query: Tensor, labels: LabelBatch) -> Tensor:
-        """``Σ_rows J_r``: softmax of ``τ·cos(p* ⊗ ŝ, c)`` over the candidates, averaged over
-        each row's present labels (module docstring).
+    def _ranking_loss(self, query: Tensor, labels: LabelBatch, row_scores: Tensor) -> Tensor:
+        """``Σ_rows J_r`` (module docstring): exact over all labels when
+        ``L ≤ ranking_candidates``, otherwise with the sampled partition function.
+
+        ``J_r = log Z − τ·mean_{c ∈ Y^p} score_c`` for a row with labels, so the present
+        labels enter only through ``row_scores`` (their summed scores, which ``J_p``
+        has computed already) and the exact form is one matmul and a ``logsumexp``.
 
         Shapes:
-            query: ``(B, dim)`` unit ``p* ⊗ ŝ`` (or unit ``ŝ`` when prebound) → scalar.
+            query: ``(B, dim)`` unit ``p* ⊗ ŝ`` (or unit ``ŝ`` when prebound);
+            row_scores: ``(B,)`` → scalar.
         """
+        counts = labels.counts()
+        labelled = (counts > 0).to(query.dtype)
+        mean_positive = self.ranking_scale * row_scores / counts.clamp_min(1).to(query.dtype)
+        scaled = query * self.ranking_scale
         if self.n_labels <= self.ranking_candidates:
-            candidates, positions = None, labels.indices
-        else:
-            drawn = torch.randint(self.n_labels, (self.ranking_candidates,), device=labels.indices.device)
-            candidates, inverse = torch.unique(torch.cat([labels.indices, drawn]), return_inverse=True)
-            positions = inverse[: labels.indices.shape[0]]
+            log_partition = torch.logsumexp(self._chunk_scores(scaled, self._ranking_keys(None)), dim=1)
+            return ((log_partition - mean_positive) * labelled).sum()
+        drawn = torch.randint(self.n_labels, (self.ranking_candidates,), device=labels.indices.device)
+        log_absent = torch.logsumexp(self._chunk_scores(scaled, self._ranking_keys(drawn)), dim=1)
+        absent_share = (self.n_labels - counts).to(query.dtype) / self.ranking_candidates  # 0 → log = −inf: no term
+        # log Z ≈ log(|Y^p|·e^{mean positive} + (L − |Y^p|)/S · Σ_drawn e^{score})
+        log_partition = torch.logaddexp(
+            torch.log(counts.clamp_min(1).to(query.dtype)) + mean_positive, torch.log(absent_share) + log_absent
+        )
+        return ((log_partition - mean_positive) * labelled).sum()
+
+    def _ranking_keys(self, label_ids: Tensor | None) -> Tensor:
+        """The vectors the decoding score dots the query with (``p ⊗ c`` when prebound,
+        else ``c``) for ``label_ids``, or for every label when ``None``.
+
+        Shapes:
+            label_ids: ``(n,)`` → ``(n, dim)`` (``(L, dim)`` for ``None``).
+        """
         if self.prebound:
             keys = self.keys[:, : self.dim]
-            keys = keys if candidates is None else keys.index_select(0, candidates)
-        else:
-            keys = self.label_vectors(torch.arange(self.n_labels, device=query.device) if candidates is None else candidates)
-        log_probs = torch.log_softmax(self.ranking_scale * self._chunk_scores(query, keys), dim=1)
-        rows = labels.row_ids()
-        per_label = log_probs[rows, positions] / labels.counts().index_select(0, rows).to(log_probs.dtype)
-        return -per_label.sum()
+            return keys if label_ids is None else keys.index_select(0, label_ids)
+        if label_ids is None:
+            label_ids = torch.arange(self.n_labels, device=self.linear.weight.device)
+        return self.label_vectors(label_ids)
 
     def _present_keys(self, labels: LabelBatch) -> tuple[Tensor, Tensor]:
         """Per present label, the vectors its p- and m-cosines are taken against.

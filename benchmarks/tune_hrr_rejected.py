@@ -1,0 +1,172 @@
+"""HRR-FC variants that were tried on the validation split and NOT adopted.
+
+Each variant is installed by patching the library at run time, so none of them lives in
+``holoxmc``; this script exists so that the README's tuning table can be re-run. It runs
+one :func:`tune_hrr.run_trial` (validation only, the test split is never loaded) and
+appends the result, tagged with the variant, to ``--log``.
+
+Variants (``{"name": ..., **their parameters}``):
+
+* ``contrast``: decode with ``ŝ·(p⊗c − m⊗c)`` instead of ``ŝ·(p⊗c)``.
+* ``no_jn``: train with ``J_p`` alone.
+* ``hinge``: add ``λ·Σ relu(cos(p*⊗ŝ, c))`` over ``samples`` uniformly drawn absent labels.
+* ``ema``: evaluate and keep an exponential moving average of the weights (``decay``).
+* ``l2_input``: L2-normalise every input row.
+* ``input_dropout``: drop input features with probability ``p`` while training.
+* ``orthogonal_code``: for L ≤ d', label vectors that are exactly orthogonal (circular
+  shifts of one projected vector: unitary, so their shifts are orthonormal).
+
+Usage:
+    python benchmarks/tune_hrr_rejected.py delicious '{"name": "ema", "decay": 0.999}' --seed 1
+    python benchmarks/tune_hrr_rejected.py bibtex '{"name": "orthogonal_code"}' --overrides '{"dim": 192}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+import tune_hrr
+from holoxmc.backbones import fc as fc_module
+from holoxmc.codes import hrr as code_module
+from holoxmc.data.batch import SparseBatch
+from holoxmc.heads.hrr import HRRHead
+from holoxmc.io import atomic_write_text
+from holoxmc.train import trainer as trainer_module
+
+
+def contrast(options: dict) -> None:
+    HRRHead._folding_pays = lambda self: False
+
+    def keys(self):
+        for start in range(0, self.n_labels, self.code.chunk_size):
+            rows = self.keys[start : start + self.code.chunk_size]
+            yield start, rows[:, : self.dim] - rows[:, self.dim :]
+
+    HRRHead._decoding_keys = keys
+
+
+def no_jn(options: dict) -> None:
+    def loss(self, out, labels):
+        sum_p, _ = self._present_key_sums(labels, out.dtype)
+        return (labels.indices.shape[0] - (F.normalize(out, dim=-1) * sum_p).sum()) / out.shape[0]
+
+    HRRHead.loss = loss
+
+
+def hinge(options: dict) -> None:
+    paper_loss = HRRHead.loss
+
+    def loss(self, out, labels):
+        drawn = torch.randint(self.n_labels, (options.get("samples", 256),))
+        candidates, inverse = torch.unique(torch.cat([labels.indices, drawn]), return_inverse=True)
+        cos = F.normalize(out, dim=-1) @ self.keys.index_select(0, candidates)[:, : self.dim].T
+        present = torch.zeros_like(cos)
+        present[labels.row_ids(), inverse[: labels.indices.shape[0]]] = 1.0
+        penalty = (F.relu(cos) * (1 - present)).sum() / out.shape[0]
+        return paper_loss(self, out, labels) + options.get("weight", 0.1) * penalty
+
+    HRRHead.loss = loss
+
+
+def ema(options: dict) -> None:
+    decay, averages, selected = options.get("decay", 0.999), {}, {}
+    adam_step, evaluate, copy_state = torch.optim.Adam.step, trainer_module.evaluate_topk, trainer_module._copy_state
+
+    def step(self, *args, **kwargs):
+        result = adam_step(self, *args, **kwargs)
+        with torch.no_grad():
+            for p in (p for group in self.param_groups for p in group["params"]):
+                averages.setdefault(p, p.detach().clone()).mul_(decay).add_(p.detach(), alpha=1 - decay)
+        return result
+
+    def evaluate_average(network, *args, **kwargs):
+        params = list(network.parameters())
+        current = [p.detach().clone() for p in params]
+        with torch.no_grad():
+            for p in params:
+                p.copy_(averages.get(p, p))
+        torch.autograd.graph.increment_version(params)
+        metrics = evaluate(network, *args, **kwargs)
+        selected["state"] = copy_state(network)
+        with torch.no_grad():
+            for p, value in zip(params, current):
+                p.copy_(value)
+        torch.autograd.graph.increment_version(params)
+        return metrics
+
+    torch.optim.Adam.step = step
+    trainer_module.evaluate_topk = evaluate_average
+    trainer_module._copy_state = lambda module: selected.get("state") or copy_state(module)
+
+
+def _reweight_inputs(transform) -> None:
+    forward = fc_module.FCBackbone.forward
+
+    def patched(self, x: SparseBatch):
+        return forward(self, SparseBatch(x.indices, x.offsets, transform(self, x), x.n_features))
+
+    fc_module.FCBackbone.forward = patched
+
+
+def l2_input(options: dict) -> None:
+    def normalise(self, x: SparseBatch):
+        counts = torch.diff(torch.cat([x.offsets, torch.tensor([x.indices.shape[0]])]))
+        rows = torch.repeat_interleave(torch.arange(len(x)), counts)
+        norms = torch.zeros(len(x)).index_add_(0, rows, x.values**2).sqrt().clamp_min(1e-12)
+        return x.values / norms[rows]
+
+    _reweight_inputs(normalise)
+
+
+def input_dropout(options: dict) -> None:
+    p = options.get("p", 0.3)
+
+    def drop(self, x: SparseBatch):
+        if not self.training:
+            return x.values
+        return x.values * (torch.rand(x.values.shape[0]) >= p).to(x.values.dtype) / (1 - p)
+
+    _reweight_inputs(drop)
+
+
+def orthogonal_code(options: dict) -> None:
+    def spectrum(self, j):
+        start, stop = self.chunk_bounds(j)
+        base = code_module._projected_gaussian_spectrum(1, self.dim, code_module.local_generator(self.seed, 0, 99), self.dtype)
+        shifts = torch.floor(torch.arange(start, stop, dtype=torch.float64) * self.dim / self.n_labels)
+        phase = -2 * math.pi * shifts[:, None] * torch.arange(self.dim // 2 + 1, dtype=torch.float64) / self.dim
+        return base * torch.polar(torch.ones_like(phase), phase).to(base.dtype)
+
+    code_module.HRRLabelCode._chunk_spectrum = spectrum
+
+
+VARIANTS = {f.__name__: f for f in (contrast, no_jn, hinge, ema, l2_input, input_dropout, orthogonal_code)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dataset")
+    parser.add_argument("variant", help='JSON: {"name": one of %s, ...parameters}' % sorted(VARIANTS))
+    parser.add_argument("--overrides", default="{}", help="JSON XMCClassifier keywords over the dataset preset")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--log", default="benchmarks/results/tune_hrr_rejected.jsonl")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    variant = json.loads(args.variant)
+    VARIANTS[variant["name"]](variant)
+    result = tune_hrr.run_trial(args.dataset, "hrr-fc", json.loads(args.overrides) | {"seed": args.seed})
+    line = json.dumps(result | {"variant": variant})
+    print(line, flush=True)
+    log = Path(args.log)
+    atomic_write_text(log, (log.read_text(encoding="utf-8") if log.exists() else "") + line + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
