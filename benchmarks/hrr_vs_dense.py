@@ -69,12 +69,16 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+", default=["table1", "timing", "large"],
                         choices=["table1", "timing", "large"], help="what to (re)compute; cached parts are reused")
     parser.add_argument("--repeats", type=int, default=5, help="timed epochs (and predictions) per model for Table 3")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (default: torch's choice); 1 is steadier on a shared machine")
     parser.add_argument("--large-labels", type=int, default=200_000)
     parser.add_argument("--large-points", type=int, default=2_000)
     parser.add_argument("--large-dim", type=int, default=3000, help="d' on the large set (paper: 3000)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/hrr_vs_dense"),
                         help="folder of the per-part JSON files and the rendered tables")
     args = parser.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     out: Path = args.out
 
     for name in args.datasets:
