@@ -224,3 +224,41 @@ def test_trained_hrr_network_decodes_like_a_fresh_copy_of_its_weights():
     fresh = build_network(**network.config)
     fresh.load_state_dict(network.state_dict())
     assert evaluate_topk(network, X, Y) == evaluate_topk(fresh, X, Y)
+
+
+def test_sampled_ranking_term_is_deterministic_and_resumes_exactly(tmp_path):
+    """The HRR ranking term draws its labels from the torch RNG inside the step; the
+    trainer's per-epoch seeding must make that reproducible and resumable."""
+    from holoxmc.backbones import build_network
+
+    X, Y = make_data()
+
+    def network():
+        return build_network("fc", "hrr", n_features=X.shape[1], n_labels=Y.shape[1], dim=32, hidden=[16],
+                             ranking=1.0, ranking_candidates=3, seed=0)
+
+    config = TrainConfig(**CONFIG)
+    reference = network()
+    expected = Trainer(config).fit(reference, X, Y, run_dir=tmp_path / "uninterrupted")
+    again = network()
+    Trainer(config).fit(again, X, Y)
+    assert_same_weights(weights(again), weights(reference))
+
+    killed, steps_left = network(), [17]  # 7 steps/epoch: mid-epoch 3
+
+    def interrupting_loss(x, labels, loss=killed.loss):
+        if steps_left[0] == 0:
+            raise KeyboardInterrupt
+        steps_left[0] -= 1
+        return loss(x, labels)
+
+    killed.loss = interrupting_loss
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(config).fit(killed, X, Y, run_dir=tmp_path / "killed")
+    resumed_network = network()
+    resumed = Trainer(config).fit(resumed_network, X, Y, run_dir=tmp_path / "killed", resume=True)
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in expected.history]
+    assert_same_weights(weights(resumed_network), weights(reference))
+    other = network()
+    Trainer(TrainConfig(**CONFIG | {"seed": 4})).fit(other, X, Y)
+    assert not torch.equal(weights(other)["head.linear.weight"], weights(reference)["head.linear.weight"])

@@ -38,9 +38,10 @@ of ``J_p + J_n + λ·J_r``.
 Cost per batch: only the ``|Y^p|`` present label vectors are touched (gathered from the
 cached code, or regenerated): ``O(|Y^p|·d')`` plus, when p and m are learned or the code is
 not cached, one real FFT of ``ŝ`` and one inverse FFT giving ``p* ⊗ ŝ`` and ``m* ⊗ ŝ``
-together (``O(B·d' log d')``); never ``O(L)`` (the ranking term adds ``O(B·S·d')``). Every label vector is projected, hence has
-unit norm, and projected roles are unitary (``‖p* ⊗ ŝ‖ = ‖ŝ‖``), so each cosine is one dot
-product: ``cos(p* ⊗ ŝ, c) = ŝ · (p ⊗ c) / ‖ŝ‖``. With fixed roles the head caches the keys
+together (``O(B·d' log d')``); never ``O(L)`` (the ranking term adds ``O(B·S·d')``).
+Every label vector is projected, hence has unit norm, and projected roles are unitary
+(``‖p* ⊗ ŝ‖ = ‖ŝ‖``), so each cosine is one dot product:
+``cos(p* ⊗ ŝ, c) = ŝ · (p ⊗ c) / ‖ŝ‖``. With fixed roles the head caches the keys
 ``p ⊗ c_i`` and ``m ⊗ c_i`` and the loss and decoding contain no FFT at all.
 
 Decoding scores every label with the paper's ``score_i = c_i · (p* ⊗ ŝ)`` (appendix H),
