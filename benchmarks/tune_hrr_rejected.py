@@ -139,7 +139,8 @@ def input_dropout(options: dict) -> None:
 def orthogonal_code(options: dict) -> None:
     def spectrum(self, j):
         start, stop = self.chunk_bounds(j)
-        base = code_module._projected_gaussian_spectrum(1, self.dim, code_module.local_generator(self.seed, 0, 99), self.dtype)
+        generator = code_module.local_generator(self.seed, 0, 99)
+        base = code_module._projected_gaussian_spectrum(1, self.dim, generator, self.dtype)
         shifts = torch.floor(torch.arange(start, stop, dtype=torch.float64) * self.dim / self.n_labels)
         phase = -2 * math.pi * shifts[:, None] * torch.arange(self.dim // 2 + 1, dtype=torch.float64) / self.dim
         return base * torch.polar(torch.ones_like(phase), phase).to(base.dtype)
