@@ -11,7 +11,7 @@ One validation split is small (Bibtex: 488 rows, standard error of P@1 ≈ 2.2 p
 label code and order) and logs one line per seed; compare trials by their mean.
 
 Usage:
-    python benchmarks/tune_hrr.py bibtex --seeds 0 1 2 '{"dropout": 0.5}' '{"dropout": 0.7, "dim": 800}'
+    python benchmarks/tune_hrr.py bibtex --seeds 0,1,2 '{"dropout": 0.5}' '{"dropout": 0.7, "dim": 800}'
     python benchmarks/tune_hrr.py delicious --model fc '{}'
 """
 
@@ -58,7 +58,8 @@ def main() -> None:
     parser.add_argument("--model", default="hrr-fc", choices=["fc", "hrr-fc"])
     parser.add_argument("--log", default="benchmarks/results/tune_hrr.jsonl")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="run every trial once per seed")
+    parser.add_argument("--seeds", type=lambda text: [int(seed) for seed in text.split(",")], default=[0],
+                        help="comma-separated seeds; every trial runs once per seed (e.g. 0,1,2)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     for trial in args.trials:
