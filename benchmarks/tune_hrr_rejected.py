@@ -8,7 +8,7 @@ appends the result, tagged with the variant, to ``--log``.
 Variants (``{"name": ..., **their parameters}``):
 
 * ``contrast``: decode with ``ŝ·(p⊗c − m⊗c)`` instead of ``ŝ·(p⊗c)``.
-* ``no_jn``: train with ``J_p`` alone.
+* ``no_jn``: train without ``J_n`` (``J_p``, plus ``J_r`` when the preset has the ranking term).
 * ``hinge``: add ``λ·Σ relu(cos(p*⊗ŝ, c))`` over ``samples`` uniformly drawn absent labels.
 * ``ema``: evaluate and keep an exponential moving average of the weights (``decay``).
 * ``l2_input``: L2-normalise every input row.
@@ -54,8 +54,13 @@ def contrast(options: dict) -> None:
 
 def no_jn(options: dict) -> None:
     def loss(self, out, labels):
+        query = F.normalize(out, dim=-1)
         sum_p, _ = self._present_key_sums(labels, out.dtype)
-        return (labels.indices.shape[0] - (F.normalize(out, dim=-1) * sum_p).sum()) / out.shape[0]
+        row_scores = (query * sum_p).sum(-1)
+        total = labels.indices.shape[0] - row_scores.sum()
+        if self.ranking:
+            total = total + self.ranking * self._ranking_loss(query, labels, row_scores)
+        return total / out.shape[0]
 
     HRRHead.loss = loss
 
