@@ -118,3 +118,16 @@ def test_mat_that_crashes_scipy_is_a_data_format_error():
         path.write_bytes(valid[:520] + b".\xa2\xb9\x81" + valid[520:])
         with pytest.raises(DataFormatError, match="not a readable MATLAB file"):
             read_mat(path)
+
+
+@pytest.mark.parametrize("offset, value", [(10, 99), (8, 0x20)], ids=["compression method", "patched-data flag"])
+def test_npz_with_an_unsupported_zip_feature_is_a_data_format_error(tmp_path, offset, value):
+    """zipfile raises NotImplementedError for these (found by the fuzzer); the reader must
+    turn it into one clear DataFormatError like any other corruption."""
+    content = bytearray(_npz_bytes())
+    entry = content.index(b"PK\x01\x02")  # the first central-directory entry
+    content[entry + offset] = value
+    path = tmp_path / "cache.npz"
+    path.write_bytes(bytes(content))
+    with pytest.raises(DataFormatError, match="not a holoxmc dataset cache"):
+        load_npz(path)

@@ -73,5 +73,7 @@ def load_npz(path: str | os.PathLike) -> Dataset:
         if isinstance(exc, DataFormatError):
             raise
         raise DataFormatError(path, None, f"inconsistent cache: {exc}") from None
-    except (OSError, ValueError, KeyError, TypeError, IndexError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
+    # NotImplementedError: zipfile's answer to a corrupted compression method or flag.
+    except (OSError, ValueError, KeyError, TypeError, IndexError, NotImplementedError,
+            zipfile.BadZipFile, EOFError, zlib.error) as exc:
         raise DataFormatError(path, None, f"not a holoxmc dataset cache: {type(exc).__name__}: {exc}") from None
