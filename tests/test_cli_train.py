@@ -177,3 +177,12 @@ def test_hrr_head_options_reach_the_saved_model_and_are_refused_elsewhere(toy, t
     assert main(["train", str(toy), "--model", "fc", "--out", str(tmp_path / "x"), "--ranking", "1", "--quiet"]) == 2
     assert "HRR models only" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_refit_run_leaves_only_its_three_files(toy, tmp_path):
+    run_dir = tmp_path / "refit"
+    assert main(["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--dim", "64", "--refit", *FAST]) == 0
+    assert sorted(p.name for p in run_dir.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert len(metrics["epoch_seconds"]) == 8 + metrics["best_epoch"]
+    assert json.loads((run_dir / "config.json").read_text())["params"]["refit"] is True

@@ -179,3 +179,5 @@ def test_solar_defaults_are_the_tuned_solar_settings():
     assert XMCClassifier(head="solar", epochs=3).setting("epochs") == 3
     with pytest.raises(InputError, match="backbone 'fc'"):
         XMCClassifier(head="solar", backbone="cnn").fit(np.zeros((4, 3), np.int64), [[0], [1], [0], [1]])
+    with pytest.raises(InputError, match="refit"):
+        XMCClassifier(head="solar", refit=True).fit(sp.csr_matrix(np.eye(4, dtype=np.float32)), [[0], [1], [0], [1]])

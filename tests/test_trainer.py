@@ -14,6 +14,7 @@ from torch import nn
 from holoxmc.data.batch import LabelBatch, SparseBatch
 from holoxmc.errors import InputError
 from holoxmc.train import (
+    REFIT_DIR,
     TrainConfig,
     Trainer,
     evaluate_topk,
@@ -262,3 +263,50 @@ def test_sampled_ranking_term_is_deterministic_and_resumes_exactly(tmp_path):
     other = network()
     Trainer(TrainConfig(**CONFIG | {"seed": 4})).fit(other, X, Y)
     assert not torch.equal(weights(other)["head.linear.weight"], weights(reference)["head.linear.weight"])
+
+
+def test_refit_retrains_from_the_initial_weights_on_every_row_for_the_selected_epochs(tmp_path):
+    X, Y = make_data()
+    selected = TinyNetwork(X.shape[1], Y.shape[1])
+    result = Trainer(TrainConfig(**CONFIG)).fit(selected, X, Y)
+
+    refitted = TinyNetwork(X.shape[1], Y.shape[1])
+    refit_result = Trainer(TrainConfig(**CONFIG | {"refit": True})).fit(refitted, X, Y)
+    def without_time(history):
+        return [{k: v for k, v in h.items() if k != "seconds"} for h in history]
+
+    assert without_time(refit_result.history) == without_time(result.history)
+    assert refit_result.best_epoch == result.best_epoch
+    assert len(refit_result.refit.history) == result.best_epoch
+    assert len(refit_result.epoch_seconds) == len(result.history) + result.best_epoch
+
+    by_hand = TinyNetwork(X.shape[1], Y.shape[1])
+    config = TrainConfig(**CONFIG | {"epochs": result.best_epoch, "val_fraction": 0.0})
+    Trainer(config).fit(by_hand, X, Y)  # all 240 rows, last epoch kept
+    assert_same_weights(weights(refitted), weights(by_hand))
+    assert not torch.equal(weights(refitted)["out.weight"], weights(selected)["out.weight"])
+
+    # with an explicit validation set, the refit trains on both sets together
+    given = TinyNetwork(X.shape[1], Y.shape[1])
+    Trainer(TrainConfig(**CONFIG | {"refit": True})).fit(given, X[:200], Y[:200], X[200:], Y[200:])
+    explicit = Trainer(TrainConfig(**CONFIG)).fit(TinyNetwork(X.shape[1], Y.shape[1]), X[:200], Y[:200], X[200:], Y[200:])
+    by_hand = TinyNetwork(X.shape[1], Y.shape[1])
+    Trainer(TrainConfig(**CONFIG | {"epochs": explicit.best_epoch, "val_fraction": 0.0})).fit(by_hand, X, Y)
+    assert_same_weights(weights(given), weights(by_hand))
+
+
+# 28 selection steps (7 per epoch), then the refit's 3 epochs of 8: early in its first
+# epoch, and in its second, after its first checkpoint
+@pytest.mark.parametrize("kill_at_step", [30, 39])
+def test_killed_refit_resumes_to_identical_weights(tmp_path, kill_at_step):
+    X, Y = make_data()
+    config = TrainConfig(**CONFIG | {"refit": True})
+    reference = TinyNetwork(X.shape[1], Y.shape[1])
+    assert Trainer(config).fit(reference, X, Y, run_dir=tmp_path / "uninterrupted").best_epoch == 3
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(config).fit(InterruptAfter(X.shape[1], Y.shape[1], steps=kill_at_step), X, Y, run_dir=tmp_path / "killed")
+    refit_saved = (tmp_path / "killed" / REFIT_DIR / CHECKPOINT_JSON).exists()
+    assert refit_saved == (kill_at_step == 39)
+    resumed = TinyNetwork(X.shape[1], Y.shape[1])  # freshly built: the same initial weights
+    Trainer(config).fit(resumed, X, Y, run_dir=tmp_path / "killed", resume=True)
+    assert_same_weights(weights(resumed), weights(reference))

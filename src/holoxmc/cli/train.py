@@ -46,6 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--schedule", choices=["none", "cosine", "linear"], help="learning-rate schedule")
     train.add_argument("--val-fraction", type=float, help="share of train held out for model selection")
     train.add_argument("--patience", type=int, help="early-stopping patience in epochs")
+    train.add_argument("--refit", action=argparse.BooleanOptionalAction, default=None,
+                       help="after choosing the epoch on the validation split, retrain on all training rows")
     train.add_argument("--device", help="cpu, cuda, cuda:1, ...")
     train.add_argument("--loss", choices=["cosine", "abs"], help="HRR: the paper's loss or the authors' abs variant")
     train.add_argument("--ranking", type=float, metavar="WEIGHT",
@@ -80,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------------- train
 #: ``train`` options that override the dataset preset when given.
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "lr", "batch_size", "weight_decay",
-              "schedule", "val_fraction", "patience", "device", "workers", "ray_address")
+              "schedule", "val_fraction", "patience", "refit", "device", "workers", "ray_address")
 #: Head-specific ``train`` options → head keywords (passed as ``head_options`` over the
 #: preset's), per head kind.
 _HEAD_OPTIONS = {
@@ -127,6 +129,7 @@ def run_train(args: argparse.Namespace) -> int:
     from holoxmc.data import load
     from holoxmc.estimator import CONFIG_FILE, MODEL_FILE, XMCClassifier, fit_and_report
     from holoxmc.io import atomic_write_json
+    from holoxmc.train import REFIT_DIR
     from holoxmc.train.checkpoint import CHECKPOINT_JSON, CHECKPOINT_TENSORS
 
     run_dir: Path = args.out
@@ -162,8 +165,11 @@ def run_train(args: argparse.Namespace) -> int:
                        "features": train.n_features, "labels": train.n_labels}
     clf.save(run_dir)
     atomic_write_json(metrics_path, metrics)
-    for name in (CHECKPOINT_TENSORS, CHECKPOINT_JSON):
-        (run_dir / name).unlink(missing_ok=True)
+    for folder in (run_dir, run_dir / REFIT_DIR):
+        for name in (CHECKPOINT_TENSORS, CHECKPOINT_JSON):
+            (folder / name).unlink(missing_ok=True)
+    if (run_dir / REFIT_DIR).is_dir():
+        (run_dir / REFIT_DIR).rmdir()
     print(metrics_table(metrics["test"], title=f"{args.model} on {train.name} (test)"))
     print(f"\nwrote {run_dir / CONFIG_FILE}, {run_dir / MODEL_FILE}, {metrics_path}")
     return 0

@@ -2,11 +2,12 @@
 
 from holoxmc.train.checkpoint import load_checkpoint, load_state_dict_file, save_checkpoint, save_state_dict
 from holoxmc.train.inference import evaluate_topk, predict_topk
-from holoxmc.train.trainer import FitResult, TrainConfig, Trainer, lr_factor, split_validation
+from holoxmc.train.trainer import REFIT_DIR, FitResult, TrainConfig, Trainer, lr_factor, split_validation
 
 __all__ = [
     "Trainer",
     "TrainConfig",
+    "REFIT_DIR",
     "FitResult",
     "split_validation",
     "lr_factor",

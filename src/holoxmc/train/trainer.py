@@ -1,5 +1,6 @@
 """The one trainer every model shares: Adam, LR schedule, validation-based model selection,
-early stopping, atomic safetensors checkpoints and exact resume.
+early stopping, an optional refit on all rows, atomic safetensors checkpoints and exact
+resume.
 
 Determinism: the shuffling order and the torch RNG (dropout) of epoch ``e`` are derived
 from ``(seed, e)`` only, inside a forked RNG scope, so a run resumed after epoch ``e``
@@ -12,7 +13,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -27,7 +28,10 @@ from holoxmc.errors import InputError
 from holoxmc.train.checkpoint import load_checkpoint, save_checkpoint
 from holoxmc.train.inference import evaluate_topk
 
-__all__ = ["TrainConfig", "Trainer", "FitResult", "TrainableNetwork", "split_validation", "lr_factor"]
+__all__ = ["TrainConfig", "Trainer", "FitResult", "TrainableNetwork", "split_validation", "lr_factor", "REFIT_DIR"]
+
+#: Sub-folder of a run directory holding the refit phase's checkpoint.
+REFIT_DIR = "refit"
 
 Schedule = Literal["none", "cosine", "linear"]
 _SCHEDULES = ("none", "cosine", "linear")
@@ -56,6 +60,11 @@ class TrainConfig:
         val_fraction: share of the training rows held out for model selection when no
             validation set is given; ``0`` trains on everything and keeps the last epoch.
         patience: stop after this many epochs without validation improvement; ``None`` never.
+        refit: after selecting the best epoch on the validation set, train the network
+            again from its initial weights on every row (training and validation) for that
+            many epochs, and keep that model instead of the selected one (what
+            scikit-learn's ``GridSearchCV(refit=True)`` does with the winning setting). At
+            most doubles the training time; ignored when there is no validation set.
         select_metric: validation metric maximised for model selection.
         seed: seeds the validation split, the shuffling and dropout.
         device: where to train (``"cpu"``, ``"cuda"``, ...).
@@ -72,6 +81,7 @@ class TrainConfig:
     grad_clip: float | None = None
     val_fraction: float = 0.1
     patience: int | None = None
+    refit: bool = False
     select_metric: str = "P@1"
     seed: int = 0
     device: str = "cpu"
@@ -104,17 +114,21 @@ class FitResult:
     """What :meth:`Trainer.fit` learned about the run.
 
     ``history`` has one entry per epoch: ``{"epoch", "loss", "seconds", "val": {...}}``;
-    ``epoch_seconds`` is the optimisation time of each epoch (validation excluded).
+    ``refit`` is the result of the refit phase (``TrainConfig.refit``), if one ran;
+    ``epoch_seconds`` is the optimisation time of every epoch run, selection phase then
+    refit (validation excluded).
     """
 
     history: list[dict[str, Any]] = field(default_factory=list)
     best_epoch: int = 0
     best_score: float = -math.inf
     stopped_early: bool = False
+    refit: "FitResult | None" = None
 
     @property
     def epoch_seconds(self) -> list[float]:
-        return [h["seconds"] for h in self.history]
+        refit = self.refit.epoch_seconds if self.refit is not None else []
+        return [h["seconds"] for h in self.history] + refit
 
     @property
     def train_seconds(self) -> float:
@@ -195,7 +209,8 @@ class Trainer:
             X_train: ``(n, D)`` CSR features or ``(n, T)`` token ids; Y_train: ``(n, L)`` binary CSR.
             X_val, Y_val: a validation set; when omitted, ``config.val_fraction`` of the
                 training rows is held out (seeded). Never pass the test set.
-            run_dir: where to write a checkpoint after every epoch; ``None`` writes nothing.
+            run_dir: where to write a checkpoint after every epoch (the refit phase's in
+                ``run_dir/refit``); ``None`` writes nothing.
             resume: continue from ``run_dir``'s checkpoint when there is one.
 
         Returns:
@@ -207,6 +222,7 @@ class Trainer:
         if X_train.shape[0] != Y_train.shape[0]:
             raise InputError(f"X_train has {X_train.shape[0]} rows but Y_train has {Y_train.shape[0]}")
         Y_train = sp.csr_matrix(Y_train)
+        carved = X_val is None  # the validation rows are part of X_train
         if X_val is None:
             train_rows, val_rows = split_validation(X_train.shape[0], cfg.val_fraction, cfg.seed)
             X_val, Y_val = (X_train[val_rows], Y_train[val_rows]) if len(val_rows) else (None, None)
@@ -214,6 +230,7 @@ class Trainer:
             train_rows = np.arange(X_train.shape[0])
         device = torch.device(cfg.device)
         network.to(device)
+        initial_state = _copy_state(network) if cfg.refit else None
         # The fused (single-kernel) Adam step is ~8x faster than the per-tensor loop on CPU,
         # where the step over the input layer's D x hidden weights dominates a small batch.
         optimizer = torch.optim.Adam(
@@ -296,7 +313,17 @@ class Trainer:
                         "stopped_early": result.stopped_early,
                     },
                 )
-        network.load_state_dict(best_state)
+        if initial_state is not None and X_val is not None:
+            network.load_state_dict(initial_state)
+            if not carved:  # refit on the given training and validation sets together
+                both = [X_train, X_val]
+                X_train = sp.vstack(both, format="csr") if sp.issparse(X_train) else np.concatenate(both)
+                Y_train = sp.vstack([Y_train, Y_val], format="csr")
+            refit = replace(cfg, epochs=result.best_epoch, val_fraction=0.0, patience=None, refit=False)
+            folder = None if run_dir is None else Path(run_dir) / REFIT_DIR
+            result.refit = Trainer(refit).fit(network, X_train, Y_train, run_dir=folder, resume=resume)
+        else:
+            network.load_state_dict(best_state)
         return result
 
     def _train_epoch(
