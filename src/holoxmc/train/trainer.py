@@ -319,9 +319,9 @@ class Trainer:
                 both = [X_train, X_val]
                 X_train = sp.vstack(both, format="csr") if sp.issparse(X_train) else np.concatenate(both)
                 Y_train = sp.vstack([Y_train, Y_val], format="csr")
-            refit = replace(cfg, epochs=result.best_epoch, val_fraction=0.0, patience=None, refit=False)
+            refit_config = replace(cfg, epochs=result.best_epoch, val_fraction=0.0, patience=None, refit=False)
             folder = None if run_dir is None else Path(run_dir) / REFIT_DIR
-            result.refit = Trainer(refit).fit(network, X_train, Y_train, run_dir=folder, resume=resume)
+            result.refit = Trainer(refit_config).fit(network, X_train, Y_train, run_dir=folder, resume=resume)
         else:
             network.load_state_dict(best_state)
         return result
