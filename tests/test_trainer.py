@@ -206,7 +206,8 @@ def test_inference_scores_every_row_with_odd_batch_sizes():
 
 @pytest.mark.parametrize(
     "bad, match",
-    [({"epochs": 0}, "epochs"), ({"schedule": "exp"}, "schedule"), ({"val_fraction": 1.0}, "val_fraction")],
+    [({"epochs": 0}, "epochs"), ({"schedule": "exp"}, "schedule"), ({"val_fraction": 1.0}, "val_fraction"),
+     ({"epochs": 4, "stop_epoch": 5}, "stop_epoch"), ({"stop_epoch": 0}, "stop_epoch")],
 )
 def test_config_validation(bad, match):
     with pytest.raises(InputError, match=match):
@@ -265,7 +266,7 @@ def test_sampled_ranking_term_is_deterministic_and_resumes_exactly(tmp_path):
     assert not torch.equal(weights(other)["head.linear.weight"], weights(reference)["head.linear.weight"])
 
 
-def test_refit_retrains_from_the_initial_weights_on_every_row_for_the_selected_epochs(tmp_path):
+def test_refit_retrains_from_the_initial_weights_on_every_row_up_to_the_selected_epoch(tmp_path):
     X, Y = make_data()
     selected = TinyNetwork(X.shape[1], Y.shape[1])
     result = Trainer(TrainConfig(**CONFIG)).fit(selected, X, Y)
@@ -281,8 +282,8 @@ def test_refit_retrains_from_the_initial_weights_on_every_row_for_the_selected_e
     assert len(refit_result.epoch_seconds) == len(result.history) + result.best_epoch
 
     by_hand = TinyNetwork(X.shape[1], Y.shape[1])
-    config = TrainConfig(**CONFIG | {"epochs": result.best_epoch, "val_fraction": 0.0})
-    Trainer(config).fit(by_hand, X, Y)  # all 240 rows, last epoch kept
+    config = TrainConfig(**CONFIG | {"stop_epoch": result.best_epoch, "val_fraction": 0.0})
+    Trainer(config).fit(by_hand, X, Y)  # all 240 rows, the same schedule, stopped at the selected epoch
     assert_same_weights(weights(refitted), weights(by_hand))
     assert not torch.equal(weights(refitted)["out.weight"], weights(selected)["out.weight"])
 
@@ -291,7 +292,7 @@ def test_refit_retrains_from_the_initial_weights_on_every_row_for_the_selected_e
     Trainer(TrainConfig(**CONFIG | {"refit": True})).fit(given, X[:200], Y[:200], X[200:], Y[200:])
     explicit = Trainer(TrainConfig(**CONFIG)).fit(TinyNetwork(X.shape[1], Y.shape[1]), X[:200], Y[:200], X[200:], Y[200:])
     by_hand = TinyNetwork(X.shape[1], Y.shape[1])
-    Trainer(TrainConfig(**CONFIG | {"epochs": explicit.best_epoch, "val_fraction": 0.0})).fit(by_hand, X, Y)
+    Trainer(TrainConfig(**CONFIG | {"stop_epoch": explicit.best_epoch, "val_fraction": 0.0})).fit(by_hand, X, Y)
     assert_same_weights(weights(given), weights(by_hand))
 
 
@@ -310,3 +311,16 @@ def test_killed_refit_resumes_to_identical_weights(tmp_path, kill_at_step):
     resumed = TinyNetwork(X.shape[1], Y.shape[1])  # freshly built: the same initial weights
     Trainer(config).fit(resumed, X, Y, run_dir=tmp_path / "killed", resume=True)
     assert_same_weights(weights(resumed), weights(reference))
+
+
+def test_stop_epoch_runs_the_first_epochs_of_the_full_schedule():
+    X, Y = make_data()
+    full = Trainer(TrainConfig(**CONFIG | {"val_fraction": 0.0})).fit(TinyNetwork(X.shape[1], Y.shape[1]), X, Y)
+    first_two = Trainer(TrainConfig(**CONFIG | {"val_fraction": 0.0, "stop_epoch": 2})).fit(
+        TinyNetwork(X.shape[1], Y.shape[1]), X, Y
+    )
+    short_schedule = Trainer(TrainConfig(**CONFIG | {"val_fraction": 0.0, "epochs": 2})).fit(
+        TinyNetwork(X.shape[1], Y.shape[1]), X, Y
+    )
+    assert [h["loss"] for h in first_two.history] == [h["loss"] for h in full.history[:2]]
+    assert [h["loss"] for h in short_schedule.history] != [h["loss"] for h in full.history[:2]]

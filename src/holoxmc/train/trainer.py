@@ -65,6 +65,9 @@ class TrainConfig:
             many epochs, and keep that model instead of the selected one (what
             scikit-learn's ``GridSearchCV(refit=True)`` does with the winning setting). At
             most doubles the training time; ignored when there is no validation set.
+        stop_epoch: end the run after this many epochs of the ``epochs``-long schedule
+            (the refit phase stops where the selected model was, at the same learning rate);
+            ``None`` runs all ``epochs``.
         select_metric: validation metric maximised for model selection.
         seed: seeds the validation split, the shuffling and dropout.
         device: where to train (``"cpu"``, ``"cuda"``, ...).
@@ -82,6 +85,7 @@ class TrainConfig:
     val_fraction: float = 0.1
     patience: int | None = None
     refit: bool = False
+    stop_epoch: int | None = None
     select_metric: str = "P@1"
     seed: int = 0
     device: str = "cpu"
@@ -99,6 +103,8 @@ class TrainConfig:
             raise InputError(f"schedule must be one of {_SCHEDULES}, got {self.schedule!r}")
         if not 0.0 <= self.val_fraction < 1.0:
             raise InputError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.stop_epoch is not None and not 1 <= self.stop_epoch <= self.epochs:
+            raise InputError(f"stop_epoch must be in [1, epochs={self.epochs}], got {self.stop_epoch}")
         if self.patience is not None and self.patience < 1:
             raise InputError(f"patience must be >= 1 or None, got {self.patience}")
 
@@ -268,7 +274,7 @@ class Trainer:
                 result = FitResult(state["history"], state["best_epoch"], state["best_score"], state["stopped_early"])
 
         show = cfg.progress if cfg.progress is not None else sys.stderr.isatty()
-        for epoch in range(start_epoch, cfg.epochs):
+        for epoch in range(start_epoch, cfg.stop_epoch or cfg.epochs):
             if result.stopped_early:
                 break
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
@@ -319,7 +325,7 @@ class Trainer:
                 both = [X_train, X_val]
                 X_train = sp.vstack(both, format="csr") if sp.issparse(X_train) else np.concatenate(both)
                 Y_train = sp.vstack([Y_train, Y_val], format="csr")
-            refit_config = replace(cfg, epochs=result.best_epoch, val_fraction=0.0, patience=None, refit=False)
+            refit_config = replace(cfg, stop_epoch=result.best_epoch, val_fraction=0.0, patience=None, refit=False)
             folder = None if run_dir is None else Path(run_dir) / REFIT_DIR
             result.refit = Trainer(refit_config).fit(network, X_train, Y_train, run_dir=folder, resume=resume)
         else:
