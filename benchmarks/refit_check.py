@@ -1,8 +1,9 @@
 """Does refitting on all training rows (``refit=True``) help? Checked without the test set:
 10 % of the TRAIN split (seeded, per seed) is held out as a pseudo-test; on the rest, the
 standard protocol (select the epoch on a validation split carved from it, keep that
-model) is compared with the refit protocol (then retrain on all of it for that many
-epochs; ``XMCClassifier(refit=True)``), both scored on the held-out rows.
+model) is compared with the refit protocol (then retrain on all of it with the same
+schedule, stopping at that epoch; ``XMCClassifier(refit=True)``), both scored on the
+held-out rows.
 
 Usage:
     python benchmarks/refit_check.py delicious --models hrr-fc fc --seeds 0 1 2

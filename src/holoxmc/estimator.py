@@ -159,7 +159,7 @@ class XMCClassifier(BaseEstimator):
         epochs, batch_size, lr, weight_decay, schedule, warmup_epochs, grad_clip,
         val_fraction, patience, refit: training settings, see :class:`holoxmc.train.TrainConfig`
             (``refit=True``: after choosing the epoch on the validation split, retrain on all
-            rows for that many epochs);
+            rows with the same schedule and stop at that epoch);
             ``None`` for epochs, batch_size and lr means the head's tuned default
             (:data:`HEAD_DEFAULTS`).
         workers: SOLAR only: chunk models trained in parallel local processes.

@@ -61,10 +61,11 @@ class TrainConfig:
             validation set is given; ``0`` trains on everything and keeps the last epoch.
         patience: stop after this many epochs without validation improvement; ``None`` never.
         refit: after selecting the best epoch on the validation set, train the network
-            again from its initial weights on every row (training and validation) for that
-            many epochs, and keep that model instead of the selected one (what
-            scikit-learn's ``GridSearchCV(refit=True)`` does with the winning setting). At
-            most doubles the training time; ignored when there is no validation set.
+            again from its initial weights on every row (training and validation) with the
+            same schedule, stop at that epoch (``stop_epoch``), and keep that model instead
+            of the selected one (much as scikit-learn's ``GridSearchCV(refit=True)``
+            retrains the winning setting). At most doubles the training time; ignored when
+            there is no validation set.
         stop_epoch: end the run after this many epochs of the ``epochs``-long schedule
             (the refit phase stops where the selected model was, at the same learning rate);
             ``None`` runs all ``epochs``.
