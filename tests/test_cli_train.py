@@ -179,6 +179,21 @@ def test_hrr_head_options_reach_the_saved_model_and_are_refused_elsewhere(toy, t
     assert not (tmp_path / "x").exists()
 
 
+def test_label_bias_is_trained_saved_and_used_by_the_loaded_model(toy, tmp_path, capsys):
+    run_dir = tmp_path / "biased"
+    argv = ["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--dim", "64",
+            "--ranking", "1", "--label-bias", *FAST]
+    assert main(argv) == 0
+    assert json.loads((run_dir / "config.json").read_text())["params"]["head_options"] == {
+        "ranking": 1.0, "label_bias": True}
+    clf = XMCClassifier.load(run_dir)
+    assert clf.network_.head.label_bias.abs().max() > 0  # trained, saved and loaded
+    capsys.readouterr()
+    assert main(["train", str(toy), "--model", "hrr-fc", "--out", str(tmp_path / "x"), "--label-bias", "--quiet"]) == 2
+    assert "needs ranking > 0" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
 def test_refit_run_leaves_only_its_three_files(toy, tmp_path):
     run_dir = tmp_path / "refit"
     assert main(["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--dim", "64", "--refit", *FAST]) == 0

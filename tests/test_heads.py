@@ -30,8 +30,9 @@ def naive_hrr_loss(
     head: HRRHead, out: torch.Tensor, rows: list[list[int]], drawn: torch.Tensor | None = None
 ) -> torch.Tensor:
     """Eqs. 6–7 (or the authors' abs variant), plus ``head.ranking`` times the ranking
-    softmax, example by example over the full code: exact over every label, or, given the
-    ``drawn`` labels, with the partition function |Y|·e^{mean τcos} + (L − |Y|)/S Σ_drawn e^τcos."""
+    softmax of the logits τcos (+ b with a label bias), example by example over the full
+    code: exact over every label, or, given the ``drawn`` labels, with the partition
+    function |Y|·e^{mean logit} + (L − |Y|)/S Σ_drawn e^logit."""
     p, m = head.roles()
     codes = torch.cat([vectors for _, vectors in head.label_chunks()])
     total = out.new_zeros(())
@@ -48,7 +49,8 @@ def naive_hrr_loss(
         if head.ranking:
             def logits(labels):
                 cos = hrr.cosine(hrr.unbind(out[b], p), codes[labels])
-                return head.ranking_scale * (cos.abs() if head.loss_kind == "abs" else cos)
+                logit = head.ranking_scale * (cos.abs() if head.loss_kind == "abs" else cos)
+                return logit if head.label_bias is None else logit + head.label_bias[labels]
 
             mean_positive = logits(torch.tensor(present)).mean()
             if drawn is None:
@@ -70,12 +72,22 @@ HEAD_VARIANTS = [
     dict(ranking=0.5),
     dict(ranking=1.0, ranking_scale=4.0, loss="abs", cache_codes=False, label_chunk=8),
     dict(ranking=2.0, learn_pm=True, learn_labels=True),
+    dict(ranking=1.0, label_bias=True),
+    dict(ranking=1.0, label_bias=True, learn_pm=True, cache_codes=False, label_chunk=8),
 ]
+
+
+def randomise_label_bias(head: HRRHead, seed: int) -> HRRHead:
+    """Give a ``label_bias`` head non-zero biases (they start at 0, where tests see nothing)."""
+    if head.label_bias is not None:
+        with torch.no_grad():
+            head.label_bias.copy_(torch.randn(head.n_labels, generator=torch.Generator().manual_seed(seed)))
+    return head
 
 
 @pytest.mark.parametrize("options", HEAD_VARIANTS, ids=str)
 def test_hrr_loss_matches_naive_reference(options):
-    head = HRRHead(12, N_LABELS, dim=64, seed=4, **options)
+    head = randomise_label_bias(HRRHead(12, N_LABELS, dim=64, seed=4, **options), 0)
     out = head(torch.randn(len(LABEL_ROWS), 12, generator=torch.Generator().manual_seed(0)))
     fast = head.loss(out, labels_of(LABEL_ROWS))
     reference = naive_hrr_loss(head, out, LABEL_ROWS)
@@ -85,7 +97,7 @@ def test_hrr_loss_matches_naive_reference(options):
 
 @pytest.mark.parametrize("options", HEAD_VARIANTS, ids=str)
 def test_gradients_match_reference_and_stay_finite_with_empty_rows(options):
-    head = HRRHead(12, N_LABELS, dim=32, seed=1, **options)
+    head = randomise_label_bias(HRRHead(12, N_LABELS, dim=32, seed=1, **options), 1)
     h = torch.randn(len(LABEL_ROWS), 12, generator=torch.Generator().manual_seed(1))
     head.loss(head(h), labels_of(LABEL_ROWS)).backward()
     fast_grads = {name: p.grad.clone() for name, p in head.named_parameters()}
@@ -96,11 +108,12 @@ def test_gradients_match_reference_and_stay_finite_with_empty_rows(options):
         assert torch.allclose(fast_grads[name], p.grad, atol=1e-5), name
 
 
-@pytest.mark.parametrize("options", [dict(), dict(learn_pm=True), dict(cache_codes=False, label_chunk=8)], ids=str)
+@pytest.mark.parametrize("options", [dict(), dict(learn_pm=True), dict(cache_codes=False, label_chunk=8),
+                                     dict(label_bias=True)], ids=str)
 def test_ranking_term_over_sampled_candidates_matches_reference(options):
     """With L > ranking_candidates the softmax runs over the batch's present labels plus
     uniformly drawn ones, drawn from the torch RNG (seeded here as the trainer does)."""
-    head = HRRHead(12, N_LABELS, dim=64, seed=2, ranking=1.5, ranking_candidates=6, **options)
+    head = randomise_label_bias(HRRHead(12, N_LABELS, dim=64, seed=2, ranking=1.5, ranking_candidates=6, **options), 2)
     out = head(torch.randn(len(LABEL_ROWS), 12, generator=torch.Generator().manual_seed(3)))
     torch.manual_seed(7)
     drawn = torch.randint(N_LABELS, (6,))
@@ -147,6 +160,33 @@ def test_ranking_term_pushes_absent_labels_down():
             model.loss(model(h), labels).backward()
             optimizer.step()
     assert margin(head) > margin(plain) > 0
+
+
+def test_label_bias_learns_the_label_prior_and_decoding_ranks_by_the_ranking_logits():
+    """Only J_r trains the bias: with identical inputs, frequent labels get the larger
+    biases, and decoding (top-k, scores, folded or not) ranks by τ·cos(p* ⊗ ŝ, c) + b."""
+    head = HRRHead(12, N_LABELS, dim=64, seed=6, ranking=1.0, label_bias=True)
+    h = torch.randn(1, 12, generator=torch.Generator().manual_seed(6)).expand(8, 12)
+    labels = labels_of([[2]] * 6 + [[9]] * 2)  # label 2 three times as frequent as 9
+    optimizer = torch.optim.SGD([head.label_bias], lr=0.5)
+    for _ in range(20):
+        optimizer.zero_grad()
+        head.loss(head(h), labels).backward()
+        optimizer.step()
+    bias = head.label_bias.detach()
+    assert bias[2] > bias[9] > bias[torch.arange(N_LABELS) != 2].max() - 1e-6
+    assert bias[2] > bias.median() + 1.0
+
+    out = head(torch.randn(9, 12, generator=torch.Generator().manual_seed(7)))
+    cos = hrr.cosine(hrr.unbind(out, head.roles()[0]).unsqueeze(1), head.label_vectors(torch.arange(N_LABELS)))
+    logits = head.ranking_scale * cos + bias
+    with torch.no_grad():
+        assert torch.allclose(head.scores(out), logits, atol=1e-5)
+        scores, indices = head.topk(out, 5)
+        assert torch.equal(indices, torch.topk(logits, 5).indices)
+        assert not head._folding_pays()  # the cosine needs ‖ŝ‖: never folded
+        hidden = torch.randn(3, 12, generator=torch.Generator().manual_seed(8))
+        assert torch.equal(head.topk_hidden(hidden, 5)[1], head.topk(head(hidden), 5)[1])
 
 
 def test_all_empty_batch_and_zero_output_give_zero_loss_and_finite_gradients():
@@ -260,7 +300,8 @@ def test_learned_vectors_start_at_the_code_with_entries_of_order_one():
 def test_invalid_head_options_raise():
     with pytest.raises(InputError):
         HRRHead(4, 10, loss="mse")
-    for bad in (dict(ranking=-1.0), dict(ranking_scale=0.0), dict(ranking_candidates=0)):
+    for bad in (dict(ranking=-1.0), dict(ranking_scale=0.0), dict(ranking_candidates=0),
+                dict(label_bias=True), dict(label_bias=True, ranking=1.0, loss="abs")):
         with pytest.raises(InputError, match="ranking"):
             HRRHead(4, 10, **bad)
     with pytest.raises(InputError):

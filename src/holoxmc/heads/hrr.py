@@ -35,6 +35,12 @@ drawn uniformly per batch (with the torch RNG, which the trainer seeds per epoch
 the cost, ``O(B·S·d')`` per batch, does not grow with L. The loss is then the batch mean
 of ``J_p + J_n + λ·J_r``.
 
+``label_bias=True`` (with ``ranking > 0``) adds a learned bias ``b_c`` per label to the
+ranking logits, ``τ·cos(p* ⊗ ŝ, c) + b_c``: the labels' prior, which a dense layer holds
+in its bias and the HRR scores otherwise have to encode in the direction of ``ŝ``. It is
+``L`` floats (a dense layer has ``L·(in_features + 1)``), and decoding then ranks by the
+same logits.
+
 Cost per batch: only the ``|Y^p|`` present label vectors are touched (gathered from the
 cached code, or regenerated): ``O(|Y^p|·d')`` plus, when p and m are learned or the code is
 not cached, one real FFT of ``ŝ`` and one inverse FFT giving ``p* ⊗ ŝ`` and ``m* ⊗ ŝ``
@@ -45,9 +51,11 @@ Every label vector is projected, hence has unit norm, and projected roles are un
 ``p ⊗ c_i`` and ``m ⊗ c_i`` and the loss and decoding contain no FFT at all.
 
 Decoding scores every label with the paper's ``score_i = c_i · (p* ⊗ ŝ)`` (appendix H),
-one label chunk at a time with a running top-k merge, so memory is ``O(B · label_chunk)``;
-:meth:`HRRHead.topk_hidden` folds the two linear maps into one when that is cheaper.
-The threshold mode uses the cosine ``cos(p* ⊗ ŝ, c_i) > 0.5``.
+or ``τ·cos(p* ⊗ ŝ, c_i) + b_i`` with ``label_bias``, one label chunk at a time with a
+running top-k merge, so memory is ``O(B · label_chunk)``; :meth:`HRRHead.topk_hidden`
+folds the two linear maps into one when that is cheaper (not with ``label_bias``: the
+cosine needs ``‖ŝ‖``). The threshold mode uses the cosine ``cos(p* ⊗ ŝ, c_i) > 0.5``
+(appendix H; the bias is not part of it).
 """
 
 from __future__ import annotations
@@ -94,6 +102,8 @@ class HRRHead(nn.Module):
         ranking_scale: τ, the scale of the cosines inside the ranking softmax.
         ranking_candidates: S, the labels drawn per batch to estimate ``J_r``'s partition
             function (``J_r`` is exact over all labels when L is at most S).
+        label_bias: learn a bias per label in the ranking logits and decode by
+            ``τ·cos + b`` (module docstring); needs ``ranking > 0`` and ``loss="cosine"``.
         label_chunk: labels per chunk when generating or decoding the code (decoding
             memory ``B · label_chunk`` scores; 16,384 keeps a chunk's scores cache-sized).
         cache_codes: keep the code in memory for fast gathers and decoding: with fixed
@@ -132,6 +142,7 @@ class HRRHead(nn.Module):
         ranking: float = 0.0,
         ranking_scale: float = 10.0,
         ranking_candidates: int = 512,
+        label_bias: bool = False,
         label_chunk: int = 16384,
         cache_codes: bool = True,
     ) -> None:
@@ -145,6 +156,8 @@ class HRRHead(nn.Module):
                 f"need ranking >= 0, ranking_scale > 0 and ranking_candidates >= 1; "
                 f"got {ranking}, {ranking_scale}, {ranking_candidates}"
             )
+        if label_bias and (ranking == 0 or loss != "cosine"):
+            raise InputError("label_bias is trained by the ranking term: it needs ranking > 0 and loss='cosine'")
         self.in_features = int(in_features)
         self.n_labels = int(n_labels)
         self.dim = int(dim)
@@ -156,6 +169,7 @@ class HRRHead(nn.Module):
         self.linear = nn.Linear(self.in_features, self.dim)
         reset_linear_(self.linear, local_generator(seed, _INIT_STREAM))
         self._folded: tuple[tuple[int, ...], Tensor, Tensor] | None = None
+        self.label_bias = nn.Parameter(torch.zeros(self.n_labels)) if label_bias else None
 
         roles_raw = torch.stack([self.code.present_raw, self.code.missing_raw])
         if learn_pm:
@@ -269,9 +283,10 @@ class HRRHead(nn.Module):
         """``Σ_rows J_r`` (module docstring): exact over all labels when
         ``L ≤ ranking_candidates``, otherwise with the sampled partition function.
 
-        ``J_r = log Z − τ·mean_{c ∈ Y^p} score_c`` for a row with labels, so the present
-        labels enter only through ``row_scores`` (their summed scores, which ``J_p``
-        has computed already) and the exact form is one matmul and a ``logsumexp``.
+        ``J_r = log Z − mean_{c ∈ Y^p} (τ·score_c + b_c)`` for a row with labels, so the
+        present labels enter only through ``row_scores`` (their summed scores, which
+        ``J_p`` has computed already) and their biases, and the exact form is one matmul
+        and a ``logsumexp``.
 
         Shapes:
             query: ``(B, dim)`` unit ``p* ⊗ ŝ`` (or unit ``ŝ`` when prebound);
@@ -279,13 +294,18 @@ class HRRHead(nn.Module):
         """
         counts = labels.counts()
         labelled = (counts > 0).to(query.dtype)
-        mean_positive = self.ranking_scale * row_scores / counts.clamp_min(1).to(query.dtype)
+        positive = self.ranking_scale * row_scores
+        if self.label_bias is not None:
+            positive = positive + F.embedding_bag(labels.indices, self.label_bias.unsqueeze(1).to(query.dtype),
+                                                  labels.indptr[:-1], mode="sum").squeeze(1)
+        mean_positive = positive / counts.clamp_min(1).to(query.dtype)
         scaled = query * self.ranking_scale
         if self.n_labels <= self.ranking_candidates:
-            log_partition = torch.logsumexp(self._chunk_scores(scaled, self._ranking_keys(None)), dim=1)
-            return ((log_partition - mean_positive) * labelled).sum()
+            logits = self._chunk_scores(scaled, self._ranking_keys(None), self.label_bias)
+            return ((torch.logsumexp(logits, dim=1) - mean_positive) * labelled).sum()
         drawn = torch.randint(self.n_labels, (self.ranking_candidates,), device=labels.indices.device)
-        log_absent = torch.logsumexp(self._chunk_scores(scaled, self._ranking_keys(drawn)), dim=1)
+        bias = None if self.label_bias is None else self.label_bias.index_select(0, drawn)
+        log_absent = torch.logsumexp(self._chunk_scores(scaled, self._ranking_keys(drawn), bias), dim=1)
         absent_share = (self.n_labels - counts).to(query.dtype) / self.ranking_candidates  # 0 → log = −inf: no term
         # log Z ≈ log(|Y^p|·e^{mean positive} + (L − |Y^p|)/S · Σ_drawn e^{score})
         log_partition = torch.logaddexp(
@@ -350,26 +370,36 @@ class HRRHead(nn.Module):
         else:
             yield from self.label_chunks()
 
+    def _decoding_chunks(self, out: Tensor) -> tuple[Tensor, Iterator[tuple[int, Tensor, Tensor | None]]]:
+        """The decoding query and its ``(start, keys, bias)`` label chunks: ``query · keys``
+        is ``c_i · (p* ⊗ ŝ)``, or with ``label_bias`` the ranking logit
+        ``τ·cos(p* ⊗ ŝ, c_i) + b_i``."""
+        if self.label_bias is None:
+            return self._query(out, unit=False), ((start, keys, None) for start, keys in self._decoding_keys())
+        query = self.ranking_scale * self._query(out, unit=True)
+        bias = self.label_bias
+        return query, ((start, keys, bias[start : start + keys.shape[0]]) for start, keys in self._decoding_keys())
+
     def _chunk_scores(self, query: Tensor, keys: Tensor, bias: Tensor | None = None) -> Tensor:
         keys = keys.to(query.dtype)
         scores = query @ keys.T if bias is None else torch.addmm(bias.to(query.dtype), query, keys.T)
         return scores.abs() if self.loss_kind == "abs" else scores
 
     def scores(self, out: Tensor) -> Tensor:
-        """Score ``c_i · (p* ⊗ ŝ)`` of every label (``|…|`` with ``loss="abs"``),
-        ``(B, dim)`` → ``(B, L)``; for small L only."""
-        query = self._query(out, unit=False)
-        return torch.cat([self._chunk_scores(query, keys) for _, keys in self._decoding_keys()], 1)
+        """Score ``c_i · (p* ⊗ ŝ)`` of every label (``|…|`` with ``loss="abs"``;
+        ``τ·cos + b_i`` with ``label_bias``), ``(B, dim)`` → ``(B, L)``; for small L only."""
+        query, chunks = self._decoding_chunks(out)
+        return torch.cat([self._chunk_scores(query, keys, bias) for _, keys, bias in chunks], 1)
 
     def topk(self, out: Tensor, k: int) -> tuple[Tensor, Tensor]:
         """The ``k`` best labels per row by score ``c_i · (p* ⊗ ŝ)``, best first (with
-        ``loss="abs"``, by its absolute value), one label chunk at a time.
+        ``loss="abs"``, by its absolute value; with ``label_bias``, by ``τ·cos + b_i``),
+        one label chunk at a time.
 
         Shapes:
             out: ``(B, dim)`` → scores ``(B, k)`` float, indices ``(B, k)`` int64.
         """
-        query = self._query(out, unit=False)
-        return self._running_topk(query, ((start, keys, None) for start, keys in self._decoding_keys()), k)
+        return self._running_topk(*self._decoding_chunks(out), k)
 
     def topk_hidden(self, h: Tensor, k: int) -> tuple[Tensor, Tensor]:
         """``topk(self(h), k)``, computed the cheaper way.
@@ -378,7 +408,8 @@ class HRRHead(nn.Module):
         When ``L · in_features < d' · (in_features + L)`` (few labels, e.g. L < ~1,800 for
         in_features = 512, d' = 400) and no gradient is needed, the two layers are folded
         into one ``(L, in_features)`` matrix, cached until the weights change, so decoding
-        costs what a dense output layer costs. Otherwise it is ``topk(self(h), k)``.
+        costs what a dense output layer costs. Otherwise (and with ``label_bias``, whose
+        cosine needs ``‖ŝ‖``) it is ``topk(self(h), k)``.
 
         Shapes:
             h: ``(B, in_features)`` → scores ``(B, k)``, indices ``(B, k)``.
@@ -390,7 +421,7 @@ class HRRHead(nn.Module):
 
     def _folding_pays(self) -> bool:
         small = self.n_labels <= self.code.chunk_size
-        return self.prebound and small and self.n_labels * self.in_features < self.dim * (self.in_features + self.n_labels)
+        return self.prebound and small and self.label_bias is None and self.n_labels * self.in_features < self.dim * (self.in_features + self.n_labels)
 
     def _folded_decoder(self) -> tuple[Tensor, Tensor]:
         weight, bias = self.linear.weight, self.linear.bias
