@@ -15,10 +15,16 @@ Variants (``{"name": ..., **their parameters}``):
 * ``input_dropout``: drop input features with probability ``p`` while training.
 * ``orthogonal_code``: for L ≤ d', label vectors that are exactly orthogonal (circular
   shifts of one projected vector: unitary, so their shifts are orthonormal).
+* ``jp_mean``: ``J_p`` averaged over a row's present labels instead of summed.
+* ``raw_bias``: with ``label_bias``, the ranking logits and decoding use the raw score
+  ``ŝ·(p⊗c) + b`` instead of ``τ·cos + b`` (decoding could then fold the two layers).
+* ``bce_ranking``: with ``label_bias``, replace the ranking softmax by binary cross-entropy
+  over all labels of ``τ·cos + b`` (``reduce``: ``"sum"`` or ``"mean"`` over labels).
 
 Usage:
     python benchmarks/tune_hrr_rejected.py delicious '{"name": "ema", "decay": 0.999}' --seed 1
     python benchmarks/tune_hrr_rejected.py bibtex '{"name": "orthogonal_code"}' --overrides '{"dim": 192}'
+    python benchmarks/tune_hrr_rejected.py delicious '{"name": "bce_ranking", "reduce": "mean"}'
 """
 
 from __future__ import annotations
@@ -153,7 +159,68 @@ def orthogonal_code(options: dict) -> None:
     code_module.HRRLabelCode._chunk_spectrum = spectrum
 
 
-VARIANTS = {f.__name__: f for f in (contrast, no_jn, hinge, ema, l2_input, input_dropout, orthogonal_code)}
+def _paper_terms(head: HRRHead, out: torch.Tensor, labels) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Unit ``ŝ``, per-row summed present cosines, and ``Σ J_n`` (fixed roles, cosine loss)."""
+    unit = F.normalize(out, dim=-1, eps=1e-8)
+    sum_p, sum_m = head._present_key_sums(labels, out.dtype)
+    j_negative = ((unit * sum_m).sum(-1) / sum_m.norm(dim=-1).clamp_min(1e-8)).sum()
+    return unit, (unit * sum_p).sum(-1), j_negative
+
+
+def jp_mean(options: dict) -> None:
+    def loss(self, out, labels):
+        unit, row_scores, j_negative = _paper_terms(self, out, labels)
+        counts = labels.counts()
+        total = ((counts > 0).to(out.dtype) - row_scores / counts.clamp_min(1)).sum() + j_negative
+        if self.ranking:
+            total = total + self.ranking * self._ranking_loss(unit, labels, row_scores)
+        return total / out.shape[0]
+
+    HRRHead.loss = loss
+
+
+def raw_bias(options: dict) -> None:
+    def loss(self, out, labels):
+        unit, row_scores, j_negative = _paper_terms(self, out, labels)
+        total = labels.indices.shape[0] - row_scores.sum() + j_negative
+        counts = labels.counts()
+        bias_sums = torch.zeros(out.shape[0]).index_add(0, labels.row_ids(), self.label_bias[labels.indices])
+        sum_p, _ = self._present_key_sums(labels, out.dtype)
+        mean_positive = ((out * sum_p).sum(-1) + bias_sums) / counts.clamp_min(1)
+        drawn = torch.randint(self.n_labels, (self.ranking_candidates,))
+        log_absent = torch.logsumexp(out @ self._ranking_keys(drawn).T + self.label_bias[drawn], 1)
+        share = (self.n_labels - counts).to(out.dtype) / self.ranking_candidates
+        log_partition = torch.logaddexp(torch.log(counts.clamp_min(1).to(out.dtype)) + mean_positive,
+                                        torch.log(share) + log_absent)
+        j_rank = ((log_partition - mean_positive) * (counts > 0).to(out.dtype)).sum()
+        return (total + self.ranking * j_rank) / out.shape[0]
+
+    def decoding_chunks(self, out):
+        step = self.code.chunk_size
+        return out, ((s, self.keys[s : s + step, : self.dim], self.label_bias[s : s + step])
+                     for s in range(0, self.n_labels, step))
+
+    HRRHead.loss = loss
+    HRRHead._decoding_chunks = decoding_chunks
+
+
+def bce_ranking(options: dict) -> None:
+    def loss(self, out, labels):
+        unit, row_scores, j_negative = _paper_terms(self, out, labels)
+        total = labels.indices.shape[0] - row_scores.sum() + j_negative
+        logits = self._chunk_scores(self.ranking_scale * unit, self._ranking_keys(None), self.label_bias)
+        target = torch.zeros_like(logits)
+        target[labels.row_ids(), labels.indices] = 1.0
+        bce = F.binary_cross_entropy_with_logits(logits, target, reduction="sum")
+        if options.get("reduce", "sum") == "mean":
+            bce = bce / self.n_labels
+        return (total + self.ranking * bce) / out.shape[0]
+
+    HRRHead.loss = loss
+
+
+VARIANTS = {f.__name__: f for f in (contrast, no_jn, hinge, ema, l2_input, input_dropout, orthogonal_code,
+                                    jp_mean, raw_bias, bce_ranking)}
 
 
 def main() -> None:
