@@ -421,7 +421,8 @@ class HRRHead(nn.Module):
 
     def _folding_pays(self) -> bool:
         small = self.n_labels <= self.code.chunk_size
-        return self.prebound and small and self.label_bias is None and self.n_labels * self.in_features < self.dim * (self.in_features + self.n_labels)
+        cheaper = self.n_labels * self.in_features < self.dim * (self.in_features + self.n_labels)
+        return self.prebound and small and self.label_bias is None and cheaper
 
     def _folded_decoder(self) -> tuple[Tensor, Tensor]:
         weight, bias = self.linear.weight, self.linear.bias
