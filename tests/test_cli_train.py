@@ -80,15 +80,11 @@ def test_predict_writes_one_line_per_point(trained, toy, tmp_path):
     np.testing.assert_allclose([[float(s) for _, s in row] for row in parsed], scores, rtol=1e-5)
 
 
-def test_dense_model_and_option_errors(toy, tmp_path, capsys):
+def test_dense_model_reports_its_output_layer(toy, tmp_path):
     run_dir = tmp_path / "fc"
     assert main(["train", str(toy), "--model", "fc", "--out", str(run_dir), *FAST]) == 0
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["params"]["output_layer"] == 32 * 30 + 30
-    capsys.readouterr()
-    assert main(["train", str(toy), "--model", "fc", "--out", str(tmp_path / "x"), "--dim", "8", *FAST]) == 2
-    assert "HRR models only" in capsys.readouterr().err
-    assert not (tmp_path / "x").exists()
 
 
 @pytest.mark.parametrize(
@@ -99,6 +95,10 @@ def test_dense_model_and_option_errors(toy, tmp_path, capsys):
         (["train", "{toy}", "--out", "{tmp}/run", "--epochs", "0"], "epochs must be"),
         (["evaluate", "{tmp}/missing", "{toy}"], "not a saved model"),
         (["predict", "{tmp}/missing", "{toy}"], "not a saved model"),
+        (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--dim", "8"], "HRR models only"),
+        (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--ranking", "1"], "HRR models only"),
+        (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--chunks", "3"], "--model solar only"),
+        (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--label-bias"], "needs ranking > 0"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv, message):
@@ -143,7 +143,7 @@ def test_killed_cli_run_resumes_to_the_uninterrupted_metrics(toy, tmp_path):
         assert tensor.equal(same[name]), name
 
 
-def test_solar_model_trains_through_the_same_cli(toy, tmp_path, capsys):
+def test_solar_model_trains_through_the_same_cli(toy, tmp_path):
     run_dir = tmp_path / "solar"
     argv = ["train", str(toy), "--model", "solar", "--out", str(run_dir), "--chunks", "3", "--buckets", "8",
             "--hidden", "32", "--epochs", "6", "--batch-size", "32", "--lr", "0.01", "--quiet"]
@@ -158,13 +158,9 @@ def test_solar_model_trains_through_the_same_cli(toy, tmp_path, capsys):
     output = tmp_path / "eval.json"
     assert main(["evaluate", str(run_dir), str(toy), "--output", str(output)]) == 0
     assert json.loads(output.read_text())["metrics"]["P@1"] == metrics["test"]["P@1"]
-    capsys.readouterr()
-    assert main(["train", str(toy), "--model", "fc", "--out", str(tmp_path / "x"), "--chunks", "3", "--quiet"]) == 2
-    assert "--model solar only" in capsys.readouterr().err
-    assert not (tmp_path / "x").exists()
 
 
-def test_hrr_head_options_reach_the_saved_model_and_are_refused_elsewhere(toy, tmp_path, capsys):
+def test_hrr_head_options_reach_the_saved_model(toy, tmp_path):
     run_dir = tmp_path / "ranked"
     argv = ["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--dim", "64",
             "--ranking", "0.5", "--loss", "abs", "--learn-pm", *FAST]
@@ -173,13 +169,9 @@ def test_hrr_head_options_reach_the_saved_model_and_are_refused_elsewhere(toy, t
     assert params["head_options"] == {"ranking": 0.5, "loss": "abs", "learn_pm": True}
     head = XMCClassifier.load(run_dir).network_.head
     assert (head.ranking, head.loss_kind, head.learn_pm) == (0.5, "abs", True)
-    capsys.readouterr()
-    assert main(["train", str(toy), "--model", "fc", "--out", str(tmp_path / "x"), "--ranking", "1", "--quiet"]) == 2
-    assert "HRR models only" in capsys.readouterr().err
-    assert not (tmp_path / "x").exists()
 
 
-def test_label_bias_is_trained_saved_and_used_by_the_loaded_model(toy, tmp_path, capsys):
+def test_label_bias_is_trained_saved_and_loaded(toy, tmp_path):
     run_dir = tmp_path / "biased"
     argv = ["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--dim", "64",
             "--ranking", "1", "--label-bias", *FAST]
@@ -188,10 +180,6 @@ def test_label_bias_is_trained_saved_and_used_by_the_loaded_model(toy, tmp_path,
         "ranking": 1.0, "label_bias": True}
     clf = XMCClassifier.load(run_dir)
     assert clf.network_.head.label_bias.abs().max() > 0  # trained, saved and loaded
-    capsys.readouterr()
-    assert main(["train", str(toy), "--model", "hrr-fc", "--out", str(tmp_path / "x"), "--label-bias", "--quiet"]) == 2
-    assert "needs ranking > 0" in capsys.readouterr().err
-    assert not (tmp_path / "x").exists()
 
 
 def test_refit_run_leaves_only_its_three_files(toy, tmp_path):
