@@ -25,11 +25,11 @@ from holoxmc.train import split_validation
 _OUTER_SEED = 1000
 
 
-def check(dataset: str, model: str, seed: int) -> dict:
+def check(dataset: str, model: str, seed: int, overrides: dict | None = None) -> dict:
     train = load(dataset, "train")
     inner, outer = split_validation(train.X.shape[0], 0.1, _OUTER_SEED + seed)
     X, Y = train.X[inner], train.Y[inner]
-    params = preset_params(dataset, model) | {"progress": False, "seed": seed}
+    params = preset_params(dataset, model) | (overrides or {}) | {"progress": False, "seed": seed}
     scores = {}
     for refit in (False, True):
         clf = XMCClassifier(**(params | {"refit": refit})).fit(X, Y)

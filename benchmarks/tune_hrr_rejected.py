@@ -20,16 +20,24 @@ Variants (``{"name": ..., **their parameters}``):
   ``ŝ·(p⊗c) + b`` instead of ``τ·cos + b`` (decoding could then fold the two layers).
 * ``bce_ranking``: with ``label_bias``, replace the ranking softmax by binary cross-entropy
   over all labels of ``τ·cos + b`` (``reduce``: ``"sum"`` or ``"mean"`` over labels).
+* ``bias_step_scale``: the label bias as ``scale · raw`` (``torch.nn.utils.parametrize``),
+  so one Adam step moves it ``scale`` times further; ``scale = τ`` is the bias in cosine
+  units, logits ``τ·(cos + β)``.
+
+``--pseudo-test`` scores the variant on a pseudo-test carved from the training split
+(``refit_check.check``: standard protocol and refit) instead of on the validation split.
 
 Usage:
     python benchmarks/tune_hrr_rejected.py delicious '{"name": "ema", "decay": 0.999}' --seed 1
     python benchmarks/tune_hrr_rejected.py bibtex '{"name": "orthogonal_code"}' --overrides '{"dim": 192}'
     python benchmarks/tune_hrr_rejected.py delicious '{"name": "bce_ranking", "reduce": "mean"}'
+    python benchmarks/tune_hrr_rejected.py delicious '{"name": "bias_step_scale", "scale": 10}' --pseudo-test
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -37,7 +45,9 @@ from pathlib import Path
 
 import torch
 from torch.nn import functional as F
+from torch.nn.utils import parametrize
 
+import refit_check
 import tune_hrr
 from holoxmc.backbones import fc as fc_module
 from holoxmc.codes import hrr as code_module
@@ -219,8 +229,32 @@ def bce_ranking(options: dict) -> None:
     HRRHead.loss = loss
 
 
+class _Scaled(torch.nn.Module):
+    def __init__(self, scale: float) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, raw: torch.Tensor) -> torch.Tensor:
+        return self.scale * raw
+
+    def right_inverse(self, value: torch.Tensor) -> torch.Tensor:
+        return value / self.scale
+
+
+def bias_step_scale(options: dict) -> None:
+    init = HRRHead.__init__
+
+    @functools.wraps(init)
+    def scaled_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if self.label_bias is not None:
+            parametrize.register_parametrization(self, "label_bias", _Scaled(options.get("scale", 10.0)))
+
+    HRRHead.__init__ = scaled_init
+
+
 VARIANTS = {f.__name__: f for f in (contrast, no_jn, hinge, ema, l2_input, input_dropout, orthogonal_code,
-                                    jp_mean, raw_bias, bce_ranking)}
+                                    jp_mean, raw_bias, bce_ranking, bias_step_scale)}
 
 
 def main() -> None:
@@ -230,11 +264,15 @@ def main() -> None:
     parser.add_argument("--overrides", default="{}", help="JSON XMCClassifier keywords over the dataset preset")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--log", default="benchmarks/results/tune_hrr_rejected.jsonl")
+    parser.add_argument("--pseudo-test", action="store_true", help="score on a pseudo-test carved from train")
     args = parser.parse_args()
     torch.set_num_threads(1)
     variant = json.loads(args.variant)
     VARIANTS[variant["name"]](variant)
-    result = tune_hrr.run_trial(args.dataset, "hrr-fc", json.loads(args.overrides) | {"seed": args.seed})
+    if args.pseudo_test:
+        result = refit_check.check(args.dataset, "hrr-fc", args.seed, json.loads(args.overrides))
+    else:
+        result = tune_hrr.run_trial(args.dataset, "hrr-fc", json.loads(args.overrides) | {"seed": args.seed})
     line = json.dumps(result | {"variant": variant})
     print(line, flush=True)
     log = Path(args.log)
