@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -35,7 +36,9 @@ from holoxmc.train import TrainConfig, Trainer, predict_topk
 MODELS = ("fc", "hrr-fc")
 
 
-def side_by_side(params_by_model: dict[str, dict], X, Y, repeats: int, X_test=None) -> dict[str, dict[str, list[float]]]:
+def side_by_side(
+    params_by_model: dict[str, dict], X, Y, repeats: int, X_test=None, device: str = "cpu"
+) -> dict[str, dict[str, list[float]]]:
     """Optimisation seconds of one epoch per model and, given ``X_test``, top-5 prediction
     milliseconds per test point; every repeat runs each model once, in turn, so load
     from other processes hits all models alike."""
@@ -48,12 +51,12 @@ def side_by_side(params_by_model: dict[str, dict], X, Y, repeats: int, X_test=No
     for repeat in range(repeats):
         for model, (network, clf) in networks.items():
             config = TrainConfig(epochs=1, batch_size=clf.setting("batch_size"), lr=clf.setting("lr"), schedule="none",
-                                 val_fraction=0.0, seed=repeat, progress=False)
+                                 val_fraction=0.0, seed=repeat, progress=False, device=device)
             seconds[model].append(Trainer(config).fit(network, X, Y).epoch_seconds[0])
             if X_test is not None:
-                predict_topk(network, X_test[:64], k=5)  # warm-up (an HRR head folds its decoder here)
+                predict_topk(network, X_test[:64], k=5, device=device)  # warm-up (an HRR head folds its decoder here)
                 started = time.perf_counter()
-                predict_topk(network, X_test, k=5)
+                predict_topk(network, X_test, k=5, device=device)  # returns host arrays: the GPU has finished
                 predict_ms[model].append(1000.0 * (time.perf_counter() - started) / X_test.shape[0])
     return {"epoch_seconds": seconds} | ({"predict_ms_per_point": predict_ms} if X_test is not None else {})
 
@@ -74,6 +77,7 @@ def main() -> None:
     parser.add_argument("--large-labels", type=int, default=200_000)
     parser.add_argument("--large-points", type=int, default=2_000)
     parser.add_argument("--large-dim", type=int, default=3000, help="d' on the large set (paper: 3000)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, ... (every model and timing runs there)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/hrr_vs_dense"),
                         help="folder of the per-part JSON files and the rendered tables")
     args = parser.parse_args()
@@ -88,7 +92,7 @@ def main() -> None:
                 path = out / f"report-{name}-{model}.json"
                 if path.exists():
                     continue
-                params = train_params(name, model, {}) | {"progress": False}
+                params = train_params(name, model, {"device": args.device}) | {"progress": False}
                 print(f"[{name}] training {model} with {params}", flush=True)
                 report = fit_and_report(XMCClassifier(**params), train.X, train.Y, test.X, test.Y)
                 report["params_used"] = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
@@ -96,10 +100,10 @@ def main() -> None:
                 print(f"[{name}] {model}: P@1 {report['test']['P@1']:.2f}", flush=True)
         if "timing" in args.parts and not (out / f"timing-{name}.json").exists():
             train, test = load(name, "train"), load(name, "test")
-            params = {m: train_params(name, m, {}) | {"progress": False} for m in MODELS}
+            params = {m: train_params(name, m, {"device": args.device}) | {"progress": False} for m in MODELS}
             print(f"[{name}] timing epochs and top-5 prediction side by side", flush=True)
             atomic_write_json(out / f"timing-{name}.json",
-                              side_by_side(params, train.X, train.Y, args.repeats, X_test=test.X))
+                              side_by_side(params, train.X, train.Y, args.repeats, X_test=test.X, device=args.device))
 
     if "large" in args.parts and not (out / "large.json").exists():
         train, _ = make_synthetic(args.large_points, args.large_labels, 20_000, n_test=0, seed=0,
@@ -111,20 +115,23 @@ def main() -> None:
         print(f"[large] timing epochs on {train.n_labels} labels, {len(train)} points", flush=True)
         atomic_write_json(out / "large.json", {
             "labels": train.n_labels, "points": len(train), "features": train.n_features, "dim": args.large_dim,
-            **side_by_side(params, train.X, train.Y, args.repeats),
+            **side_by_side(params, train.X, train.Y, args.repeats, device=args.device),
         })
 
-    results = collect(out)
+    results = collect(out, args.device)
     atomic_write_json(out / "summary.json", results)
     markdown = render(results)
     atomic_write_text(out / "tables.md", markdown)
     print(markdown)
 
 
-def collect(out: Path) -> dict:
+def collect(out: Path, device: str = "cpu") -> dict:
     """Gather every cached part under ``out``."""
+    where = f"{platform.machine()}, {torch.get_num_threads()} torch threads, {os.cpu_count()} cores"
+    if torch.device(device).type == "cuda":
+        where = f"{torch.cuda.get_device_name(torch.device(device))} ({where})"
     results: dict = {
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads; 2-core CPU shared with other jobs",
+        "machine": where,
         "torch": torch.__version__,
         "datasets": {},
     }
@@ -165,7 +172,7 @@ def render(results: dict) -> str:
             continue
         fc, hrr = (statistics.median(entry["epoch_seconds"][m]) for m in MODELS)
         ms = entry.get("predict_ms_per_point")
-        ms_cells = " | ".join(f"{statistics.median(ms[m]):.3f}" for m in MODELS) if ms else "- | -"
+        ms_cells = " | ".join(f"{statistics.median(ms[m]):.4f}" for m in MODELS) if ms else "- | -"
         lines.append(f"| {name} | {fc:.2f} | {hrr:.2f} | {fc / hrr:.2f}x | {ms_cells} |")
     if "large" in results:
         large = results["large"]

@@ -1,11 +1,13 @@
 """Optimisation step time of the default models, without the trainer's batch building:
-``steps`` training batches are prepared once, then each model runs Adam (fused, as the
-trainer does) over all of them, models interleaved per repeat; the median process time
-per step is printed. It isolates the network's own cost from the epoch loop's noise.
+``steps`` training batches are prepared once (on ``--device``), then each model runs Adam
+(fused, as the trainer does) over all of them, models interleaved per repeat; the median
+time per step is printed: process time on the CPU, wall time after a device synchronise
+on a GPU. It isolates the network's own cost from the epoch loop's noise.
 
 Usage:
     python benchmarks/step_time.py delicious --repeats 7 --steps 150
     python benchmarks/step_time.py delicious --variants '{"ranking": 1.0}' '{}'   # HRR head options
+    python benchmarks/step_time.py delicious --device cuda --compile --launches     # on a GPU
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from holoxmc.data import load
 from holoxmc.data.batch import LabelBatch, SparseBatch
@@ -31,32 +35,61 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time every model with its loss under torch.compile(dynamic=True)")
+    parser.add_argument("--launches", action="store_true", help="count GPU kernel launches per step (profiler)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
     train = load(args.dataset, "train")
     batch_size = 64
-    batches = [(SparseBatch.from_csr(train.X[i : i + batch_size]), LabelBatch.from_csr(train.Y[i : i + batch_size]))
+    batches = [(SparseBatch.from_csr(train.X[i : i + batch_size]).to(device),
+                LabelBatch.from_csr(train.Y[i : i + batch_size]).to(device))
                for i in range(0, batch_size * args.steps, batch_size)]
     runs = {"fc": preset_params(args.dataset, "fc"), "hrr-fc": preset_params(args.dataset, "hrr-fc")}
     for variant in args.variants:
         runs[f"hrr-fc {variant}"] = runs["hrr-fc"] | {"head_options": json.loads(variant)}
-    models = {}
+    models: dict[str, tuple[Callable, torch.optim.Optimizer]] = {}
     for name, params in runs.items():
-        clf = XMCClassifier(**params)
-        network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1])
-        models[name] = (network, torch.optim.Adam(network.parameters(), lr=1e-3, fused=True))
+        for compiled in (False, True) if args.compile else (False,):
+            clf = XMCClassifier(**params)
+            network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1]).to(device)
+            loss = torch.compile(network.loss, dynamic=True) if compiled else network.loss
+            models[name + (" compiled" if compiled else "")] = (loss, torch.optim.Adam(network.parameters(), lr=1e-3, fused=True))
+
+    def clock() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            return time.perf_counter()
+        return time.process_time()
+
+    def one_pass(loss: Callable, optimizer: torch.optim.Optimizer) -> float:
+        started = clock()
+        for x, y in batches:
+            optimizer.zero_grad(set_to_none=True)
+            loss(x, y).backward()
+            optimizer.step()
+        return clock() - started
+
+    for name, (loss, optimizer) in models.items():  # warm-up; compiles the compiled ones
+        print(f"{name}: first pass {one_pass(loss, optimizer):.1f} s", flush=True)
     ms_per_step: dict[str, list[float]] = {name: [] for name in models}
     for _ in range(args.repeats):
-        for name, (network, optimizer) in models.items():
-            started = time.process_time()
-            for x, y in batches:
-                optimizer.zero_grad(set_to_none=True)
-                network.loss(x, y).backward()
-                optimizer.step()
-            ms_per_step[name].append(1000 * (time.process_time() - started) / len(batches))
+        for name, (loss, optimizer) in models.items():
+            ms_per_step[name].append(1000 * one_pass(loss, optimizer) / len(batches))
     for name, times in ms_per_step.items():
         print(f"{name}: {statistics.median(times):.2f} ms/step (median of {args.repeats}; "
               f"{', '.join(f'{t:.2f}' for t in times)})")
+    if args.launches:
+        for name, (loss, optimizer) in models.items():
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
+                one_pass(loss, optimizer)
+            events = trace.key_averages()
+            launches = sum(e.count for e in events if e.key.startswith("cudaLaunchKernel"))
+            busy_ms = sum(e.self_device_time_total for e in events) / 1000
+            print(f"{name}: {launches / len(batches):.0f} kernel launches and {busy_ms / len(batches):.3f} ms "
+                  "of GPU time per step")
 
 
 if __name__ == "__main__":

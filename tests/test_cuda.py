@@ -1,0 +1,139 @@
+"""The models on a CUDA device: they train, decode, save, load onto the CPU and resume
+there, and learn as well as on the CPU.
+
+Skipped without a CUDA device (CI has none); run on a GPU machine with
+``python -m pytest tests/test_cuda.py``. Kernels differ between CPU and GPU (summation
+order, atomics in ``embedding_bag``'s backward), so a GPU run is compared with the CPU run
+by quality, not bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from holoxmc.data import make_synthetic
+from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier
+from holoxmc.metrics import evaluate
+from holoxmc.train import TrainConfig, Trainer
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+
+SMALL = dict(hidden=(64,), dim=64, epochs=10, batch_size=32, lr=1e-2, dropout=0.0, seed=1, progress=False)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_synthetic(600, 40, 200, n_test=150, labels_per_point=2.0, seed=4)
+
+
+def popularity_p1(train, test) -> float:
+    popular = np.argsort(-np.asarray(train.Y.sum(0)).ravel())[:5]
+    return evaluate(np.tile(popular, (len(test), 1)), test.Y)["P@1"]
+
+
+def tokens(X: sp.csr_matrix, length: int = 12) -> np.ndarray:
+    """Token ids (PAD = 0) from the active features of each row, for the text backbones."""
+    ids = np.zeros((X.shape[0], length), dtype=np.int64)
+    for row in range(X.shape[0]):
+        active = X.indices[X.indptr[row] : X.indptr[row + 1]][:length]
+        ids[row, : len(active)] = active + 1
+    return ids
+
+
+@pytest.mark.parametrize(
+    "head, options",
+    [
+        ("dense", {}),
+        ("hrr", {}),
+        ("hrr", {"loss": "abs"}),
+        ("hrr", {"learn_pm": True}),
+        ("hrr", {"learn_labels": True}),
+        ("hrr", {"cache_codes": False, "label_chunk": 16}),
+        ("hrr", {"ranking": 1.0, "label_bias": True}),
+        ("hrr", {"ranking": 1.0, "label_bias": True, "ranking_candidates": 8}),  # sampled on the GPU's RNG
+    ],
+)
+def test_cuda_training_learns_like_cpu(data, head, options):
+    train, test = data
+    params = SMALL | {"head": head, "head_options": options}
+    cpu = XMCClassifier(**params).fit(train.X, train.Y)
+    gpu = XMCClassifier(**params, device="cuda").fit(train.X, train.Y)
+    assert all(p.is_cuda for p in gpu.network_.parameters())
+    assert all(b.is_cuda for b in gpu.network_.buffers())
+    cpu_p1, gpu_p1 = cpu.score(test.X, test.Y)["P@1"], gpu.score(test.X, test.Y)["P@1"]
+    assert gpu_p1 > popularity_p1(train, test) + 20
+    # 150 test rows (one is 0.67 points); float rounding differs between the devices, and
+    # with sampled candidates the draws do too (the CUDA generator is not the CPU one)
+    assert abs(gpu_p1 - cpu_p1) < 10
+
+
+def test_cuda_model_saved_and_loaded_on_cpu_decodes_the_same(tmp_path, data):
+    train, test = data
+    gpu = XMCClassifier(**SMALL, head_options={"ranking": 1.0, "label_bias": True}, device="cuda").fit(train.X, train.Y)
+    on_cpu = XMCClassifier.load(gpu.save(tmp_path / "model"), device="cpu")
+    assert all(not p.is_cuda for p in on_cpu.network_.parameters())
+    gpu_indices, gpu_scores = gpu.predict(test.X, k=5)
+    cpu_indices, cpu_scores = on_cpu.predict(test.X, k=5)
+    np.testing.assert_allclose(cpu_scores, gpu_scores, rtol=1e-4, atol=1e-4)
+    assert (cpu_indices == gpu_indices).mean() > 0.98  # near-ties may swap between kernels
+    full = gpu.decision_function(test.X[:10])
+    np.testing.assert_allclose(np.take_along_axis(full, gpu_indices[:10], 1), gpu_scores[:10], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("head", ["dense", "hrr"])
+def test_cuda_folded_and_direct_decoding_agree(data, head):
+    """Small L: HRR decoding folds its two layers on the GPU as on the CPU."""
+    train, test = data
+    gpu = XMCClassifier(**SMALL, head=head, device="cuda").fit(train.X, train.Y)
+    indices, scores = gpu.predict(test.X, k=5)
+    full = gpu.decision_function(test.X)
+    np.testing.assert_allclose(np.take_along_axis(full, indices, 1), scores, rtol=1e-4, atol=1e-4)
+
+
+def test_cuda_killed_run_resumes_to_the_uninterrupted_weights(tmp_path, data):
+    train, _ = data
+    clf = XMCClassifier(**SMALL, head_options={"ranking": 1.0, "label_bias": True}, device="cuda")
+    config = TrainConfig(epochs=6, batch_size=32, lr=1e-2, seed=1, device="cuda", progress=False)
+
+    def network():
+        return NETWORK_FACTORIES["hrr"](clf, train.n_labels, train.n_features)
+
+    reference = network()
+    expected = Trainer(config).fit(reference, train.X, train.Y, run_dir=tmp_path / "whole")
+    killed, steps = network(), []
+    own_loss = killed.loss
+
+    def loss_until_killed(x, labels):  # 17 steps per epoch: killed in the third
+        steps.append(1)
+        if len(steps) > 40:
+            raise KeyboardInterrupt
+        return own_loss(x, labels)
+
+    killed.loss = loss_until_killed
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(config).fit(killed, train.X, train.Y, run_dir=tmp_path / "killed")
+    resumed = network()
+    result = Trainer(config).fit(resumed, train.X, train.Y, run_dir=tmp_path / "killed", resume=True)
+    assert [h["epoch"] for h in result.history] == [h["epoch"] for h in expected.history]
+    assert result.best_epoch == expected.best_epoch
+    for (name, mine), theirs in zip(resumed.state_dict().items(), reference.state_dict().values()):
+        assert torch.allclose(mine, theirs, rtol=1e-4, atol=1e-5), name
+
+
+@pytest.mark.parametrize("backbone", ["cnn", "lstm"])
+def test_cuda_text_backbones_train_and_decode(data, backbone):
+    train, test = data
+    params = dict(SMALL, backbone=backbone, hidden=None, device="cuda", epochs=15)
+    for head in ("dense", "hrr"):
+        clf = XMCClassifier(**params, head=head).fit(tokens(train.X), train.Y)
+        assert clf.score(tokens(test.X), test.Y)["P@1"] > popularity_p1(train, test) + 10, head
+
+
+def test_cuda_solar_trains_and_decodes(data):
+    train, test = data
+    clf = XMCClassifier(head="solar", hidden=(64,), epochs=8, batch_size=32, lr=1e-2, seed=1, progress=False,
+                        device="cuda", head_options={"n_chunks": 4, "n_buckets": 10}).fit(train.X, train.Y)
+    assert clf.score(test.X, test.Y)["P@1"] > popularity_p1(train, test) + 15
