@@ -7,6 +7,7 @@ held-out rows.
 
 Usage:
     python benchmarks/refit_check.py delicious --models hrr-fc fc --seeds 0 1 2
+    python benchmarks/refit_check.py delicious --models hrr-fc --overrides '{"dim": 256}'
 """
 
 from __future__ import annotations
@@ -43,11 +44,12 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["hrr-fc", "fc"], choices=[m for m in MODELS if m != "solar"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--overrides", type=json.loads, default={}, help="JSON XMCClassifier keywords over the preset")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     for model in args.models:
         for seed in args.seeds:
-            print(json.dumps(check(args.dataset, model, seed)), flush=True)
+            print(json.dumps(check(args.dataset, model, seed, args.overrides) | {"overrides": args.overrides}), flush=True)
 
 
 if __name__ == "__main__":
