@@ -13,6 +13,7 @@ Usage:
     python benchmarks/hrr_vs_dense.py        # everything; writes benchmarks/results/hrr_vs_dense/
     python benchmarks/hrr_vs_dense.py --datasets delicious --models hrr-fc --parts table1
     # each part is cached as one JSON file (report-DATA-MODEL, timing-DATA, large) and reused
+    python benchmarks/hrr_vs_dense.py --device cuda --out DIR   # everything on a GPU
 """
 
 from __future__ import annotations
