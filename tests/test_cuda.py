@@ -14,24 +14,11 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from holoxmc.data import make_synthetic
 from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier
-from holoxmc.metrics import evaluate
 from holoxmc.train import TrainConfig, Trainer
+from test_estimator import SMALL, data, popularity_p1  # noqa: F401  (data is a fixture)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
-
-SMALL = dict(hidden=(64,), dim=64, epochs=10, batch_size=32, lr=1e-2, dropout=0.0, seed=1, progress=False)
-
-
-@pytest.fixture(scope="module")
-def data():
-    return make_synthetic(600, 40, 200, n_test=150, labels_per_point=2.0, seed=4)
-
-
-def popularity_p1(train, test) -> float:
-    popular = np.argsort(-np.asarray(train.Y.sum(0)).ravel())[:5]
-    return evaluate(np.tile(popular, (len(test), 1)), test.Y)["P@1"]
 
 
 def tokens(X: sp.csr_matrix, length: int = 12) -> np.ndarray:
