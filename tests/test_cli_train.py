@@ -97,6 +97,7 @@ def test_dense_model_reports_its_output_layer(toy, tmp_path):
         (["predict", "{tmp}/missing", "{toy}"], "not a saved model"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--dim", "8"], "HRR models only"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--ranking", "1"], "HRR models only"),
+        (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--label-code", "circulant"], "HRR models only"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--chunks", "3"], "--model solar only"),
         (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--label-bias"], "needs ranking > 0"),
     ],
@@ -180,6 +181,22 @@ def test_label_bias_is_trained_saved_and_loaded(toy, tmp_path):
         "ranking": 1.0, "label_bias": True}
     clf = XMCClassifier.load(run_dir)
     assert clf.network_.head.label_bias.abs().max() > 0  # trained, saved and loaded
+
+
+def test_circulant_label_code_is_trained_saved_and_reloaded_from_its_seed(toy, tmp_path):
+    run_dir = tmp_path / "circulant"
+    argv = ["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--dim", "16",  # 30 labels: 2 groups
+            "--ranking", "1", "--label-bias", "--label-code", "circulant", *FAST]
+    assert main(argv) == 0
+    assert json.loads((run_dir / "config.json").read_text())["params"]["head_options"] == {
+        "ranking": 1.0, "label_bias": True, "code": "circulant"}
+    head = XMCClassifier.load(run_dir).network_.head
+    assert head.code.circulant and head.code.n_groups == 2
+    output = tmp_path / "eval.json"
+    assert main(["evaluate", str(run_dir), str(toy), "--output", str(output)]) == 0
+    metrics = json.loads((run_dir / "metrics.json").read_text())["test"]
+    evaluated = json.loads(output.read_text())["metrics"]
+    assert {name: evaluated[name] for name in metrics} == metrics  # the reloaded code decodes the same
 
 
 def test_refit_run_leaves_only_its_three_files(toy, tmp_path):

@@ -18,12 +18,13 @@ from holoxmc.errors import InputError
     chunk_size=st.integers(1, 128),
     dim=st.sampled_from([16, 33, 64]),
     seed=st.integers(0, 2**40),
+    circulant=st.booleans(),
 )
-def test_chunks_concatenate_to_the_materialized_code(n_labels, chunk_size, dim, seed):
-    code = HRRLabelCode(n_labels, dim, seed=seed, chunk_size=chunk_size)
+def test_chunks_concatenate_to_the_materialized_code(n_labels, chunk_size, dim, seed, circulant):
+    code = HRRLabelCode(n_labels, dim, seed=seed, chunk_size=chunk_size, circulant=circulant)
     pieces = list(code.chunks())
     assert [start for start, _ in pieces] == list(range(0, n_labels, chunk_size))
-    cached = HRRLabelCode(n_labels, dim, seed=seed, chunk_size=chunk_size).materialize()
+    cached = HRRLabelCode(n_labels, dim, seed=seed, chunk_size=chunk_size, circulant=circulant).materialize()
     assert cached.shape == (n_labels, dim)
     assert torch.equal(torch.cat([vectors for _, vectors in pieces]), cached)
 
@@ -36,6 +37,26 @@ def test_any_chunk_regenerates_bit_identically_alone():
     assert torch.equal(fresh.present, code.present) and torch.equal(fresh.missing, code.missing)
     other_seed = HRRLabelCode(5000, 64, seed=12, chunk_size=512)
     assert not torch.allclose(other_seed.chunk(7), later)
+
+
+def test_circulant_code_is_groups_of_orthonormal_shifts_regenerated_from_the_seed():
+    n_labels, dim = 1000, 64
+    code = HRRLabelCode(n_labels, dim, seed=4, chunk_size=100, circulant=True)
+    assert code.n_groups == 16 and code.group_spectra.shape == (16, dim // 2 + 1)
+    full = code.full().double()
+    bases = torch.fft.irfft(code.group_spectra.to(torch.complex128), n=dim)
+    for label in (0, 1, 63, 64, 130, 999):
+        group, shift = divmod(label, dim)
+        assert torch.allclose(full[label], torch.roll(bases[group], shift), atol=1e-6)
+    gram = full @ full.T
+    assert torch.allclose(gram[:dim, :dim], torch.eye(dim, dtype=torch.float64), atol=1e-5)  # one group
+    across = gram[:dim, dim : 2 * dim].abs()
+    assert 0.05 < across.max() < 0.7 and across.mean() < 3 / dim**0.5  # another group: random overlaps
+    assert torch.allclose(hrr.projection(full), full, atol=1e-5)  # every vector unitary, as π makes them
+    fresh = HRRLabelCode(n_labels, dim, seed=4, chunk_size=100, circulant=True)
+    assert torch.equal(fresh.chunk(7), code.chunk(7)) and torch.equal(fresh.present, code.present)
+    random_code = HRRLabelCode(n_labels, dim, seed=4, chunk_size=100)
+    assert not torch.allclose(random_code.chunk(0), code.chunk(0)) and random_code.group_spectra is None
 
 
 def test_bound_chunks_equal_binding_the_chunk():

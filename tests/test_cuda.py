@@ -41,6 +41,7 @@ def tokens(X: sp.csr_matrix, length: int = 12) -> np.ndarray:
         ("hrr", {"cache_codes": False, "label_chunk": 16}),
         ("hrr", {"ranking": 1.0, "label_bias": True}),
         ("hrr", {"ranking": 1.0, "label_bias": True, "ranking_candidates": 8}),  # sampled on the GPU's RNG
+        ("hrr", {"ranking": 1.0, "label_bias": True, "code": "circulant", "ranking_candidates": 4096}),  # FFT
     ],
 )
 def test_cuda_training_learns_like_cpu(data, head, options):

@@ -32,10 +32,14 @@ def popularity_p1(train, test) -> float:
 @pytest.fixture(scope="module")
 def fitted(data):
     train, _ = data
-    return {head: XMCClassifier(head=head, **SMALL).fit(train.X, train.Y) for head in ("hrr", "dense")}
+    fitted = {head: XMCClassifier(head=head, **SMALL).fit(train.X, train.Y) for head in ("hrr", "dense")}
+    circulant = {"code": "circulant", "ranking": 1.0, "label_bias": True}  # d' = 16: 40 labels in 3 groups
+    fitted["hrr-circulant"] = XMCClassifier(head="hrr", **SMALL | {"dim": 16, "head_options": circulant})
+    fitted["hrr-circulant"].fit(train.X, train.Y)
+    return fitted
 
 
-@pytest.mark.parametrize("head", ["hrr", "dense"])
+@pytest.mark.parametrize("head", ["hrr", "dense", "hrr-circulant"])
 def test_fit_beats_popularity_baseline_on_held_out_data(data, fitted, head):
     train, test = data
     clf = fitted[head]
@@ -60,14 +64,14 @@ def test_predict_matches_score_and_decision_function(data, fitted):
     np.testing.assert_allclose(np.take_along_axis(full, indices[:20], 1), scores[:20], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("head", ["hrr", "dense"])
+@pytest.mark.parametrize("head", ["hrr", "dense", "hrr-circulant"])
 def test_save_load_round_trip_is_exact(tmp_path, data, fitted, head):
     _, test = data
     clf = fitted[head]
     clf.save(tmp_path / "model")
     assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json", "model.safetensors"]
     config = json.loads((tmp_path / "model" / "config.json").read_text())
-    assert config["params"]["head"] == head and config["n_labels"] == test.n_labels
+    assert config["params"]["head"] == clf.head and config["n_labels"] == test.n_labels
     loaded = XMCClassifier.load(tmp_path / "model")
     original, again = clf.predict(test.X, k=5), loaded.predict(test.X, k=5)
     assert np.array_equal(original[0], again[0]) and np.array_equal(original[1], again[1])

@@ -74,6 +74,10 @@ HEAD_VARIANTS = [
     dict(ranking=2.0, learn_pm=True, learn_labels=True),
     dict(ranking=1.0, label_bias=True),
     dict(ranking=1.0, label_bias=True, learn_pm=True, cache_codes=False, label_chunk=8),
+    dict(code="circulant"),
+    dict(code="circulant", loss="abs", learn_pm=True),
+    dict(code="circulant", ranking=1.0, label_bias=True, label_chunk=16),
+    dict(code="circulant", ranking=1.0, learn_pm=True, cache_codes=False, label_chunk=8),
 ]
 
 
@@ -109,7 +113,7 @@ def test_gradients_match_reference_and_stay_finite_with_empty_rows(options):
 
 
 @pytest.mark.parametrize("options", [dict(), dict(learn_pm=True), dict(cache_codes=False, label_chunk=8),
-                                     dict(label_bias=True)], ids=str)
+                                     dict(label_bias=True), dict(code="circulant", label_bias=True)], ids=str)
 def test_ranking_term_over_sampled_candidates_matches_reference(options):
     """With L > ranking_candidates the softmax runs over the batch's present labels plus
     uniformly drawn ones, drawn from the torch RNG (seeded here as the trainer does)."""
@@ -251,6 +255,45 @@ def test_folded_decoding_equals_two_step_decoding_and_follows_weight_updates(los
         optimizer.step()  # the folded cache must notice the new weights
     wide = HRRHead(512, 200_000, dim=64, label_chunk=200_000, cache_codes=False)
     assert not wide._folding_pays()
+
+
+@pytest.mark.parametrize("options", [dict(), dict(loss="abs", label_chunk=40), dict(learn_pm=True, cache_codes=False),
+                                     dict(ranking=1.0, label_bias=True, label_chunk=33)], ids=str)
+def test_circulant_decoding_by_fft_equals_the_product_with_every_label_vector(options):
+    """dim = 16 < L = 37: three groups of shifts, the last one short, decoded chunk by chunk
+    (one or two groups per chunk) by unbinding, against the explicit ``(L, dim)`` keys."""
+    head = randomise_label_bias(HRRHead(10, N_LABELS, dim=16, seed=8, code="circulant", **options), 8)
+    out = head(torch.randn(9, 10, generator=torch.Generator().manual_seed(9)))
+    codes = torch.cat([vectors for _, vectors in head.label_chunks()])
+    assert codes.shape == (N_LABELS, 16)
+    assert torch.allclose(codes[16 + 3], torch.roll(codes[16], 3), atol=1e-6)  # label 19: group 1 shifted by 3
+    query = hrr.unbind(out, head.roles()[0])
+    if head.label_bias is None:
+        full = query @ codes.T
+    else:
+        full = head.ranking_scale * hrr.cosine(query.unsqueeze(1), codes) + head.label_bias
+    full = full.abs() if head.loss_kind == "abs" else full
+    with torch.no_grad():
+        assert torch.allclose(head.scores(out), full, atol=1e-5)
+        scores, indices = head.topk(out, 5)
+        assert torch.equal(indices, torch.topk(full, 5).indices)
+        assert torch.allclose(scores, torch.topk(full, 5).values, atol=1e-5)
+        cos = hrr.cosine(query.unsqueeze(1), codes)
+        above = torch.from_numpy(head.threshold(out, 0.2).toarray())
+        assert torch.equal(above != 0, (cos.abs() if head.loss_kind == "abs" else cos) > 0.2)
+
+
+def test_circulant_code_folds_only_below_dim_labels_and_refuses_learned_labels():
+    narrow = HRRHead(16, N_LABELS, dim=64, code="circulant")  # L < d': the folded product is cheaper
+    assert narrow._folding_pays()
+    h = torch.randn(5, 16, generator=torch.Generator().manual_seed(10))
+    with torch.no_grad():
+        assert torch.equal(narrow.topk_hidden(h, 4)[1], narrow.topk(narrow(h), 4)[1])
+    assert not HRRHead(16, N_LABELS, dim=32, code="circulant")._folding_pays()  # FFT decoding is cheaper
+    with pytest.raises(InputError, match="circulant"):
+        HRRHead(4, 10, code="circulant", learn_labels=True)
+    with pytest.raises(InputError, match="code"):
+        HRRHead(4, 10, code="hadamard")
 
 
 def test_threshold_returns_exactly_the_labels_above_it():

@@ -55,6 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--learn-pm", action="store_true", default=None, help="HRR: learn the roles p and m")
     train.add_argument("--label-bias", action=argparse.BooleanOptionalAction, default=None,
                        help="HRR: learn a bias per label in the ranking logits (needs --ranking > 0)")
+    train.add_argument("--label-code", choices=["random", "circulant"],
+                       help="HRR: i.i.d. label vectors, or groups of d' circular shifts decoded by FFT")
     train.add_argument("--chunks", type=int, metavar="K", help="SOLAR: independent chunk models")
     train.add_argument("--buckets", type=int, metavar="B", help="SOLAR: buckets per chunk")
     train.add_argument("--workers", type=int, help="SOLAR: chunks trained in parallel local processes")
@@ -88,7 +90,8 @@ _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "lr", "batch_size", 
 #: Head-specific ``train`` options → head keywords (passed as ``head_options`` over the
 #: preset's), per head kind.
 _HEAD_OPTIONS = {
-    "hrr": {"loss": "loss", "ranking": "ranking", "learn_pm": "learn_pm", "label_bias": "label_bias"},
+    "hrr": {"loss": "loss", "ranking": "ranking", "learn_pm": "learn_pm", "label_bias": "label_bias",
+            "label_code": "code"},
     "solar": {"chunks": "n_chunks", "buckets": "n_buckets"},
 }
 

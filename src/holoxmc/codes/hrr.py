@@ -8,12 +8,23 @@ generator seeded by ``(seed, j)``, so any chunk can be made alone, bit-identical
 when the caller wants the speed and has the memory. All draws happen on the CPU in float64
 and are cast afterwards, so a seed gives the same code on every device.
 
+``circulant=True`` (ours, not the paper's) draws only ``G = ⌈L/d'⌉`` vectors ``b_g`` and
+gives label ``i = g·d' + s`` the circular shift by ``s`` of ``b_g``: ``c_i = b_g ⊗ δ_s``
+(``δ_s`` the unit impulse at ``s``, itself a unitary HRR). Each group of ``d'`` labels is
+then exactly orthonormal (the shifts of a unitary vector are), groups are as independent
+as random codes, the code is ``G·d' ≈ L`` numbers instead of ``L·d'``, and the scores of a
+whole group against any query ``q`` are one unbinding: ``q · (b_g ⊗ δ_s) = (b_g* ⊗ q)_s``,
+so decoding all labels costs ``O(L log d')`` instead of ``O(L·d')``.
+
 Example:
     >>> code = HRRLabelCode(n_labels=1000, dim=64, seed=3, chunk_size=256)
     >>> rows = code.gather(torch.tensor([5, 700]))
     >>> torch.equal(rows[1], code.chunk(2)[700 - 512])
     True
     >>> code.pm_residual < 1e-6
+    True
+    >>> shifted = HRRLabelCode(n_labels=1000, dim=64, seed=3, circulant=True)
+    >>> torch.allclose(shifted.gather(torch.tensor([64 + 5]))[0], torch.roll(shifted.gather(torch.tensor([64]))[0], 5), atol=1e-6)
     True
 """
 
@@ -34,6 +45,7 @@ __all__ = ["HRRLabelCode", "local_generator"]
 # Stream tags: independent random streams derived from one user seed.
 _LABEL_STREAM = 0
 _ROLE_STREAM = 1
+_CIRCULANT_BASE_STREAM = 3  # (2 is the heads' weight initialisation)
 
 # Alternating Gram–Schmidt / projection rounds used to make π(m) orthogonal to π(p).
 _MAX_ORTHOGONAL_ROUNDS = 200
@@ -93,11 +105,15 @@ class HRRLabelCode:
         seed: the code's seed; the same seed gives the same vectors everywhere.
         chunk_size: rows per generated chunk (memory of one chunk: ``chunk_size·dim``).
         dtype: float32 or float64 of the returned vectors.
+        circulant: label ``g·dim + s`` is the circular shift by ``s`` of the group vector
+            ``b_g`` (module docstring) instead of an independent draw.
 
     Attributes:
         present: π(p), shape ``(dim,)``.
         missing: π(m), shape ``(dim,)``, orthogonal to ``present`` (see :attr:`pm_residual`).
         present_raw, missing_raw: p and m before projection (initial values of learnable roles).
+        group_spectra: with ``circulant``, the real-FFT spectra of the group vectors ``b_g``,
+            complex ``(n_groups, dim // 2 + 1)``; ``None`` otherwise.
 
     Label vectors are distributed as ``π(N(0, I/d'))`` (the paper's initialisation), drawn
     directly in the Fourier domain (see :func:`_projected_gaussian_spectrum`); being projected, each
@@ -112,6 +128,7 @@ class HRRLabelCode:
         seed: int = 0,
         chunk_size: int = 8192,
         dtype: torch.dtype = torch.float32,
+        circulant: bool = False,
     ) -> None:
         if n_labels < 1 or dim < 2 or chunk_size < 1:
             raise InputError(
@@ -128,6 +145,20 @@ class HRRLabelCode:
         self.missing_raw = m_raw.to(dtype)
         self.present = hrr.projection(p_raw).to(dtype)
         self.missing = hrr.projection(m_raw).to(dtype)
+        self.group_spectra = (
+            _projected_gaussian_spectrum(self.n_groups, self.dim, local_generator(self.seed, _CIRCULANT_BASE_STREAM),
+                                         dtype)
+            if circulant else None
+        )
+
+    @property
+    def circulant(self) -> bool:
+        return self.group_spectra is not None
+
+    @property
+    def n_groups(self) -> int:
+        """``⌈L / dim⌉``: the groups of a circulant code (``dim`` labels each, the last may be short)."""
+        return -(-self.n_labels // self.dim)
 
     def _draw_roles(self) -> tuple[Tensor, Tensor]:
         """p ~ π(N(0, I/d')); m is made orthogonal to π(p) by Gram–Schmidt *before* its
@@ -198,8 +229,15 @@ class HRRLabelCode:
 
     def _chunk_spectrum(self, j: int) -> Tensor:
         start, stop = self.chunk_bounds(j)
-        generator = local_generator(self.seed, _LABEL_STREAM, j)
-        return _projected_gaussian_spectrum(stop - start, self.dim, generator, self.dtype)
+        if self.group_spectra is None:
+            generator = local_generator(self.seed, _LABEL_STREAM, j)
+            return _projected_gaussian_spectrum(stop - start, self.dim, generator, self.dtype)
+        # Shifting by s multiplies frequency k by e^{-2πi·k·s/d'} (phases in float64).
+        labels = torch.arange(start, stop)
+        shifts = (labels % self.dim).to(torch.float64)
+        phase = (-2 * math.pi / self.dim) * shifts[:, None] * torch.arange(self.dim // 2 + 1, dtype=torch.float64)
+        ramp = torch.polar(torch.ones_like(phase), phase).to(self.group_spectra.dtype)
+        return self.group_spectra[labels // self.dim] * ramp
 
     def chunks(self) -> Iterator[tuple[int, Tensor]]:
         """Yield ``(start, vectors)`` for every chunk in label order."""

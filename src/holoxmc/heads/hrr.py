@@ -54,7 +54,11 @@ Decoding scores every label with the paper's ``score_i = c_i · (p* ⊗ ŝ)`` (a
 or ``τ·cos(p* ⊗ ŝ, c_i) + b_i`` with ``label_bias``, one label chunk at a time with a
 running top-k merge, so memory is ``O(B · label_chunk)``; :meth:`HRRHead.topk_hidden`
 folds the two linear maps into one when that is cheaper (not with ``label_bias``: the
-cosine needs ``‖ŝ‖``). The threshold mode uses the cosine ``cos(p* ⊗ ŝ, c_i) > 0.5``
+cosine needs ``‖ŝ‖``). With ``code="circulant"`` (:class:`HRRLabelCode`, ``circulant``)
+the labels come in groups of ``d'`` circular shifts of one vector ``b_g``, and a group's
+``d'`` scores are one unbinding, ``(b_g* ⊗ (p* ⊗ ŝ))_s``: one FFT of the query, then per
+group a spectrum product and an inverse FFT, ``O(L log d')`` per example instead of the
+``O(L·d')`` matrix product (and the exact ranking term is computed the same way). The threshold mode uses the cosine ``cos(p* ⊗ ŝ, c_i) > 0.5``
 (appendix H; the bias is not part of it).
 """
 
@@ -104,6 +108,9 @@ class HRRHead(nn.Module):
             function (``J_r`` is exact over all labels when L is at most S).
         label_bias: learn a bias per label in the ranking logits and decode by
             ``τ·cos + b`` (module docstring); needs ``ranking > 0`` and ``loss="cosine"``.
+        code: ``"random"`` (the paper's i.i.d. label vectors) or ``"circulant"`` (groups of
+            ``dim`` circular shifts of one vector; decoding and the exact ranking term by
+            FFT, see the module docstring); not with ``learn_labels``.
         label_chunk: labels per chunk when generating or decoding the code (decoding
             memory ``B · label_chunk`` scores; 16,384 keeps a chunk's scores cache-sized).
         cache_codes: keep the code in memory for fast gathers and decoding: with fixed
@@ -143,6 +150,7 @@ class HRRHead(nn.Module):
         ranking_scale: float = 10.0,
         ranking_candidates: int = 512,
         label_bias: bool = False,
+        code: Literal["random", "circulant"] = "random",
         label_chunk: int = 16384,
         cache_codes: bool = True,
     ) -> None:
@@ -158,6 +166,11 @@ class HRRHead(nn.Module):
             )
         if label_bias and (ranking == 0 or loss != "cosine"):
             raise InputError("label_bias is trained by the ranking term: it needs ranking > 0 and loss='cosine'")
+        if code not in ("random", "circulant"):
+            raise InputError(f"code must be 'random' or 'circulant', got {code!r}")
+        if code == "circulant" and learn_labels:
+            raise InputError("learn_labels trains free label vectors, which cannot stay circulant: "
+                             "use code='random' with learn_labels")
         self.in_features = int(in_features)
         self.n_labels = int(n_labels)
         self.dim = int(dim)
@@ -165,7 +178,7 @@ class HRRHead(nn.Module):
         self.ranking = float(ranking)
         self.ranking_scale = float(ranking_scale)
         self.ranking_candidates = int(ranking_candidates)
-        self.code = HRRLabelCode(n_labels, dim, seed=seed, chunk_size=label_chunk)
+        self.code = HRRLabelCode(n_labels, dim, seed=seed, chunk_size=label_chunk, circulant=code == "circulant")
         self.linear = nn.Linear(self.in_features, self.dim)
         reset_linear_(self.linear, local_generator(seed, _INIT_STREAM))
         self._folded: tuple[tuple[int, ...], Tensor, Tensor] | None = None
@@ -185,6 +198,13 @@ class HRRHead(nn.Module):
             self.register_buffer("keys", torch.cat(keys), persistent=False)
         elif cache_codes:
             self.register_buffer("label_cache", self.code.full(), persistent=False)
+        if self.code.circulant:
+            # The spectra a decoding query is unbound with, per group: F(p ⊗ b_g) for the
+            # prebound query ŝ, F(b_g) for the unbound query p* ⊗ ŝ.
+            group_keys = self.code.group_spectra
+            if self.prebound:
+                group_keys = group_keys * torch.fft.rfft(self.roles_fixed[0], dim=-1)
+            self.register_buffer("group_keys", group_keys, persistent=False)
 
     @property
     def learn_pm(self) -> bool:
@@ -301,7 +321,7 @@ class HRRHead(nn.Module):
         mean_positive = positive / counts.clamp_min(1).to(query.dtype)
         scaled = query * self.ranking_scale
         if self.n_labels <= self.ranking_candidates:
-            logits = self._chunk_scores(scaled, self._ranking_keys(None), self.label_bias)
+            logits = torch.cat([scores for _, scores in self._label_scores(scaled, self.label_bias)], 1)
             return ((torch.logsumexp(logits, dim=1) - mean_positive) * labelled).sum()
         drawn = torch.randint(self.n_labels, (self.ranking_candidates,), device=labels.indices.device)
         bias = None if self.label_bias is None else self.label_bias.index_select(0, drawn)
@@ -313,18 +333,15 @@ class HRRHead(nn.Module):
         )
         return ((log_partition - mean_positive) * labelled).sum()
 
-    def _ranking_keys(self, label_ids: Tensor | None) -> Tensor:
+    def _ranking_keys(self, label_ids: Tensor) -> Tensor:
         """The vectors the decoding score dots the query with (``p ⊗ c`` when prebound,
-        else ``c``) for ``label_ids``, or for every label when ``None``.
+        else ``c``) for ``label_ids``.
 
         Shapes:
-            label_ids: ``(n,)`` → ``(n, dim)`` (``(L, dim)`` for ``None``).
+            label_ids: ``(n,)`` → ``(n, dim)``.
         """
         if self.prebound:
-            keys = self.keys[:, : self.dim]
-            return keys if label_ids is None else keys.index_select(0, label_ids)
-        if label_ids is None:
-            label_ids = torch.arange(self.n_labels, device=self.linear.weight.device)
+            return self.keys[:, : self.dim].index_select(0, label_ids)
         return self.label_vectors(label_ids)
 
     def _present_keys(self, labels: LabelBatch) -> tuple[Tensor, Tensor]:
@@ -370,15 +387,36 @@ class HRRHead(nn.Module):
         else:
             yield from self.label_chunks()
 
-    def _decoding_chunks(self, out: Tensor) -> tuple[Tensor, Iterator[tuple[int, Tensor, Tensor | None]]]:
-        """The decoding query and its ``(start, keys, bias)`` label chunks: ``query · keys``
-        is ``c_i · (p* ⊗ ŝ)``, or with ``label_bias`` the ranking logit
-        ``τ·cos(p* ⊗ ŝ, c_i) + b_i``."""
+    def _decoding_scores(self, out: Tensor) -> Iterator[tuple[int, Tensor]]:
+        """``(start, scores)`` label chunks of the decoding score: ``c_i · (p* ⊗ ŝ)``, or
+        with ``label_bias`` the ranking logit ``τ·cos(p* ⊗ ŝ, c_i) + b_i``."""
         if self.label_bias is None:
-            return self._query(out, unit=False), ((start, keys, None) for start, keys in self._decoding_keys())
-        query = self.ranking_scale * self._query(out, unit=True)
-        bias = self.label_bias
-        return query, ((start, keys, bias[start : start + keys.shape[0]]) for start, keys in self._decoding_keys())
+            return self._label_scores(self._query(out, unit=False))
+        return self._label_scores(self.ranking_scale * self._query(out, unit=True), self.label_bias)
+
+    def _label_scores(self, query: Tensor, bias: Tensor | None = None) -> Iterator[tuple[int, Tensor]]:
+        """``(start, scores)`` per label chunk, ``scores = query · key_i (+ b_i)`` over the
+        keys of :meth:`_decoding_keys` (``|…|`` with ``loss="abs"``). With the circulant
+        code a chunk is whole groups, each scored by one unbinding: the spectrum of
+        ``query`` times the conjugate group key spectrum, inverse-transformed, gives
+        ``query · roll(key_g, s)`` for every shift ``s``.
+
+        Shapes:
+            query: ``(B, dim)`` → chunks ``(B, n)`` covering labels ``[start, start + n)``.
+        """
+        if not self.code.circulant:
+            for start, keys in self._decoding_keys():
+                yield start, self._chunk_scores(query, keys, None if bias is None else bias[start : start + len(keys)])
+            return
+        spectrum = torch.fft.rfft(query, dim=-1).unsqueeze(1)
+        groups_per_chunk = max(1, self.code.chunk_size // self.dim)
+        for group in range(0, self.code.n_groups, groups_per_chunk):
+            start = group * self.dim
+            keys = self.group_keys[group : group + groups_per_chunk]
+            scores = torch.fft.irfft(spectrum * keys.conj(), n=self.dim, dim=-1).flatten(1)[:, : self.n_labels - start]
+            if bias is not None:
+                scores = scores + bias[start : start + scores.shape[1]].to(scores.dtype)
+            yield start, scores.abs() if self.loss_kind == "abs" else scores
 
     def _chunk_scores(self, query: Tensor, keys: Tensor, bias: Tensor | None = None) -> Tensor:
         keys = keys.to(query.dtype)
@@ -388,8 +426,7 @@ class HRRHead(nn.Module):
     def scores(self, out: Tensor) -> Tensor:
         """Score ``c_i · (p* ⊗ ŝ)`` of every label (``|…|`` with ``loss="abs"``;
         ``τ·cos + b_i`` with ``label_bias``), ``(B, dim)`` → ``(B, L)``; for small L only."""
-        query, chunks = self._decoding_chunks(out)
-        return torch.cat([self._chunk_scores(query, keys, bias) for _, keys, bias in chunks], 1)
+        return torch.cat([scores for _, scores in self._decoding_scores(out)], 1)
 
     def topk(self, out: Tensor, k: int) -> tuple[Tensor, Tensor]:
         """The ``k`` best labels per row by score ``c_i · (p* ⊗ ŝ)``, best first (with
@@ -399,7 +436,7 @@ class HRRHead(nn.Module):
         Shapes:
             out: ``(B, dim)`` → scores ``(B, k)`` float, indices ``(B, k)`` int64.
         """
-        return self._running_topk(*self._decoding_chunks(out), k)
+        return self._running_topk(self._decoding_scores(out), k)
 
     def topk_hidden(self, h: Tensor, k: int) -> tuple[Tensor, Tensor]:
         """``topk(self(h), k)``, computed the cheaper way.
@@ -417,12 +454,15 @@ class HRRHead(nn.Module):
         if torch.is_grad_enabled() or not self._folding_pays():
             return self.topk(self(h), k)
         weight, bias = self._folded_decoder()
-        return self._running_topk(h, [(0, weight, bias)], k)
+        return self._running_topk([(0, self._chunk_scores(h, weight, bias))], k)
 
     def _folding_pays(self) -> bool:
+        """Whether the folded ``(L, in_features)`` product costs fewer multiply-adds than
+        ``ŝ`` and its scores (``d'·L`` of them, or an FFT per group with the circulant
+        code, counted as nothing)."""
         small = self.n_labels <= self.code.chunk_size
-        cheaper = self.n_labels * self.in_features < self.dim * (self.in_features + self.n_labels)
-        return self.prebound and small and self.label_bias is None and cheaper
+        unfolded = self.dim * (self.in_features + (0 if self.code.circulant else self.n_labels))
+        return self.prebound and small and self.label_bias is None and self.n_labels * self.in_features < unfolded
 
     def _folded_decoder(self) -> tuple[Tensor, Tensor]:
         weight, bias = self.linear.weight, self.linear.bias
@@ -432,15 +472,13 @@ class HRRHead(nn.Module):
             self._folded = (version, keys @ weight, keys @ bias)
         return self._folded[1], self._folded[2]
 
-    def _running_topk(
-        self, query: Tensor, chunks: Iterable[tuple[int, Tensor, Tensor | None]], k: int
-    ) -> tuple[Tensor, Tensor]:
-        """Top-k of ``query @ keys.T (+ bias)`` over label chunks, merged as they come."""
+    def _running_topk(self, chunks: Iterable[tuple[int, Tensor]], k: int) -> tuple[Tensor, Tensor]:
+        """Top-k over ``(start, scores)`` label chunks, merged as they come."""
         k = min(k, self.n_labels)
         best_scores: Tensor | None = None
         best_indices: Tensor | None = None
-        for start, keys, bias in chunks:
-            scores, indices = torch.topk(self._chunk_scores(query, keys, bias), min(k, keys.shape[0]), dim=1)
+        for start, chunk_scores in chunks:
+            scores, indices = torch.topk(chunk_scores, min(k, chunk_scores.shape[1]), dim=1)
             indices = indices + start
             if best_scores is not None:
                 scores = torch.cat([best_scores, scores], 1)
@@ -458,10 +496,8 @@ class HRRHead(nn.Module):
         Shapes:
             out: ``(B, dim)`` → CSR ``(B, L)``.
         """
-        query = self._query(out, unit=True)
         rows, cols, values = [], [], []
-        for start, keys in self._decoding_keys():
-            scores = self._chunk_scores(query, keys)
+        for start, scores in self._label_scores(self._query(out, unit=True)):
             r, c = torch.nonzero(scores > threshold, as_tuple=True)
             rows.append(r.cpu().numpy())
             cols.append((c + start).cpu().numpy())
