@@ -23,6 +23,10 @@ Variants (``{"name": ..., **their parameters}``):
 * ``bias_step_scale``: the label bias as ``scale · raw`` (``torch.nn.utils.parametrize``),
   so one Adam step moves it ``scale`` times further; ``scale = τ`` is the bias in cosine
   units, logits ``τ·(cos + β)``.
+* ``head_lr``: the HRR output layer trained with ``scale`` times the learning rate of the
+  rest of the network (Adam parameter groups).
+* ``code_draw``: not a method but a noise gauge: the same random label code drawn from
+  another stream (``stream``), to see how far one code draw moves a configuration.
 
 ``--pseudo-test`` scores the variant on a pseudo-test carved from the training split
 (``refit_check.check``: standard protocol and refit) instead of on the validation split.
@@ -32,6 +36,8 @@ Usage:
     python benchmarks/tune_hrr_rejected.py bibtex '{"name": "orthogonal_code"}' --overrides '{"dim": 192}'
     python benchmarks/tune_hrr_rejected.py delicious '{"name": "bce_ranking", "reduce": "mean"}'
     python benchmarks/tune_hrr_rejected.py delicious '{"name": "bias_step_scale", "scale": 10}' --pseudo-test
+    python benchmarks/tune_hrr_rejected.py bibtex '{"name": "head_lr", "scale": 5}' --overrides '{"dim": 160}'
+    python benchmarks/tune_hrr_rejected.py bibtex '{"name": "code_draw", "stream": 500}'
 """
 
 from __future__ import annotations
@@ -177,6 +183,15 @@ def _paper_terms(head: HRRHead, out: torch.Tensor, labels) -> tuple[torch.Tensor
     return unit, (unit * sum_p).sum(-1), j_negative
 
 
+def code_draw(options: dict) -> None:
+    def spectrum(self, j):
+        start, stop = self.chunk_bounds(j)
+        generator = code_module.local_generator(self.seed, 0, options.get("stream", 500) + j)
+        return code_module._projected_gaussian_spectrum(stop - start, self.dim, generator, self.dtype)
+
+    code_module.HRRLabelCode._chunk_spectrum = spectrum
+
+
 def jp_mean(options: dict) -> None:
     def loss(self, out, labels):
         unit, row_scores, j_negative = _paper_terms(self, out, labels)
@@ -205,20 +220,18 @@ def raw_bias(options: dict) -> None:
         j_rank = ((log_partition - mean_positive) * (counts > 0).to(out.dtype)).sum()
         return (total + self.ranking * j_rank) / out.shape[0]
 
-    def decoding_chunks(self, out):
-        step = self.code.chunk_size
-        return out, ((s, self.keys[s : s + step, : self.dim], self.label_bias[s : s + step])
-                     for s in range(0, self.n_labels, step))
+    def decoding_scores(self, out):
+        return self._label_scores(out, self.label_bias)
 
     HRRHead.loss = loss
-    HRRHead._decoding_chunks = decoding_chunks
+    HRRHead._decoding_scores = decoding_scores
 
 
 def bce_ranking(options: dict) -> None:
     def loss(self, out, labels):
         unit, row_scores, j_negative = _paper_terms(self, out, labels)
         total = labels.indices.shape[0] - row_scores.sum() + j_negative
-        logits = self._chunk_scores(self.ranking_scale * unit, self._ranking_keys(None), self.label_bias)
+        logits = torch.cat([s for _, s in self._label_scores(self.ranking_scale * unit, self.label_bias)], 1)
         target = torch.zeros_like(logits)
         target[labels.row_ids(), labels.indices] = 1.0
         bce = F.binary_cross_entropy_with_logits(logits, target, reduction="sum")
@@ -253,8 +266,36 @@ def bias_step_scale(options: dict) -> None:
     HRRHead.__init__ = scaled_init
 
 
+def head_lr(options: dict) -> None:
+    scale, head_ids = options.get("scale", 5.0), set()
+    init = HRRHead.__init__
+
+    @functools.wraps(init)
+    def recording_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        head_ids.update(id(p) for p in self.linear.parameters())
+
+    class ScaledAdam(torch.optim.Adam):
+        def __init__(self, params, **kwargs):
+            params = list(params)
+            groups = [{"params": [p for p in params if id(p) not in head_ids]},
+                      {"params": [p for p in params if id(p) in head_ids], "scale": scale}]
+            super().__init__(groups, **kwargs)
+
+        def step(self, *args, **kwargs):
+            for group in self.param_groups:
+                group["lr"] *= group.get("scale", 1.0)
+            result = super().step(*args, **kwargs)
+            for group in self.param_groups:
+                group["lr"] /= group.get("scale", 1.0)
+            return result
+
+    HRRHead.__init__ = recording_init
+    trainer_module.torch.optim.Adam = ScaledAdam
+
+
 VARIANTS = {f.__name__: f for f in (contrast, no_jn, hinge, ema, l2_input, input_dropout, orthogonal_code,
-                                    jp_mean, raw_bias, bce_ranking, bias_step_scale)}
+                                    jp_mean, raw_bias, bce_ranking, bias_step_scale, head_lr, code_draw)}
 
 
 def main() -> None:
