@@ -13,8 +13,11 @@ follow the datasets the sizes stand for: Bibtex (L = 159, D = 1,836, 2.4 labels)
 Delicious (L = 983, D = 500, 19 labels), and a Delicious-200K-like synthetic set
 (L = 200,000, 75 labels, D = 20,000).
 
+``--code circulant`` gives the HRR head the circulant label code (decoding by FFT).
+
 Usage:
     .venv/bin/python benchmarks/heads_speed.py [--repeats 9] [--sizes 159 983 200000] [--threads N] [--clock cpu]
+    .venv/bin/python benchmarks/heads_speed.py --sizes 983 200000 --code circulant
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ def random_batch(batch: int, n_labels: int, n_features: int, per_point: float,
 
 
 def measure(n_labels: int, batch: int, dim: int, repeats: int,
-            clock: Callable[[], float] = time.perf_counter) -> dict[str, dict[str, float]]:
+            clock: Callable[[], float] = time.perf_counter, code: str = "random") -> dict[str, dict[str, float]]:
     """Median milliseconds per task and head; the two heads alternate inside every repeat
     so that load from other processes hits both alike."""
     per_point, n_features = WORKLOADS.get(n_labels, (5.0, 20_000))
@@ -57,7 +60,7 @@ def measure(n_labels: int, batch: int, dim: int, repeats: int,
     h = torch.randn(batch, 512, generator=torch.Generator().manual_seed(0))
     tasks: dict[str, dict[str, Callable[[], object]]] = {}
     for head in HEADS:
-        options = {"dim": dim} if head == "hrr" else {}
+        options = {"dim": dim, "code": code} if head == "hrr" else {}
         network = build_network("fc", head, n_features=n_features, n_labels=n_labels, **options)
         optimizer = torch.optim.Adam(network.parameters(), lr=1e-3)
 
@@ -102,6 +105,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[159, 983, 200_000])
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--dim", type=int, default=400)
+    parser.add_argument("--code", choices=["random", "circulant"], default="random", help="the HRR label code")
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
@@ -110,13 +114,14 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"# {platform.machine()}, {os.cpu_count()} CPUs (shared), torch {torch.__version__}, "
-          f"{args.threads} threads, {args.clock} clock; B={args.batch}, d'={args.dim}, median of {args.repeats}")
+          f"{args.threads} threads, {args.clock} clock; B={args.batch}, d'={args.dim}, {args.code} code, "
+          f"median of {args.repeats}")
     header = ("L", "D", "dense head ms", "HRR head ms", "ratio", "FC step ms", "HRR-FC step ms", "ratio",
               "FC top-5 ms", "HRR-FC top-5 ms", "ratio")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for n_labels in args.sizes:
-        r = measure(n_labels, args.batch, args.dim, args.repeats, CLOCKS[args.clock])
+        r = measure(n_labels, args.batch, args.dim, args.repeats, CLOCKS[args.clock], args.code)
         row = [f"{n_labels:,}", f"{WORKLOADS.get(n_labels, (0, 20_000))[1]:,}"]
         for task in TASKS:
             dense, hrr = r["dense"][task], r["hrr"][task]

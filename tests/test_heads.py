@@ -281,6 +281,8 @@ def test_circulant_decoding_by_fft_equals_the_product_with_every_label_vector(op
         cos = hrr.cosine(query.unsqueeze(1), codes)
         above = torch.from_numpy(head.threshold(out, 0.2).toarray())
         assert torch.equal(above != 0, (cos.abs() if head.loss_kind == "abs" else cos) > 0.2)
+        head.to(torch.float64)  # the group spectra convert like every other buffer
+        assert torch.allclose(head.scores(out.double()), full.double(), atol=1e-5)
 
 
 def test_circulant_code_folds_only_below_dim_labels_and_refuses_learned_labels():

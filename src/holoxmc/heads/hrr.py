@@ -200,11 +200,12 @@ class HRRHead(nn.Module):
             self.register_buffer("label_cache", self.code.full(), persistent=False)
         if self.code.circulant:
             # The spectra a decoding query is unbound with, per group: F(p ⊗ b_g) for the
-            # prebound query ŝ, F(b_g) for the unbound query p* ⊗ ŝ.
+            # prebound query ŝ, F(b_g) for the unbound query p* ⊗ ŝ. Stored as real
+            # (…, 2) pairs so that ``module.to(dtype)`` converts them like any buffer.
             group_keys = self.code.group_spectra
             if self.prebound:
                 group_keys = group_keys * torch.fft.rfft(self.roles_fixed[0], dim=-1)
-            self.register_buffer("group_keys", group_keys, persistent=False)
+            self.register_buffer("group_keys", torch.view_as_real(group_keys).contiguous(), persistent=False)
 
     @property
     def learn_pm(self) -> bool:
@@ -412,7 +413,7 @@ class HRRHead(nn.Module):
         groups_per_chunk = max(1, self.code.chunk_size // self.dim)
         for group in range(0, self.code.n_groups, groups_per_chunk):
             start = group * self.dim
-            keys = self.group_keys[group : group + groups_per_chunk]
+            keys = torch.view_as_complex(self.group_keys[group : group + groups_per_chunk])
             scores = torch.fft.irfft(spectrum * keys.conj(), n=self.dim, dim=-1).flatten(1)[:, : self.n_labels - start]
             if bias is not None:
                 scores = scores + bias[start : start + scores.shape[1]].to(scores.dtype)
