@@ -49,12 +49,16 @@ def test_circulant_code_is_groups_of_orthonormal_shifts_regenerated_from_the_see
         group, shift = divmod(label, dim)
         assert torch.allclose(full[label], torch.roll(bases[group], shift), atol=1e-6)
     gram = full @ full.T
-    assert torch.allclose(gram[:dim, :dim], torch.eye(dim, dtype=torch.float64), atol=1e-5)  # one group
+    assert torch.allclose(gram[:dim, :dim], torch.eye(dim, dtype=torch.float64), atol=1e-5)  # a group
     across = gram[:dim, dim : 2 * dim].abs()
     assert 0.05 < across.max() < 0.7 and across.mean() < 3 / dim**0.5  # another group: random overlaps
     assert torch.allclose(hrr.projection(full), full, atol=1e-5)  # every vector unitary, as π makes them
     fresh = HRRLabelCode(n_labels, dim, seed=4, chunk_size=100, circulant=True)
     assert torch.equal(fresh.chunk(7), code.chunk(7)) and torch.equal(fresh.present, code.present)
+    labels = torch.tensor([999, 0, 64, 450, 63, 450])
+    assert torch.equal(fresh.gather(labels), code.materialize()[labels])  # rolled rows, no chunk made
+    spectral = torch.fft.irfft(fresh._chunk_spectrum(7), n=dim)  # the spectra the head's keys come from
+    assert torch.allclose(spectral, code.chunk(7), atol=1e-6)
     random_code = HRRLabelCode(n_labels, dim, seed=4, chunk_size=100)
     assert not torch.allclose(random_code.chunk(0), code.chunk(0)) and random_code.group_spectra is None
 

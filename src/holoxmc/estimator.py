@@ -159,7 +159,8 @@ class XMCClassifier(BaseEstimator):
         hidden: widths of the FC backbone's hidden layers (``None``: the head's default).
         dropout: dropout after every hidden activation (``None``: the head's default).
         head_options: extra head keywords (``{"learn_pm": True}``,
-            ``{"ranking": 1.0, "label_bias": True}``, ...); for
+            ``{"ranking": 1.0, "label_bias": True}``, ``{"code": "circulant", "cache_codes": False}``
+            for millions of labels, ...); for
             ``head="solar"``, :class:`holoxmc.train.solar.SolarConfig` fields such as
             ``{"n_chunks": 8, "n_buckets": 500, "top_buckets": 10, "min_freq": 4, "scoring": "prob"}``.
         epochs, batch_size, lr, weight_decay, schedule, warmup_epochs, grad_clip,

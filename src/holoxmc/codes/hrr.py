@@ -12,9 +12,10 @@ and are cast afterwards, so a seed gives the same code on every device.
 gives label ``i = g·d' + s`` the circular shift by ``s`` of ``b_g``: ``c_i = b_g ⊗ δ_s``
 (``δ_s`` the unit impulse at ``s``, itself a unitary HRR). Each group of ``d'`` labels is
 then exactly orthonormal (the shifts of a unitary vector are), groups are as independent
-as random codes, the code is ``G·d' ≈ L`` numbers instead of ``L·d'``, and the scores of a
-whole group against any query ``q`` are one unbinding: ``q · (b_g ⊗ δ_s) = (b_g* ⊗ q)_s``,
-so decoding all labels costs ``O(L log d')`` instead of ``O(L·d')``.
+as random codes, the code is ``G·d' ≈ L`` numbers instead of ``L·d'`` (any label's vector
+is one gather from the ``b_g``, so an uncached code costs nothing to read), and the scores
+of a whole group against any query ``q`` are one unbinding: ``q · (b_g ⊗ δ_s) =
+(b_g* ⊗ q)_s``, so decoding all labels costs ``O(L log d')`` instead of ``O(L·d')``.
 
 Example:
     >>> code = HRRLabelCode(n_labels=1000, dim=64, seed=3, chunk_size=256)
@@ -24,7 +25,8 @@ Example:
     >>> code.pm_residual < 1e-6
     True
     >>> shifted = HRRLabelCode(n_labels=1000, dim=64, seed=3, circulant=True)
-    >>> torch.allclose(shifted.gather(torch.tensor([64 + 5]))[0], torch.roll(shifted.gather(torch.tensor([64]))[0], 5), atol=1e-6)
+    >>> group_1 = shifted.gather(torch.tensor([64, 64 + 5]))  # label 64 + s: group 1 rolled by s
+    >>> torch.equal(group_1[1], torch.roll(group_1[0], 5))
     True
 """
 
@@ -150,6 +152,8 @@ class HRRLabelCode:
                                          dtype)
             if circulant else None
         )
+        # The group vectors b_g themselves: any label's vector is a rolled row of them.
+        self._group_vectors = None if self.group_spectra is None else torch.fft.irfft(self.group_spectra, n=dim)
 
     @property
     def circulant(self) -> bool:
@@ -210,7 +214,20 @@ class HRRLabelCode:
         start, stop = self.chunk_bounds(j)
         if self._cache is not None:
             return self._cache[start:stop]
+        if self._group_vectors is not None:
+            return self._circulant_rows(torch.arange(start, stop))
         return torch.fft.irfft(self._chunk_spectrum(j), n=self.dim, dim=-1)
+
+    def _circulant_rows(self, labels: Tensor) -> Tensor:
+        """Vectors of a circulant code's labels as rolled group vectors, ``c_{g·d'+s}[t] =
+        b_g[(t − s) mod d']``: a gather, ``O(n·d')``, with no chunk generated.
+
+        Shapes:
+            labels: ``(n,)`` int64 → ``(n, dim)``.
+        """
+        groups, shifts = torch.div(labels, self.dim, rounding_mode="floor"), labels % self.dim
+        positions = (torch.arange(self.dim) - shifts[:, None]) % self.dim
+        return torch.gather(self._group_vectors.index_select(0, groups), 1, positions)
 
     def bound_chunk(self, j: int, roles: Tensor) -> Tensor:
         """``roles ⊗ c_i`` for the labels of chunk ``j`` (e.g. the keys ``p ⊗ c_i``,
@@ -258,8 +275,9 @@ class HRRLabelCode:
         return self._cache
 
     def gather(self, labels: Tensor) -> Tensor:
-        """Projected vectors of the given label ids, from the cache or by regenerating only
-        the chunks that contain them.
+        """Projected vectors of the given label ids: from the cache, as rolled group vectors
+        (circulant code: ``O(n·d')``, nothing regenerated), or by regenerating only the
+        chunks that contain them.
 
         Shapes:
             labels: ``(n,)`` int64 → ``(n, dim)`` on the CPU.
@@ -267,6 +285,8 @@ class HRRLabelCode:
         labels = labels.to("cpu", torch.int64)
         if self._cache is not None:
             return self._cache.index_select(0, labels)
+        if self._group_vectors is not None:
+            return self._circulant_rows(labels)
         out = torch.empty(labels.shape[0], self.dim, dtype=self.dtype)
         chunk_of = torch.div(labels, self.chunk_size, rounding_mode="floor")
         for j in torch.unique(chunk_of).tolist():

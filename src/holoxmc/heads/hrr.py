@@ -58,8 +58,9 @@ cosine needs ``‖ŝ‖``). With ``code="circulant"`` (:class:`HRRLabelCode`, ``
 the labels come in groups of ``d'`` circular shifts of one vector ``b_g``, and a group's
 ``d'`` scores are one unbinding, ``(b_g* ⊗ (p* ⊗ ŝ))_s``: one FFT of the query, then per
 group a spectrum product and an inverse FFT, ``O(L log d')`` per example instead of the
-``O(L·d')`` matrix product (and the exact ranking term is computed the same way). The threshold mode uses the cosine ``cos(p* ⊗ ŝ, c_i) > 0.5``
-(appendix H; the bias is not part of it).
+``O(L·d')`` matrix product (and the exact ranking term is computed the same way). The
+threshold mode uses the cosine ``cos(p* ⊗ ŝ, c_i) > 0.5`` (appendix H; the bias is not
+part of it).
 """
 
 from __future__ import annotations
