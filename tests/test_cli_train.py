@@ -186,12 +186,12 @@ def test_label_bias_is_trained_saved_and_loaded(toy, tmp_path):
 def test_circulant_label_code_is_trained_saved_and_reloaded_from_its_seed(toy, tmp_path):
     run_dir = tmp_path / "circulant"
     argv = ["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--dim", "16",  # 30 labels: 2 groups
-            "--ranking", "1", "--label-bias", "--label-code", "circulant", *FAST]
+            "--ranking", "1", "--label-bias", "--label-code", "circulant", "--no-code-cache", *FAST]
     assert main(argv) == 0
     assert json.loads((run_dir / "config.json").read_text())["params"]["head_options"] == {
-        "ranking": 1.0, "label_bias": True, "code": "circulant"}
+        "ranking": 1.0, "label_bias": True, "code": "circulant", "cache_codes": False}
     head = XMCClassifier.load(run_dir).network_.head
-    assert head.code.circulant and head.code.n_groups == 2
+    assert head.code.circulant and head.code.n_groups == 2 and not head.prebound
     output = tmp_path / "eval.json"
     assert main(["evaluate", str(run_dir), str(toy), "--output", str(output)]) == 0
     metrics = json.loads((run_dir / "metrics.json").read_text())["test"]

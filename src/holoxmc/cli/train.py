@@ -57,6 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="HRR: learn a bias per label in the ranking logits (needs --ranking > 0)")
     train.add_argument("--label-code", choices=["random", "circulant"],
                        help="HRR: i.i.d. label vectors, or groups of d' circular shifts decoded by FFT")
+    train.add_argument("--code-cache", action=argparse.BooleanOptionalAction, default=None,
+                       help="HRR: keep the (L, 2d') label-key table in memory (default); --no-code-cache for "
+                            "millions of labels, best with --label-code circulant")
     train.add_argument("--chunks", type=int, metavar="K", help="SOLAR: independent chunk models")
     train.add_argument("--buckets", type=int, metavar="B", help="SOLAR: buckets per chunk")
     train.add_argument("--workers", type=int, help="SOLAR: chunks trained in parallel local processes")
@@ -91,7 +94,7 @@ _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "lr", "batch_size", 
 #: preset's), per head kind.
 _HEAD_OPTIONS = {
     "hrr": {"loss": "loss", "ranking": "ranking", "learn_pm": "learn_pm", "label_bias": "label_bias",
-            "label_code": "code"},
+            "label_code": "code", "code_cache": "cache_codes"},
     "solar": {"chunks": "n_chunks", "buckets": "n_buckets"},
 }
 
