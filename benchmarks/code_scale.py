@@ -26,10 +26,9 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 
-from holoxmc.data.batch import LabelBatch
+from heads_speed import random_labels
 from holoxmc.heads.hrr import HRRHead
 
 CONFIGS = {
@@ -43,14 +42,6 @@ CONFIGS = {
 def code_megabytes(head: HRRHead) -> float:
     tensors = list(head.buffers()) + [t for t in (head.code.group_spectra, head.code._group_vectors) if t is not None]
     return sum(t.numel() * t.element_size() for t in tensors) / 2**20
-
-
-def random_labels(batch: int, n_labels: int, per_point: float, rng: np.random.Generator) -> LabelBatch:
-    counts = np.clip(rng.poisson(per_point, batch), 1, n_labels)
-    indptr = np.concatenate([[0], np.cumsum(counts)])
-    indices = np.concatenate([np.sort(rng.choice(n_labels, c, replace=False)) for c in counts])
-    Y = sp.csr_matrix((np.ones(len(indices), np.float32), indices, indptr), shape=(batch, n_labels))
-    return LabelBatch.from_csr(Y)
 
 
 def main() -> None:

@@ -40,15 +40,21 @@ from holoxmc.data.batch import LabelBatch, SparseBatch
 WORKLOADS = {159: (2.4, 1836), 983: (19.0, 500), 200_000: (75.0, 20_000)}
 
 
-def random_batch(batch: int, n_labels: int, n_features: int, per_point: float,
-                 rng: np.random.Generator) -> tuple[SparseBatch, LabelBatch]:
+def random_labels(batch: int, n_labels: int, per_point: float, rng: np.random.Generator) -> LabelBatch:
+    """``batch`` rows of Poisson(``per_point``) distinct labels each (at least one)."""
     counts = np.clip(rng.poisson(per_point, batch), 1, n_labels)
     indptr = np.concatenate([[0], np.cumsum(counts)])
     indices = np.concatenate([np.sort(rng.choice(n_labels, c, replace=False)) for c in counts])
     Y = sp.csr_matrix((np.ones(len(indices), np.float32), indices, indptr), shape=(batch, n_labels))
+    return LabelBatch.from_csr(Y)
+
+
+def random_batch(batch: int, n_labels: int, n_features: int, per_point: float,
+                 rng: np.random.Generator) -> tuple[SparseBatch, LabelBatch]:
+    labels = random_labels(batch, n_labels, per_point, rng)
     density = min(1.0, 60 / n_features)
     X = sp.random(batch, n_features, density=density, format="csr", random_state=rng, dtype=np.float32)
-    return SparseBatch.from_csr(X), LabelBatch.from_csr(Y)
+    return SparseBatch.from_csr(X), labels
 
 
 def measure(n_labels: int, batch: int, dim: int, repeats: int,
