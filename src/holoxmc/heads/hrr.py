@@ -120,7 +120,9 @@ class HRRHead(nn.Module):
             ``learn_pm`` as the ``(L, d')`` code. When False, present labels are
             regenerated chunk by chunk from the seed and memory stays
             ``O(label_chunk · d')``, but a batch then costs one chunk generation per
-            chunk it touches: train uncached only with a small ``label_chunk``.
+            chunk it touches: train uncached only with a small ``label_chunk``, or with
+            ``code="circulant"``, whose labels are read as rolled group vectors (one
+            gather, no chunk generated; the code itself is ``≈ L`` floats).
             Ignored with ``learn_labels``.
 
     Shapes:
