@@ -98,6 +98,7 @@ def test_dense_model_reports_its_output_layer(toy, tmp_path):
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--dim", "8"], "HRR models only"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--ranking", "1"], "HRR models only"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--label-code", "circulant"], "HRR models only"),
+        (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--no-code-cache"], "HRR models only"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--chunks", "3"], "--model solar only"),
         (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--label-bias"], "needs ranking > 0"),
     ],
