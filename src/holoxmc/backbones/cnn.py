@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from holoxmc.backbones.dropout import Dropout
 from holoxmc.codes.hrr import local_generator
 from holoxmc.errors import InputError
 from holoxmc.heads.dense import reset_linear_
@@ -65,7 +66,7 @@ class XMLCNNBackbone(nn.Module):
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD)
         self.convolutions = nn.ModuleList(nn.Conv1d(embed_dim, n_filters, width) for width in filter_sizes)
         self.bottleneck = nn.Linear(len(filter_sizes) * n_filters * self.pooling_chunks, self.out_features)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.reset_parameters(local_generator(seed, _INIT_STREAM))
 
     def reset_parameters(self, generator: torch.Generator) -> None:

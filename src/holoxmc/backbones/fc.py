@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from holoxmc.backbones.dropout import Dropout
 from holoxmc.codes.hrr import local_generator
 from holoxmc.data.batch import SparseBatch
 from holoxmc.errors import InputError
@@ -54,15 +55,13 @@ class FCBackbone(nn.Module):
         hidden = tuple(int(width) for width in hidden)
         if n_features < 1 or not hidden or min(hidden) < 1:
             raise InputError(f"need n_features >= 1 and positive hidden widths; got {n_features}, {hidden}")
-        if not 0.0 <= dropout < 1.0:
-            raise InputError(f"dropout must be in [0, 1), got {dropout}")
         self.n_features = int(n_features)
         self.out_features = hidden[-1]
         self.input_layer = nn.EmbeddingBag(self.n_features, hidden[0], mode="sum")
         self.input_bias = nn.Parameter(torch.zeros(hidden[0]))
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(hidden[:-1], hidden[1:]))
         self.activation = nn.ReLU()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.reset_parameters(local_generator(seed, _INIT_STREAM))
 
     def reset_parameters(self, generator: torch.Generator) -> None:

@@ -11,6 +11,7 @@ from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from holoxmc.backbones.cnn import PAD
+from holoxmc.backbones.dropout import Dropout
 from holoxmc.codes.hrr import local_generator
 from holoxmc.errors import InputError
 from holoxmc.heads.dense import reset_linear_
@@ -62,7 +63,7 @@ class AttentionLSTMBackbone(nn.Module):
         self.lstm = nn.LSTM(embed_dim, hidden_size, n_layers, batch_first=True, bidirectional=True)
         self.attention = nn.Linear(2 * hidden_size, 1, bias=False)
         self.fc = nn.Linear(2 * hidden_size, self.out_features)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.reset_parameters(local_generator(seed, _INIT_STREAM))
 
     def reset_parameters(self, generator: torch.Generator) -> None:
