@@ -285,6 +285,25 @@ def test_circulant_decoding_by_fft_equals_the_product_with_every_label_vector(op
         assert torch.allclose(head.scores(out.double()), full.double(), atol=1e-5)
 
 
+@pytest.mark.parametrize("n_scores", [48, 40, 13], ids=["whole groups", "last group short", "inside group 0"])
+def test_circulant_shift_scores_have_the_circular_convolution_as_their_gradient(n_scores):
+    """``_ShiftScores`` writes its backward out (one rfft of the score gradient, one
+    irfft): gradcheck it in float64 against finite differences of ``query · roll(key_g, s)``."""
+    from holoxmc.heads.hrr import _ShiftScores
+
+    generator = torch.Generator().manual_seed(11)
+    keys = torch.randn(3, 16, dtype=torch.float64, generator=generator)
+    key_spectra = torch.fft.rfft(keys, dim=-1)
+    query = torch.randn(4, 16, dtype=torch.float64, generator=generator, requires_grad=True)
+
+    def shift_scores(q: torch.Tensor) -> torch.Tensor:
+        return _ShiftScores.apply(q, torch.fft.rfft(q.detach(), dim=-1), key_spectra, n_scores)
+
+    explicit = torch.cat([torch.stack([torch.roll(key, s) for s in range(16)]) for key in keys])[:n_scores]
+    assert torch.allclose(shift_scores(query), query @ explicit.T, atol=1e-12)
+    assert torch.autograd.gradcheck(shift_scores, (query,))
+
+
 def test_circulant_code_folds_only_below_dim_labels_and_refuses_learned_labels():
     narrow = HRRHead(16, N_LABELS, dim=64, code="circulant")  # L < d': the folded product is cheaper
     assert narrow._folding_pays()

@@ -86,6 +86,37 @@ _INIT_STREAM = 2
 _NORM_EPS = 1e-8
 
 
+class _ShiftScores(torch.autograd.Function):
+    """``query · roll(key_g, s)`` for every group ``g`` and shift ``s``, from spectra.
+
+    ``forward(query, query_spectrum, key_spectra, n)``: ``query_spectrum`` is
+    ``rfft(query)``, computed once by the caller for all label chunks; the keys are fixed
+    (no gradient). The result is the circular correlation ``irfft(Q · conj(K_g))`` per
+    group, flattened, first ``n`` columns. Its adjoint is the circular convolution,
+    ``∂/∂query = Σ_g irfft(rfft(grad_g) · K_g)``: one real FFT of the score gradient and
+    one inverse, where autograd through ``rfft`` would take a full complex FFT.
+
+    Shapes:
+        query: ``(B, d)``; query_spectrum: ``(B, d//2 + 1)`` complex; key_spectra:
+        ``(G, d//2 + 1)`` complex → ``(B, n)`` with ``n ≤ G·d``.
+    """
+
+    @staticmethod
+    def forward(ctx, query: Tensor, query_spectrum: Tensor, key_spectra: Tensor, n_scores: int) -> Tensor:
+        ctx.save_for_backward(key_spectra)
+        ctx.dim = query.shape[-1]
+        scores = torch.fft.irfft(query_spectrum.unsqueeze(1) * key_spectra.conj(), n=ctx.dim, dim=-1)
+        return scores.flatten(1)[:, :n_scores]
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None, None]:
+        (key_spectra,) = ctx.saved_tensors
+        n_groups = key_spectra.shape[0]
+        grad = F.pad(grad, (0, n_groups * ctx.dim - grad.shape[1])).reshape(grad.shape[0], n_groups, ctx.dim)
+        spectrum = (torch.fft.rfft(grad, dim=-1) * key_spectra).sum(1)
+        return torch.fft.irfft(spectrum, n=ctx.dim, dim=-1), None, None, None
+
+
 class HRRHead(nn.Module):
     """A ``d'``-wide output layer decoded through a seeded HRR label code.
 
@@ -320,8 +351,8 @@ class HRRHead(nn.Module):
         labelled = (counts > 0).to(query.dtype)
         positive = self.ranking_scale * row_scores
         if self.label_bias is not None:
-            positive = positive + F.embedding_bag(labels.indices, self.label_bias.unsqueeze(1).to(query.dtype),
-                                                  labels.indptr[:-1], mode="sum").squeeze(1)
+            present_bias = self.label_bias.to(query.dtype).index_select(0, labels.indices)
+            positive = positive + torch.segment_reduce(present_bias, "sum", offsets=labels.indptr)
         mean_positive = positive / counts.clamp_min(1).to(query.dtype)
         scaled = query * self.ranking_scale
         if self.n_labels <= self.ranking_candidates:
@@ -412,12 +443,12 @@ class HRRHead(nn.Module):
             for start, keys in self._decoding_keys():
                 yield start, self._chunk_scores(query, keys, None if bias is None else bias[start : start + len(keys)])
             return
-        spectrum = torch.fft.rfft(query, dim=-1).unsqueeze(1)
+        spectrum = torch.fft.rfft(query.detach(), dim=-1)  # shared by every chunk; _ShiftScores differentiates
         groups_per_chunk = max(1, self.code.chunk_size // self.dim)
         for group in range(0, self.code.n_groups, groups_per_chunk):
             start = group * self.dim
             keys = torch.view_as_complex(self.group_keys[group : group + groups_per_chunk])
-            scores = torch.fft.irfft(spectrum * keys.conj(), n=self.dim, dim=-1).flatten(1)[:, : self.n_labels - start]
+            scores = _ShiftScores.apply(query, spectrum, keys, min(len(keys) * self.dim, self.n_labels - start))
             if bias is not None:
                 scores = scores + bias[start : start + scores.shape[1]].to(scores.dtype)
             yield start, scores.abs() if self.loss_kind == "abs" else scores
