@@ -8,6 +8,7 @@ Usage:
     python benchmarks/step_time.py delicious --repeats 7 --steps 150
     python benchmarks/step_time.py delicious --variants '{"ranking": 1.0}' '{}'   # HRR head options
     python benchmarks/step_time.py delicious --device cuda --compile --launches     # on a GPU
+    python benchmarks/step_time.py delicious --torch-dropout   # also each model with nn.Dropout
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true",
                         help="also time every model with its loss under torch.compile(dynamic=True)")
     parser.add_argument("--launches", action="store_true", help="count GPU kernel launches per step (profiler)")
+    parser.add_argument("--torch-dropout", action="store_true",
+                        help="also time every model with torch's nn.Dropout instead of the backbone's own")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -53,10 +56,14 @@ def main() -> None:
     models: dict[str, tuple[Callable, torch.optim.Optimizer]] = {}
     for name, params in runs.items():
         for compiled in (False, True) if args.compile else (False,):
-            clf = XMCClassifier(**params)
-            network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1]).to(device)
-            loss = torch.compile(network.loss, dynamic=True) if compiled else network.loss
-            models[name + (" compiled" if compiled else "")] = (loss, torch.optim.Adam(network.parameters(), lr=1e-3, fused=True))
+            for torch_dropout in (False, True) if args.torch_dropout else (False,):
+                clf = XMCClassifier(**params)
+                network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1]).to(device)
+                if torch_dropout:
+                    network.backbone.dropout = torch.nn.Dropout(network.backbone.dropout.p)
+                loss = torch.compile(network.loss, dynamic=True) if compiled else network.loss
+                label = name + (" compiled" if compiled else "") + (" nn.Dropout" if torch_dropout else "")
+                models[label] = (loss, torch.optim.Adam(network.parameters(), lr=1e-3, fused=True))
 
     def clock() -> float:
         if device.type == "cuda":
