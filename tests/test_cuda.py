@@ -126,3 +126,13 @@ def test_cuda_solar_trains_and_decodes(data):
     clf = XMCClassifier(head="solar", hidden=(64,), epochs=8, batch_size=32, lr=1e-2, seed=1, progress=False,
                         device="cuda", head_options={"n_chunks": 4, "n_buckets": 10}).fit(train.X, train.Y)
     assert clf.score(test.X, test.Y)["P@1"] > popularity_p1(train, test) + 15
+
+
+def test_dropout_on_cuda_keeps_the_scaling_and_the_mask_is_drawn_there():
+    from holoxmc.backbones.dropout import Dropout, dropout_mask
+
+    dropped = Dropout(0.5)(torch.ones(256, 512, device="cuda"))  # torch's fused kernel on a GPU
+    assert set(dropped.unique().tolist()) <= {0.0, 2.0}
+    assert abs(float((dropped > 0).float().mean()) - 0.5) < 0.02
+    mask = dropout_mask((1000, 100), 0.5, device="cuda")
+    assert mask.is_cuda and abs(float(mask.mean()) - 1.0) < 0.02
