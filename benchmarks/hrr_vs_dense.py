@@ -91,7 +91,7 @@ def main() -> None:
             train, test = load(name, "train"), load(name, "test")
             for model in args.models:
                 path = out / f"report-{name}-{model}.json"
-                if path.exists():
+                if reuse(path):
                     continue
                 params = train_params(name, model, {"device": args.device}) | {"progress": False}
                 print(f"[{name}] training {model} with {params}", flush=True)
@@ -99,14 +99,16 @@ def main() -> None:
                 report["params_used"] = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
                 atomic_write_json(path, report)
                 print(f"[{name}] {model}: P@1 {report['test']['P@1']:.2f}", flush=True)
-        if "timing" in args.parts and not (out / f"timing-{name}.json").exists():
+        if "timing" in args.parts and not reuse(out / f"timing-{name}.json"):
             train, test = load(name, "train"), load(name, "test")
             params = {m: train_params(name, m, {"device": args.device}) | {"progress": False} for m in MODELS}
             print(f"[{name}] timing epochs and top-5 prediction side by side", flush=True)
-            atomic_write_json(out / f"timing-{name}.json",
-                              side_by_side(params, train.X, train.Y, args.repeats, X_test=test.X, device=args.device))
+            atomic_write_json(out / f"timing-{name}.json", {
+                "threads": torch.get_num_threads(),
+                **side_by_side(params, train.X, train.Y, args.repeats, X_test=test.X, device=args.device),
+            })
 
-    if "large" in args.parts and not (out / "large.json").exists():
+    if "large" in args.parts and not reuse(out / "large.json"):
         train, _ = make_synthetic(args.large_points, args.large_labels, 20_000, n_test=0, seed=0,
                                   name=f"synthetic-L{args.large_labels}")
         params = {
@@ -116,6 +118,7 @@ def main() -> None:
         print(f"[large] timing epochs on {train.n_labels} labels, {len(train)} points", flush=True)
         atomic_write_json(out / "large.json", {
             "labels": train.n_labels, "points": len(train), "features": train.n_features, "dim": args.large_dim,
+            "threads": torch.get_num_threads(),
             **side_by_side(params, train.X, train.Y, args.repeats, device=args.device),
         })
 
@@ -126,9 +129,22 @@ def main() -> None:
     print(markdown)
 
 
+def reuse(path: Path) -> bool:
+    """Whether a cached part exists (and will be reused: say so, it may predate the code)."""
+    if path.exists():
+        print(f"reusing {path} (delete it to measure again)", flush=True)
+    return path.exists()
+
+
+def paired(fc: list[float], hrr: list[float]) -> str:
+    """Median of the per-repeat FC / HRR ratios and in how many repeats HRR-FC was faster."""
+    ratios = [a / b for a, b in zip(fc, hrr)]
+    return f"{statistics.median(ratios):.2f}x, {sum(r > 1 for r in ratios)} of {len(ratios)}"
+
+
 def collect(out: Path, device: str = "cpu") -> dict:
     """Gather every cached part under ``out``."""
-    where = f"{platform.machine()}, {torch.get_num_threads()} torch threads, {os.cpu_count()} cores"
+    where = f"{platform.machine()}, {os.cpu_count()} cores"
     if torch.device(device).type == "cuda":
         where = f"{torch.cuda.get_device_name(torch.device(device))} ({where})"
     results: dict = {
@@ -167,19 +183,24 @@ def render(results: dict) -> str:
                      f"{reduction(fc['output_layer'], hrr['output_layer']):.1f}% | {fc['total']:,} | {hrr['total']:,} | "
                      f"{reduction(fc['total'], hrr['total']):.1f}% |")
     lines += ["", "Table 3 (seconds per training epoch and top-5 ms per test point, medians of interleaved repeats)", "",
-              "| set | FC s/epoch | HRR-FC s/epoch | FC / HRR | FC ms/pt | HRR ms/pt |", "|---|---|---|---|---|---|"]
-    for name, entry in complete.items():
-        if "epoch_seconds" not in entry:
-            continue
-        fc, hrr = (statistics.median(entry["epoch_seconds"][m]) for m in MODELS)
-        ms = entry.get("predict_ms_per_point")
-        ms_cells = " | ".join(f"{statistics.median(ms[m]):.4f}" for m in MODELS) if ms else "- | -"
-        lines.append(f"| {name} | {fc:.2f} | {hrr:.2f} | {fc / hrr:.2f}x | {ms_cells} |")
+              "FC / HRR is the ratio of the medians; paired: the median of the per-repeat ratios, and in how many "
+              "repeats HRR-FC was faster", "",
+              "| set | FC s/epoch | HRR-FC s/epoch | FC / HRR | paired | FC ms/pt | HRR ms/pt | FC / HRR | paired |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    timed = [(name, entry) for name, entry in results["datasets"].items() if "epoch_seconds" in entry]
     if "large" in results:
         large = results["large"]
-        fc, hrr = (statistics.median(large["epoch_seconds"][m]) for m in MODELS)
-        lines.append(f"| synthetic L={large['labels']:,} ({large['points']:,} pts, d'={large['dim']}) | "
-                     f"{fc:.2f} | {hrr:.2f} | {fc / hrr:.2f}x | - | - |")
+        timed.append((f"synthetic L={large['labels']:,} ({large['points']:,} pts, d'={large['dim']})", large))
+    for name, entry in timed:
+        name += f", {entry['threads']} thread(s)" if "threads" in entry else ""
+        cells = []
+        for measure, digits in (("epoch_seconds", 2), ("predict_ms_per_point", 4)):
+            if measure not in entry:
+                cells.append("- | - | - | -")
+                continue
+            fc, hrr = (statistics.median(entry[measure][m]) for m in MODELS)
+            cells.append(f"{fc:.{digits}f} | {hrr:.{digits}f} | {fc / hrr:.2f}x | {paired(*(entry[measure][m] for m in MODELS))}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
