@@ -112,6 +112,42 @@ def test_gradients_match_reference_and_stay_finite_with_empty_rows(options):
         assert torch.allclose(fast_grads[name], p.grad, atol=1e-5), name
 
 
+@pytest.mark.parametrize("options", [dict(), dict(label_bias=True), dict(code="circulant", label_bias=True)], ids=str)
+def test_fused_exact_ranking_loss_equals_the_autograd_path_even_for_a_zero_output_row(options):
+    """The prebound cosine head with the exact ranking term runs one autograd node with a
+    written-out gradient; the general path (``F.normalize``, ``_ranking_loss``) is its
+    autograd reference, including ``F.normalize``'s clamp for an all-zero output row."""
+    from torch.nn import functional as F
+
+    head = randomise_label_bias(HRRHead(12, N_LABELS, dim=32, seed=12, ranking=1.0, **options), 12)
+    labels = labels_of(LABEL_ROWS)
+    out = torch.randn(len(LABEL_ROWS), 32, dtype=torch.float64, generator=torch.Generator().manual_seed(12))
+    out[3] = 0.0
+    head.to(torch.float64)
+    grads = []
+    for fused in (True, False):
+        x = out.clone().requires_grad_(True)
+        head.zero_grad()
+        if fused:
+            loss = head.loss(x, labels)
+        else:
+            unit = F.normalize(x, dim=-1, eps=1e-8)
+            sum_p, sum_m = head._present_key_sums(labels, x.dtype)
+            row_scores = (unit * sum_p).sum(-1)
+            j_negative = ((unit * sum_m).sum(-1) / sum_m.norm(dim=-1).clamp_min(1e-8)).sum()
+            total = labels.indices.shape[0] - row_scores.sum() + j_negative
+            loss = (total + head.ranking * head._ranking_loss(unit, labels, row_scores)) / len(x)
+        loss.backward()
+        bias_grad = None if head.label_bias is None else head.label_bias.grad.clone()
+        grads.append((loss.detach(), x.grad, bias_grad))
+    (fused_loss, fused_out, fused_bias), (loss, out_grad, bias_grad) = grads
+    assert torch.allclose(fused_loss, loss, atol=1e-12)
+    assert torch.allclose(fused_out, out_grad, atol=1e-9)
+    assert fused_out[3].abs().max() > 0  # the clamped row gets F.normalize's gradient, g / eps
+    if bias_grad is not None:
+        assert torch.allclose(fused_bias, bias_grad, atol=1e-12)
+
+
 @pytest.mark.parametrize("options", [dict(), dict(learn_pm=True), dict(cache_codes=False, label_chunk=8),
                                      dict(label_bias=True), dict(code="circulant", label_bias=True)], ids=str)
 def test_ranking_term_over_sampled_candidates_matches_reference(options):

@@ -86,35 +86,103 @@ _INIT_STREAM = 2
 _NORM_EPS = 1e-8
 
 
-class _ShiftScores(torch.autograd.Function):
-    """``query · roll(key_g, s)`` for every group ``g`` and shift ``s``, from spectra.
-
-    ``forward(query, query_spectrum, key_spectra, n)``: ``query_spectrum`` is
-    ``rfft(query)``, computed once by the caller for all label chunks; the keys are fixed
-    (no gradient). The result is the circular correlation ``irfft(Q · conj(K_g))`` per
-    group, flattened, first ``n`` columns. Its adjoint is the circular convolution,
-    ``∂/∂query = Σ_g irfft(rfft(grad_g) · K_g)``: one real FFT of the score gradient and
-    one inverse, where autograd through ``rfft`` would take a full complex FFT.
+def _shift_correlation(query_spectrum: Tensor, key_spectra: Tensor, n_scores: int) -> Tensor:
+    """``query · roll(key_g, s)`` for every group ``g`` and shift ``s``: the circular
+    correlation ``irfft(Q · conj(K_g))`` per group, flattened, first ``n_scores`` columns.
 
     Shapes:
-        query: ``(B, d)``; query_spectrum: ``(B, d//2 + 1)`` complex; key_spectra:
-        ``(G, d//2 + 1)`` complex → ``(B, n)`` with ``n ≤ G·d``.
+        query_spectrum: ``(B, d//2 + 1)`` complex; key_spectra: ``(G, d//2 + 1)`` complex
+        → ``(B, n_scores)`` with ``n_scores ≤ G·d``.
+    """
+    dim = 2 * (query_spectrum.shape[-1] - 1)
+    return torch.fft.irfft(query_spectrum.unsqueeze(1) * key_spectra.conj(), n=dim, dim=-1).flatten(1)[:, :n_scores]
+
+
+def _shift_convolution(grad: Tensor, key_spectra: Tensor, dim: int) -> Tensor:
+    """The adjoint of :func:`_shift_correlation` (circular convolution with each key,
+    summed over groups): one real FFT of the score gradient and one inverse.
+
+    Shapes:
+        grad: ``(B, n)``, n ≤ G·dim; key_spectra: ``(G, dim//2 + 1)`` → ``(B, dim)``.
+    """
+    n_groups = key_spectra.shape[0]
+    grad = F.pad(grad, (0, n_groups * dim - grad.shape[1])).reshape(grad.shape[0], n_groups, dim)
+    return torch.fft.irfft((torch.fft.rfft(grad, dim=-1) * key_spectra).sum(1), n=dim, dim=-1)
+
+
+class _ShiftScores(torch.autograd.Function):
+    """:func:`_shift_correlation` of ``query`` against fixed keys (no gradient), with
+    :func:`_shift_convolution` as its backward, where autograd through ``rfft`` would take
+    a full complex FFT.
+
+    ``forward(query, query_spectrum, key_spectra, n)``: ``query_spectrum`` is
+    ``rfft(query)``, computed once by the caller for all label chunks.
     """
 
     @staticmethod
     def forward(ctx, query: Tensor, query_spectrum: Tensor, key_spectra: Tensor, n_scores: int) -> Tensor:
         ctx.save_for_backward(key_spectra)
         ctx.dim = query.shape[-1]
-        scores = torch.fft.irfft(query_spectrum.unsqueeze(1) * key_spectra.conj(), n=ctx.dim, dim=-1)
-        return scores.flatten(1)[:, :n_scores]
+        return _shift_correlation(query_spectrum, key_spectra, n_scores)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None, None]:
         (key_spectra,) = ctx.saved_tensors
-        n_groups = key_spectra.shape[0]
-        grad = F.pad(grad, (0, n_groups * ctx.dim - grad.shape[1])).reshape(grad.shape[0], n_groups, ctx.dim)
-        spectrum = (torch.fft.rfft(grad, dim=-1) * key_spectra).sum(1)
-        return torch.fft.irfft(spectrum, n=ctx.dim, dim=-1), None, None, None
+        return _shift_convolution(grad, key_spectra, ctx.dim), None, None, None
+
+
+class _ExactRankingLoss(torch.autograd.Function):
+    """``Σ_rows (J_p + J_n + λ·J_r)`` of :meth:`HRRHead.loss` in one autograd node, for the
+    common case of a prebound cosine head with the exact ranking term.
+
+    Autograd would record some 40 small operations (the normalisation, the cosines, the
+    logsumexp, the bias sums) and replay each in backward; the gradient written out is
+    ``∂/∂ŝ = (g − u(u·g))/‖ŝ‖`` with ``u = ŝ/‖ŝ‖`` and
+    ``g = −(1 + λτ/|Y^p|)·Σ_{Y^p} p⊗c + Σ_{Y^p} m⊗c / ‖Σ_{Y^p} m⊗c‖ + λτ·Σ_i softmax_i (p⊗c_i)``,
+    and ``∂/∂b_i = λ·(Σ_rows softmax_i − Σ_{rows with i} 1/|Y^p|)`` (rows without labels
+    have no ranking term). Checked against the autograd reference in the tests.
+
+    ``forward(out, bias, head, sum_p, sum_m, labels)``: ``bias`` may be None; ``sum_p``,
+    ``sum_m`` are the rows' summed present keys (no gradient).
+    """
+
+    @staticmethod
+    def forward(ctx, out: Tensor, bias: Tensor | None, head: "HRRHead", sum_p: Tensor, sum_m: Tensor,
+                labels: LabelBatch) -> Tensor:
+        norm = out.norm(dim=1, keepdim=True).clamp_min(_NORM_EPS)
+        unit = out / norm
+        unit_m = sum_m / sum_m.norm(dim=1, keepdim=True).clamp_min(_NORM_EPS)
+        row_scores = (unit * sum_p).sum(1)
+        counts = labels.counts()
+        per_row = counts.clamp_min(1).to(out.dtype)
+        weight = head.ranking * (counts > 0).to(out.dtype)  # λ, or 0 for a row without labels
+        positive = head.ranking_scale * row_scores
+        logits = head._exact_scores(unit).mul_(head.ranking_scale)
+        if bias is not None:
+            logits += bias
+            positive += torch.segment_reduce(bias.index_select(0, labels.indices), "sum", offsets=labels.indptr)
+        log_partition = torch.logsumexp(logits, 1)
+        total = (labels.indices.shape[0] - row_scores.sum() + (unit * unit_m).sum()
+                 + (weight * (log_partition - positive / per_row)).sum())
+        softmax = logits.sub_(log_partition.unsqueeze(1)).exp_()
+        ctx.save_for_backward(unit, norm, sum_p, unit_m, softmax, weight, per_row, labels.indices, counts)
+        ctx.head, ctx.has_bias = head, bias is not None
+        return total
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor | None, None, None, None, None]:
+        unit, norm, sum_p, unit_m, softmax, weight, per_row, indices, counts = ctx.saved_tensors
+        tau = ctx.head.ranking_scale
+        weighted = softmax * weight.unsqueeze(1)
+        grad_unit = ((-1 - tau * weight / per_row).unsqueeze(1) * sum_p + unit_m
+                     + tau * ctx.head._exact_scores_adjoint(weighted))
+        tangent = grad_unit - unit * (unit * grad_unit).sum(1, keepdim=True)
+        grad_out = torch.where(norm > _NORM_EPS, tangent, grad_unit) / norm  # F.normalize's clamp
+        grad_bias = None
+        if ctx.has_bias:
+            present = (weight / per_row).repeat_interleave(counts)
+            grad_bias = grad * weighted.sum(0).index_add_(0, indices, present, alpha=-1)
+        return grad * grad_out, grad_bias, None, None, None, None
 
 
 class HRRHead(nn.Module):
@@ -311,6 +379,9 @@ class HRRHead(nn.Module):
         Shapes:
             out: ``(B, dim)``; labels: ``B`` rows → scalar.
         """
+        if self.prebound and self.loss_kind == "cosine" and self.ranking and self.n_labels <= self.ranking_candidates:
+            bias = None if self.label_bias is None else self.label_bias.to(out.dtype)
+            return _ExactRankingLoss.apply(out, bias, self, *self._present_key_sums(labels, out.dtype), labels) / len(out)
         if self.prebound:
             unit = F.normalize(out, dim=-1, eps=_NORM_EPS)
             query_p = query_m = unit
@@ -367,6 +438,24 @@ class HRRHead(nn.Module):
             torch.log(counts.clamp_min(1).to(query.dtype)) + mean_positive, torch.log(absent_share) + log_absent
         )
         return ((log_partition - mean_positive) * labelled).sum()
+
+    def _exact_scores(self, query: Tensor) -> Tensor:
+        """``query · (p ⊗ c_i)`` for every label at once, prebound heads only (the exact
+        ranking term's logits before scaling): one matmul, or one FFT per group.
+
+        Shapes:
+            query: ``(B, dim)`` → ``(B, L)``.
+        """
+        if self.code.circulant:
+            spectra = torch.view_as_complex(self.group_keys)
+            return _shift_correlation(torch.fft.rfft(query, dim=-1), spectra, self.n_labels)
+        return query @ self.keys[:, : self.dim].T
+
+    def _exact_scores_adjoint(self, grad: Tensor) -> Tensor:
+        """The transpose of :meth:`_exact_scores`: ``Σ_i grad_i (p ⊗ c_i)``, ``(B, L)`` → ``(B, dim)``."""
+        if self.code.circulant:
+            return _shift_convolution(grad, torch.view_as_complex(self.group_keys), self.dim)
+        return grad @ self.keys[:, : self.dim]
 
     def _ranking_keys(self, label_ids: Tensor) -> Tensor:
         """The vectors the decoding score dots the query with (``p ⊗ c`` when prebound,
