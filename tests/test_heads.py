@@ -112,16 +112,18 @@ def test_gradients_match_reference_and_stay_finite_with_empty_rows(options):
         assert torch.allclose(fast_grads[name], p.grad, atol=1e-5), name
 
 
-@pytest.mark.parametrize("options", [dict(), dict(label_bias=True), dict(code="circulant", label_bias=True)], ids=str)
+@pytest.mark.parametrize("options", [dict(dim=32), dict(dim=32, label_bias=True),
+                                     dict(dim=32, code="circulant", label_bias=True),
+                                     dict(dim=15, code="circulant", label_bias=True)], ids=str)
 def test_fused_exact_ranking_loss_equals_the_autograd_path_even_for_a_zero_output_row(options):
     """The prebound cosine head with the exact ranking term runs one autograd node with a
     written-out gradient; the general path (``F.normalize``, ``_ranking_loss``) is its
     autograd reference, including ``F.normalize``'s clamp for an all-zero output row."""
     from torch.nn import functional as F
 
-    head = randomise_label_bias(HRRHead(12, N_LABELS, dim=32, seed=12, ranking=1.0, **options), 12)
+    head = randomise_label_bias(HRRHead(12, N_LABELS, seed=12, ranking=1.0, **options), 12)
     labels = labels_of(LABEL_ROWS)
-    out = torch.randn(len(LABEL_ROWS), 32, dtype=torch.float64, generator=torch.Generator().manual_seed(12))
+    out = torch.randn(len(LABEL_ROWS), head.dim, dtype=torch.float64, generator=torch.Generator().manual_seed(12))
     out[3] = 0.0
     head.to(torch.float64)
     grads = []
@@ -321,21 +323,22 @@ def test_circulant_decoding_by_fft_equals_the_product_with_every_label_vector(op
         assert torch.allclose(head.scores(out.double()), full.double(), atol=1e-5)
 
 
-@pytest.mark.parametrize("n_scores", [48, 40, 13], ids=["whole groups", "last group short", "inside group 0"])
-def test_circulant_shift_scores_have_the_circular_convolution_as_their_gradient(n_scores):
+@pytest.mark.parametrize("dim", [16, 15], ids=["even dim", "odd dim"])
+@pytest.mark.parametrize("n_scores", [45, 40, 13], ids=["whole groups", "last group short", "inside group 0"])
+def test_circulant_shift_scores_have_the_circular_convolution_as_their_gradient(n_scores, dim):
     """``_ShiftScores`` writes its backward out (one rfft of the score gradient, one
     irfft): gradcheck it in float64 against finite differences of ``query · roll(key_g, s)``."""
     from holoxmc.heads.hrr import _ShiftScores
 
     generator = torch.Generator().manual_seed(11)
-    keys = torch.randn(3, 16, dtype=torch.float64, generator=generator)
+    keys = torch.randn(3, dim, dtype=torch.float64, generator=generator)
     key_spectra = torch.fft.rfft(keys, dim=-1)
-    query = torch.randn(4, 16, dtype=torch.float64, generator=generator, requires_grad=True)
+    query = torch.randn(4, dim, dtype=torch.float64, generator=generator, requires_grad=True)
 
     def shift_scores(q: torch.Tensor) -> torch.Tensor:
         return _ShiftScores.apply(q, torch.fft.rfft(q.detach(), dim=-1), key_spectra, n_scores)
 
-    explicit = torch.cat([torch.stack([torch.roll(key, s) for s in range(16)]) for key in keys])[:n_scores]
+    explicit = torch.cat([torch.stack([torch.roll(key, s) for s in range(dim)]) for key in keys])[:n_scores]
     assert torch.allclose(shift_scores(query), query @ explicit.T, atol=1e-12)
     assert torch.autograd.gradcheck(shift_scores, (query,))
 

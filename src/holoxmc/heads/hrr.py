@@ -86,15 +86,14 @@ _INIT_STREAM = 2
 _NORM_EPS = 1e-8
 
 
-def _shift_correlation(query_spectrum: Tensor, key_spectra: Tensor, n_scores: int) -> Tensor:
+def _shift_correlation(query_spectrum: Tensor, key_spectra: Tensor, dim: int, n_scores: int) -> Tensor:
     """``query · roll(key_g, s)`` for every group ``g`` and shift ``s``: the circular
     correlation ``irfft(Q · conj(K_g))`` per group, flattened, first ``n_scores`` columns.
 
     Shapes:
-        query_spectrum: ``(B, d//2 + 1)`` complex; key_spectra: ``(G, d//2 + 1)`` complex
-        → ``(B, n_scores)`` with ``n_scores ≤ G·d``.
+        query_spectrum: ``(B, dim//2 + 1)`` complex; key_spectra: ``(G, dim//2 + 1)``
+        complex → ``(B, n_scores)`` with ``n_scores ≤ G·dim``.
     """
-    dim = 2 * (query_spectrum.shape[-1] - 1)
     return torch.fft.irfft(query_spectrum.unsqueeze(1) * key_spectra.conj(), n=dim, dim=-1).flatten(1)[:, :n_scores]
 
 
@@ -123,7 +122,7 @@ class _ShiftScores(torch.autograd.Function):
     def forward(ctx, query: Tensor, query_spectrum: Tensor, key_spectra: Tensor, n_scores: int) -> Tensor:
         ctx.save_for_backward(key_spectra)
         ctx.dim = query.shape[-1]
-        return _shift_correlation(query_spectrum, key_spectra, n_scores)
+        return _shift_correlation(query_spectrum, key_spectra, ctx.dim, n_scores)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None, None]:
@@ -376,6 +375,10 @@ class HRRHead(nn.Module):
         ``cos(p* ⊗ ŝ, c) = ŝ · (p ⊗ c) / ‖ŝ‖`` with the cached key ``p ⊗ c`` (likewise
         for ``m``); otherwise ``ŝ`` is unbound by one FFT round trip.
 
+        With fixed roles, cached keys, the cosine loss and the exact ranking term (the
+        Delicious preset) the whole loss is one autograd node with its gradient written out,
+        :class:`_ExactRankingLoss`.
+
         Shapes:
             out: ``(B, dim)``; labels: ``B`` rows → scalar.
         """
@@ -448,7 +451,7 @@ class HRRHead(nn.Module):
         """
         if self.code.circulant:
             spectra = torch.view_as_complex(self.group_keys)
-            return _shift_correlation(torch.fft.rfft(query, dim=-1), spectra, self.n_labels)
+            return _shift_correlation(torch.fft.rfft(query, dim=-1), spectra, self.dim, self.n_labels)
         return query @ self.keys[:, : self.dim].T
 
     def _exact_scores_adjoint(self, grad: Tensor) -> Tensor:
