@@ -7,6 +7,7 @@ on a GPU. It isolates the network's own cost from the epoch loop's noise.
 Usage:
     python benchmarks/step_time.py delicious --repeats 7 --steps 150
     python benchmarks/step_time.py delicious --variants '{"ranking": 1.0}' '{}'   # HRR head options
+    python benchmarks/step_time.py bibtex --hrr-params '{"hidden": [1024]}'       # other HRR-FC keywords
     python benchmarks/step_time.py delicious --device cuda --compile --launches     # on a GPU
     python benchmarks/step_time.py delicious --torch-dropout   # also each model with nn.Dropout
 """
@@ -33,6 +34,8 @@ def main() -> None:
     parser.add_argument("dataset")
     parser.add_argument("--variants", nargs="*", default=[],
                         help="extra HRR-FC runs: JSON head_options replacing the preset's")
+    parser.add_argument("--hrr-params", nargs="*", default=[],
+                        help="extra HRR-FC runs: JSON XMCClassifier keywords over the preset")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--threads", type=int, default=1)
@@ -53,6 +56,8 @@ def main() -> None:
     runs = {"fc": preset_params(args.dataset, "fc"), "hrr-fc": preset_params(args.dataset, "hrr-fc")}
     for variant in args.variants:
         runs[f"hrr-fc {variant}"] = runs["hrr-fc"] | {"head_options": json.loads(variant)}
+    for params in args.hrr_params:
+        runs[f"hrr-fc {params}"] = runs["hrr-fc"] | json.loads(params)
     models: dict[str, tuple[Callable, torch.optim.Optimizer]] = {}
     for name, params in runs.items():
         for compiled in (False, True) if args.compile else (False,):

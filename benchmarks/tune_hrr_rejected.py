@@ -25,6 +25,9 @@ Variants (``{"name": ..., **their parameters}``):
   units, logits ``τ·(cos + β)``.
 * ``head_lr``: the HRR output layer trained with ``scale`` times the learning rate of the
   rest of the network (Adam parameter groups).
+* ``learned_scale``: τ (``ranking_scale``) learned with the network, stored as ``log τ``
+  and initialised at the preset's value; the loss then runs on autograd, since the fused
+  node takes τ as a constant.
 * ``code_draw``: not a method but a noise gauge: the same random label code drawn from
   another stream (``stream``), to see how far one code draw moves a configuration.
 
@@ -38,6 +41,7 @@ Usage:
     python benchmarks/tune_hrr_rejected.py delicious '{"name": "bias_step_scale", "scale": 10}' --pseudo-test
     python benchmarks/tune_hrr_rejected.py bibtex '{"name": "head_lr", "scale": 5}' --overrides '{"dim": 160}'
     python benchmarks/tune_hrr_rejected.py bibtex '{"name": "code_draw", "stream": 500}'
+    python benchmarks/tune_hrr_rejected.py bibtex '{"name": "learned_scale"}' --overrides '{"head_options": {"ranking": 1.0, "label_bias": true}}' --pseudo-test
 """
 
 from __future__ import annotations
@@ -294,8 +298,33 @@ def head_lr(options: dict) -> None:
     trainer_module.torch.optim.Adam = ScaledAdam
 
 
+def learned_scale(options: dict) -> None:
+    init = HRRHead.__init__
+
+    @functools.wraps(init)
+    def learning_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.log_ranking_scale = torch.nn.Parameter(torch.tensor(math.log(self._scale_init)))
+
+    def get_scale(self):
+        return self.log_ranking_scale.exp() if "log_ranking_scale" in self._parameters else self._scale_init
+
+    def set_scale(self, value):
+        self._scale_init = float(value)
+
+    def loss(self, out, labels):  # the autograd path: the fused node takes τ as a constant
+        unit, row_scores, j_negative = _paper_terms(self, out, labels)
+        total = labels.indices.shape[0] - row_scores.sum() + j_negative
+        return (total + self.ranking * self._ranking_loss(unit, labels, row_scores)) / out.shape[0]
+
+    HRRHead.__init__ = learning_init
+    HRRHead.ranking_scale = property(get_scale, set_scale)
+    HRRHead.loss = loss
+
+
 VARIANTS = {f.__name__: f for f in (contrast, no_jn, hinge, ema, l2_input, input_dropout, orthogonal_code,
-                                    jp_mean, raw_bias, bce_ranking, bias_step_scale, head_lr, code_draw)}
+                                    jp_mean, raw_bias, bce_ranking, bias_step_scale, head_lr, code_draw,
+                                    learned_scale)}
 
 
 def main() -> None:
@@ -311,7 +340,8 @@ def main() -> None:
     variant = json.loads(args.variant)
     VARIANTS[variant["name"]](variant)
     if args.pseudo_test:
-        result = refit_check.check(args.dataset, "hrr-fc", args.seed, json.loads(args.overrides))
+        overrides = json.loads(args.overrides)
+        result = refit_check.check(args.dataset, "hrr-fc", args.seed, overrides) | {"overrides": overrides}
     else:
         result = tune_hrr.run_trial(args.dataset, "hrr-fc", json.loads(args.overrides) | {"seed": args.seed})
     line = json.dumps(result | {"variant": variant})
