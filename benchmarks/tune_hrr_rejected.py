@@ -1,7 +1,7 @@
 """HRR-FC variants that were tried on the validation split and NOT adopted.
 
 Each variant is installed by patching the library at run time, so none of them lives in
-``holoxmc``; this script exists so that the README's tuning table can be re-run. It runs
+``holoxmc``; this script exists so that the tuning log's rows (``benchmarks/TUNING.md``) can be re-run. It runs
 one :func:`tune_hrr.run_trial` (validation only, the test split is never loaded) and
 appends the result, tagged with the variant, to ``--log``.
 
