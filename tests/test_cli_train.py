@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from holoxmc.cli import main
+from holoxmc.cli.train import train_params
 from holoxmc.data import make_synthetic
 from holoxmc.data.readers import write_xml_repo
-from holoxmc.estimator import XMCClassifier
+from holoxmc.estimator import DATASET_PRESETS, XMCClassifier
 from holoxmc.metrics import evaluate
 
 FAST = ["--hidden", "32", "--dropout", "0", "--epochs", "8", "--batch-size", "32", "--lr", "0.01", "--quiet"]
@@ -160,6 +161,22 @@ def test_solar_model_trains_through_the_same_cli(toy, tmp_path):
     output = tmp_path / "eval.json"
     assert main(["evaluate", str(run_dir), str(toy), "--output", str(output)]) == 0
     assert json.loads(output.read_text())["metrics"]["P@1"] == metrics["test"]["P@1"]
+
+
+@pytest.mark.parametrize("model, head", [("hrr-fc", "hrr"), ("fc", "dense")])
+def test_train_without_options_is_the_dataset_preset(model, head, tmp_path):
+    """`holoxmc train bibtex --model M` gets the tuned preset, by registry name or folder name."""
+    preset = DATASET_PRESETS["bibtex"][head]
+    folder = tmp_path / "Bibtex"
+    folder.mkdir()
+    for data in ("bibtex", "BibTeX", str(folder)):
+        params = train_params(data, model, {"epochs": None, "seed": None})
+        assert {key: params[key] for key in preset} == {key: tuple(v) if key == "hidden" else v
+                                                         for key, v in preset.items()}
+        assert (params["head"], params["backbone"], params["propensity"]) == (head, "fc", (0.55, 1.5))
+    overridden = train_params("bibtex", model, {"epochs": 3, "hidden": [64]})
+    assert (overridden["epochs"], overridden["hidden"], overridden["refit"]) == (3, (64,), preset["refit"])
+    assert train_params("my-own-set", model, {}) == {"head": head, "backbone": "fc", "propensity": (0.55, 1.5)}
 
 
 def test_hrr_head_options_reach_the_saved_model(toy, tmp_path):
