@@ -134,6 +134,17 @@ def train_params(data: str, model: str, overrides: dict[str, Any]) -> dict[str, 
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from holoxmc.distributed.data_parallel import join_from_environment, leave
+
+    rank, world, args.device = join_from_environment(args.device)
+    try:
+        return _train(args, rank, world)
+    finally:
+        leave()
+
+
+def _train(args: argparse.Namespace, rank: int, world: int) -> int:
+    """``run_train`` in one process; under torchrun rank 0 alone writes and prints."""
     from holoxmc.data import load
     from holoxmc.estimator import CONFIG_FILE, MODEL_FILE, XMCClassifier, fit_and_report
     from holoxmc.io import atomic_write_json
@@ -154,6 +165,8 @@ def run_train(args: argparse.Namespace) -> int:
 
     options = (*_OVERRIDES, *(key for keys in _HEAD_OPTIONS.values() for key in keys))
     params = train_params(args.data, args.model, {key: getattr(args, key) for key in options})
+    if world > 1 and params["head"] == "solar":
+        raise InputError("SOLAR trains its chunks as independent jobs: use --workers or --ray-address, not torchrun")
     params["progress"] = False if args.quiet else None
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
     train, test = load(args.data, "train", features=features), load(args.data, "test", features=features)
@@ -163,6 +176,9 @@ def run_train(args: argparse.Namespace) -> int:
 
     created = not run_dir.exists()
     clf = XMCClassifier(**params)
+    if rank > 0:  # trains its share of every batch; rank 0 reads and writes the run
+        clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume)
+        return 0
     try:
         metrics = fit_and_report(clf, X_train, train.Y, X_test, test.Y, run_dir=run_dir, resume=args.resume)
     except BaseException:

@@ -1,4 +1,6 @@
-"""Independent jobs (SOLAR chunks) in local worker processes or as Ray tasks."""
+"""Distribution: independent jobs (SOLAR chunks) in local worker processes or as Ray tasks
+(:mod:`holoxmc.distributed.jobs`), and data-parallel training of one network over
+torch.distributed (:mod:`holoxmc.distributed.data_parallel`)."""
 
 from holoxmc.distributed.jobs import JobFailure, JobsFailed, run_jobs
 

@@ -6,6 +6,9 @@ Determinism: the shuffling order and the torch RNG (dropout) of epoch ``e`` are 
 from ``(seed, e)`` only, inside a forked RNG scope, so a run resumed after epoch ``e``
 replays epochs ``e+1..`` exactly like an uninterrupted one and the caller's global RNG
 state is left untouched.
+
+Inside a ``torch.distributed`` process group (e.g. under torchrun) the same trainer runs
+data-parallel: see :mod:`holoxmc.distributed.data_parallel`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -24,6 +28,13 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from holoxmc.data.batch import LabelBatch, SparseBatch, input_batch, label_batch
+from holoxmc.distributed.data_parallel import (
+    data_parallel,
+    from_rank_zero,
+    process_group,
+    share_of_batch,
+    sum_over_ranks,
+)
 from holoxmc.errors import InputError
 from holoxmc.train.checkpoint import load_checkpoint, save_checkpoint
 from holoxmc.train.inference import evaluate_topk
@@ -224,6 +235,7 @@ class Trainer:
             a :class:`FitResult` with the per-epoch history and the selected epoch.
         """
         cfg = self.config
+        rank, world = process_group()
         if (X_val is None) != (Y_val is None):
             raise InputError("give both X_val and Y_val, or neither")
         if X_train.shape[0] != Y_train.shape[0]:
@@ -273,23 +285,25 @@ class Trainer:
                 start_epoch = state["epoch"]
                 since_best = state["since_best"]
                 result = FitResult(state["history"], state["best_epoch"], state["best_score"], state["stopped_early"])
+        loss_of = network.loss if world == 1 else data_parallel(network, device)
 
-        show = cfg.progress if cfg.progress is not None else sys.stderr.isatty()
+        show = rank == 0 and (cfg.progress if cfg.progress is not None else sys.stderr.isatty())
         for epoch in range(start_epoch, cfg.stop_epoch or cfg.epochs):
             if result.stopped_early:
                 break
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-                torch.manual_seed(_epoch_seed(cfg.seed, epoch))
+                torch.manual_seed(_epoch_seed(cfg.seed, epoch) + rank)  # each rank its own dropout masks
                 order = np.random.default_rng([cfg.seed, epoch]).permutation(train_rows)
                 loss, seconds = self._train_epoch(
-                    network, optimizer, X_train, Y_train, order, epoch, steps_per_epoch,
+                    network, loss_of, optimizer, X_train, Y_train, order, epoch, steps_per_epoch,
                     total_steps, warmup_steps, device, show, result,
                 )
             record: dict[str, Any] = {"epoch": epoch + 1, "loss": loss, "seconds": seconds}
             if X_val is not None:
-                record["val"] = evaluate_topk(
+                val = None if rank else evaluate_topk(
                     network, X_val, Y_val, ks=(1, 3, 5), batch_size=cfg.eval_batch_size, device=device
                 )
+                record["val"] = val if world == 1 else from_rank_zero(val)
                 score = record["val"][cfg.select_metric]
             else:
                 score = -loss  # nothing held out: the last epoch wins
@@ -301,7 +315,7 @@ class Trainer:
                 since_best += 1
                 if cfg.patience is not None and since_best >= cfg.patience:
                     result.stopped_early = True
-            if run_dir is not None:
+            if run_dir is not None and rank == 0:
                 save_checkpoint(
                     run_dir,
                     model=network.state_dict(),
@@ -336,6 +350,7 @@ class Trainer:
     def _train_epoch(
         self,
         network: nn.Module,
+        loss_of: Callable[[SparseBatch | Tensor, LabelBatch], Tensor],
         optimizer: torch.optim.Optimizer,
         X: sp.csr_matrix | np.ndarray,
         Y: sp.csr_matrix,
@@ -348,8 +363,13 @@ class Trainer:
         show: bool,
         result: FitResult,
     ) -> tuple[float, float]:
-        """One pass over ``order``; returns ``(mean loss, optimisation seconds)``."""
+        """One pass over ``order``; returns ``(mean loss, optimisation seconds)``.
+
+        ``loss_of`` is ``network.loss``, or its data-parallel wrapper inside a process group,
+        where this rank trains on its share of every batch.
+        """
         cfg = self.config
+        rank, world = process_group()
         network.train()
         params = [p for group in optimizer.param_groups for p in group["params"]]
         fused = bool(optimizer.defaults.get("fused"))
@@ -365,20 +385,24 @@ class Trainer:
             factor = lr_factor(cfg.schedule, epoch * steps_per_epoch + i, total_steps, warmup_steps)
             for group in optimizer.param_groups:
                 group["lr"] = cfg.lr * factor
-            loss = network.loss(input_batch(X, rows).to(device), label_batch(Y, rows).to(device))
+            rows, weight = (rows, 1.0) if world == 1 else share_of_batch(rows, rank, world)
+            loss = loss_of(input_batch(X, rows).to(device), label_batch(Y, rows).to(device))
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            (loss if weight == 1.0 else loss * weight).backward()
             if cfg.grad_clip is not None:
                 nn.utils.clip_grad_norm_(network.parameters(), cfg.grad_clip)
             optimizer.step()
             if fused:  # the fused kernel writes in place without bumping version counters,
                 # which caches keyed on ``param._version`` (e.g. a folded decoder) rely on
                 torch.autograd.graph.increment_version(params)
-            total_loss += loss.detach() * len(rows)
+            if weight:
+                total_loss += loss.detach() * len(rows)
             if show:
                 bar.update(1)
                 if i % 10 == 0:
                     bar.set_postfix(loss=f"{loss.item():.4f}", val_p1="-" if last_val is None else f"{last_val:.2f}")
+        if world > 1:
+            sum_over_ranks(total_loss)
         mean_loss = float(total_loss) / max(len(order), 1)
         seconds = time.perf_counter() - start
         bar.close()

@@ -1,0 +1,145 @@
+"""Data-parallel training over torch.distributed (gloo, two CPU processes): the ranks end
+with identical weights, equal to one process's training on the same batches."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from safetensors.torch import load_file, save_file
+
+from holoxmc.backbones import build_network
+from holoxmc.data import make_synthetic
+from holoxmc.data.readers import write_xml_repo
+from holoxmc.distributed.data_parallel import process_group, share_of_batch
+from holoxmc.estimator import XMCClassifier
+from holoxmc.train import TrainConfig, Trainer
+
+pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
+                                reason="this torch build has no torch.distributed with gloo")
+
+HEADS = {
+    "dense": {},
+    "hrr": {"dim": 64},
+    "hrr-ranking-bias": {"dim": 64, "ranking": 1.0, "label_bias": True},
+}
+
+
+def _fit(head: str, out: Path) -> None:
+    """Train a small network with the Trainer (in whatever process group exists) and
+    save its weights and history to ``out``."""
+    torch.set_num_threads(1)
+    train, val = make_synthetic(201, 30, 40, n_test=60, labels_per_point=2.0, seed=4)
+    kind = "dense" if head == "dense" else "hrr"
+    network = build_network("fc", kind, n_labels=30, n_features=40, hidden=[32], dropout=0.0, seed=0, **HEADS[head])
+    config = TrainConfig(epochs=3, batch_size=25, lr=0.01, seed=0, progress=False)  # 201 rows: a last batch of 1
+    result = Trainer(config).fit(network, train.X, train.Y, val.X, val.Y)
+    save_file({k: v.contiguous() for k, v in network.state_dict().items()}, str(out))
+    out.with_suffix(".json").write_text(json.dumps({"history": result.history, "best": result.best_epoch}))
+
+
+def _rank(rank: int, world: int, init_file: str, head: str, folder: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        assert process_group() == (rank, world)
+        _fit(head, Path(folder) / f"rank{rank}.safetensors")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+def test_two_ranks_train_what_one_process_trains(head, tmp_path):
+    mp.spawn(_rank, args=(2, str(tmp_path / "init"), head, str(tmp_path)), nprocs=2, join=True)
+    _fit(head, tmp_path / "single.safetensors")
+    ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in (0, 1)]
+    single = load_file(str(tmp_path / "single.safetensors"))
+    assert ranks[0].keys() == single.keys()
+    for name, weight in single.items():
+        assert torch.equal(ranks[0][name], ranks[1][name]), name  # the ranks never drift apart
+        torch.testing.assert_close(ranks[0][name], weight, rtol=1e-4, atol=1e-5, msg=name)
+    histories = [json.loads((tmp_path / f"{n}.json").read_text()) for n in ("rank0", "rank1", "single")]
+    for history in histories:
+        for epoch in history["history"]:
+            del epoch["seconds"]
+    assert histories[0] == histories[1]  # rank 0's validation, and the summed loss, reach every rank
+    assert histories[0]["best"] == histories[2]["best"]
+    np.testing.assert_allclose([e["loss"] for e in histories[0]["history"]],
+                               [e["loss"] for e in histories[2]["history"]], rtol=1e-5)
+
+
+def test_share_of_batch_weights_make_the_average_the_batch_mean():
+    rows, world = np.arange(7), 3
+    row_losses = np.random.default_rng(0).random(7)
+    shares = [share_of_batch(rows, rank, world) for rank in range(world)]
+    assert [share.tolist() for share, _ in shares] == [[0, 3, 6], [1, 4], [2, 5]]
+    averaged = sum(weight * row_losses[share].mean() for share, weight in shares) / world  # what DDP computes
+    assert averaged == pytest.approx(row_losses.mean())
+    share, weight = share_of_batch(np.arange(1), 1, 2)  # a rank without rows: one row at weight 0
+    assert share.tolist() == [0] and weight == 0.0
+
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "holoxmc"]
+OPTIONS = ["--model", "hrr-fc", "--dim", "64", "--hidden", "32", "--dropout", "0", "--epochs", "6",
+           "--batch-size", "32", "--lr", "0.01", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("data") / "toy"
+    train, test = make_synthetic(600, 40, 30, n_test=80, labels_per_point=2.0, seed=2)
+    write_xml_repo(folder / "toy_train.txt", train.X, train.Y)
+    write_xml_repo(folder / "toy_test.txt", test.X, test.Y)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def torchrun_run(toy, tmp_path_factory) -> tuple[Path, str]:
+    run_dir = tmp_path_factory.mktemp("runs") / "ddp"
+    done = subprocess.run([*TORCHRUN, "train", str(toy), "--out", str(run_dir), *OPTIONS],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return run_dir, done.stdout
+
+
+def test_torchrun_cli_writes_one_run_equal_to_a_single_process_run(toy, torchrun_run, tmp_path):
+    run_dir, stdout = torchrun_run
+    assert stdout.count("on toy (test)") == 1  # one table, from rank 0
+    assert sorted(p.name for p in run_dir.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
+    single = subprocess.run([sys.executable, "-m", "holoxmc", "train", str(toy), "--out", str(tmp_path / "one"),
+                             *OPTIONS], capture_output=True, text=True, timeout=300)
+    assert single.returncode == 0, single.stderr[-2000:]
+    ddp, one = XMCClassifier.load(run_dir), XMCClassifier.load(tmp_path / "one")
+    for (name, a), (_, b) in zip(ddp.network_.state_dict().items(), one.network_.state_dict().items()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_killed_torchrun_run_resumes_to_the_uninterrupted_weights(toy, torchrun_run, tmp_path):
+    killed = tmp_path / "killed"
+    process = subprocess.Popen([*TORCHRUN, "train", str(toy), "--out", str(killed), *OPTIONS],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    checkpoint = killed / "checkpoint.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if checkpoint.exists() and json.loads(checkpoint.read_text())["epoch"] >= 2:
+            break
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)  # the launcher and both ranks
+    process.wait()
+    assert not (killed / "metrics.json").exists(), "the run finished before it could be killed"
+    assert 2 <= json.loads(checkpoint.read_text())["epoch"] < 6
+    resumed = subprocess.run([*TORCHRUN, "train", str(toy), "--out", str(killed), *OPTIONS, "--resume"],
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    same = XMCClassifier.load(killed).network_.state_dict()
+    for name, tensor in XMCClassifier.load(torchrun_run[0]).network_.state_dict().items():
+        assert tensor.equal(same[name]), name
