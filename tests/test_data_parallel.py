@@ -28,39 +28,40 @@ from holoxmc.train import TrainConfig, Trainer
 pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
                                 reason="this torch build has no torch.distributed with gloo")
 
-HEADS = {
-    "dense": {},
-    "hrr": {"dim": 64},
-    "hrr-ranking-bias": {"dim": 64, "ranking": 1.0, "label_bias": True},
+#: case → (head, head options, TrainConfig options)
+CASES = {
+    "dense": ("dense", {}, {}),
+    "hrr-refit": ("hrr", {"dim": 64}, {"refit": True}),
+    "hrr-ranking-bias": ("hrr", {"dim": 64, "ranking": 1.0, "label_bias": True}, {}),
 }
 
 
-def _fit(head: str, out: Path) -> None:
+def _fit(case: str, out: Path) -> None:
     """Train a small network with the Trainer (in whatever process group exists) and
     save its weights and history to ``out``."""
     torch.set_num_threads(1)
     train, val = make_synthetic(201, 30, 40, n_test=60, labels_per_point=2.0, seed=4)
-    kind = "dense" if head == "dense" else "hrr"
-    network = build_network("fc", kind, n_labels=30, n_features=40, hidden=[32], dropout=0.0, seed=0, **HEADS[head])
-    config = TrainConfig(epochs=3, batch_size=25, lr=0.01, seed=0, progress=False)  # 201 rows: a last batch of 1
+    head, options, settings = CASES[case]
+    network = build_network("fc", head, n_labels=30, n_features=40, hidden=[32], dropout=0.0, seed=0, **options)
+    config = TrainConfig(epochs=3, batch_size=25, lr=0.01, seed=0, progress=False, **settings)  # a last batch of 1
     result = Trainer(config).fit(network, train.X, train.Y, val.X, val.Y)
     save_file({k: v.contiguous() for k, v in network.state_dict().items()}, str(out))
     out.with_suffix(".json").write_text(json.dumps({"history": result.history, "best": result.best_epoch}))
 
 
-def _rank(rank: int, world: int, init_file: str, head: str, folder: str) -> None:
+def _rank(rank: int, world: int, init_file: str, case: str, folder: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
         assert process_group() == (rank, world)
-        _fit(head, Path(folder) / f"rank{rank}.safetensors")
+        _fit(case, Path(folder) / f"rank{rank}.safetensors")
     finally:
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("head", list(HEADS))
-def test_two_ranks_train_what_one_process_trains(head, tmp_path):
-    mp.spawn(_rank, args=(2, str(tmp_path / "init"), head, str(tmp_path)), nprocs=2, join=True)
-    _fit(head, tmp_path / "single.safetensors")
+@pytest.mark.parametrize("case", list(CASES))
+def test_two_ranks_train_what_one_process_trains(case, tmp_path):
+    mp.spawn(_rank, args=(2, str(tmp_path / "init"), case, str(tmp_path)), nprocs=2, join=True)
+    _fit(case, tmp_path / "single.safetensors")
     ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in (0, 1)]
     single = load_file(str(tmp_path / "single.safetensors"))
     assert ranks[0].keys() == single.keys()

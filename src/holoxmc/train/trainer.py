@@ -334,6 +334,7 @@ class Trainer:
                         "stopped_early": result.stopped_early,
                     },
                 )
+        del loss_of  # a data-parallel wrapper must not outlive its phase: the refit makes its own
         if initial_state is not None and X_val is not None:
             network.load_state_dict(initial_state)
             if not carved:  # refit on the given training and validation sets together
