@@ -4,7 +4,8 @@ Every rank runs the same :class:`holoxmc.train.Trainer` on the same seeded batch
 takes its share ``rows[rank::world]`` of each batch; ``DistributedDataParallel`` averages
 the gradients, and each rank's loss is weighted by its share of the batch, so every step
 makes the update one process would make on the whole batch (up to the order of float
-sums) and the ranks hold identical weights throughout. Rank 0 alone evaluates the
+sums, and with other dropout masks: each rank draws its own) and the ranks hold identical
+weights throughout. Rank 0 alone evaluates the
 validation split (and hands the result to the others) and writes checkpoints.
 
 What crosses the network each step is the gradient of every weight: with a dense output
