@@ -118,8 +118,11 @@ def test_share_weighted_gradients_average_to_the_whole_batch_gradient(backbone):
 
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "holoxmc"]
-OPTIONS = ["--model", "hrr-fc", "--dim", "64", "--hidden", "32", "--dropout", "0", "--epochs", "6",
-           "--batch-size", "32", "--lr", "0.01", "--quiet"]
+SHORT = ["--model", "hrr-fc", "--dim", "64", "--hidden", "32", "--dropout", "0", "--epochs", "6",
+         "--batch-size", "32", "--lr", "0.01", "--quiet"]
+LONG_EPOCHS = 20  # a run polled every 50 ms is killed well before its end
+LONG = ["--model", "hrr-fc", "--dim", "64", "--hidden", "32", "--dropout", "0", "--epochs", str(LONG_EPOCHS),
+        "--batch-size", "16", "--lr", "0.003", "--quiet"]
 
 
 @pytest.fixture(scope="module")
@@ -131,30 +134,29 @@ def toy(tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def torchrun_run(toy, tmp_path_factory) -> tuple[Path, str]:
-    run_dir = tmp_path_factory.mktemp("runs") / "ddp"
-    done = subprocess.run([*TORCHRUN, "train", str(toy), "--out", str(run_dir), *OPTIONS],
+def torchrun_train(toy: Path, run_dir: Path, options: list[str]) -> str:
+    done = subprocess.run([*TORCHRUN, "train", str(toy), "--out", str(run_dir), *options],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    return run_dir, done.stdout
+    return done.stdout
 
 
-def test_torchrun_cli_writes_one_run_equal_to_a_single_process_run(toy, torchrun_run, tmp_path):
-    run_dir, stdout = torchrun_run
+def test_torchrun_cli_writes_one_run_equal_to_a_single_process_run(toy, tmp_path):
+    stdout = torchrun_train(toy, tmp_path / "ddp", SHORT)
     assert stdout.count("on toy (test)") == 1  # one table, from rank 0
-    assert sorted(p.name for p in run_dir.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
+    assert sorted(p.name for p in (tmp_path / "ddp").iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
     single = subprocess.run([sys.executable, "-m", "holoxmc", "train", str(toy), "--out", str(tmp_path / "one"),
-                             *OPTIONS], capture_output=True, text=True, timeout=300)
+                             *SHORT], capture_output=True, text=True, timeout=300)
     assert single.returncode == 0, single.stderr[-2000:]
-    ddp, one = XMCClassifier.load(run_dir), XMCClassifier.load(tmp_path / "one")
+    ddp, one = XMCClassifier.load(tmp_path / "ddp"), XMCClassifier.load(tmp_path / "one")
     for (name, a), (_, b) in zip(ddp.network_.state_dict().items(), one.network_.state_dict().items()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
 
 
-def test_killed_torchrun_run_resumes_to_the_uninterrupted_weights(toy, torchrun_run, tmp_path):
+def test_killed_torchrun_run_resumes_to_the_uninterrupted_weights(toy, tmp_path):
+    torchrun_train(toy, tmp_path / "reference", LONG)
     killed = tmp_path / "killed"
-    process = subprocess.Popen([*TORCHRUN, "train", str(toy), "--out", str(killed), *OPTIONS],
+    process = subprocess.Popen([*TORCHRUN, "train", str(toy), "--out", str(killed), *LONG],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     checkpoint = killed / "checkpoint.json"
     deadline = time.monotonic() + 120
@@ -165,10 +167,8 @@ def test_killed_torchrun_run_resumes_to_the_uninterrupted_weights(toy, torchrun_
     os.killpg(process.pid, signal.SIGKILL)  # the launcher and both ranks
     process.wait()
     assert not (killed / "metrics.json").exists(), "the run finished before it could be killed"
-    assert 2 <= json.loads(checkpoint.read_text())["epoch"] < 6
-    resumed = subprocess.run([*TORCHRUN, "train", str(toy), "--out", str(killed), *OPTIONS, "--resume"],
-                             capture_output=True, text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert 2 <= json.loads(checkpoint.read_text())["epoch"] < LONG_EPOCHS
+    torchrun_train(toy, killed, [*LONG, "--resume"])
     same = XMCClassifier.load(killed).network_.state_dict()
-    for name, tensor in XMCClassifier.load(torchrun_run[0]).network_.state_dict().items():
+    for name, tensor in XMCClassifier.load(tmp_path / "reference").network_.state_dict().items():
         assert tensor.equal(same[name]), name
