@@ -16,22 +16,11 @@ import pytest
 from holoxmc.cli import main
 from holoxmc.cli.train import train_params
 from holoxmc.data import make_synthetic
-from holoxmc.data.readers import write_xml_repo
 from holoxmc.estimator import DATASET_PRESETS, XMCClassifier
 from holoxmc.metrics import evaluate
 
 FAST = ["--hidden", "32", "--dropout", "0", "--epochs", "8", "--batch-size", "32", "--lr", "0.01", "--quiet"]
 METRIC_KEYS = {f"{m}@{k}" for m in ("P", "nDCG", "PSP", "PSnDCG") for k in range(1, 6)}
-
-
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory) -> Path:
-    """A small dataset folder in the XML-repository format: toy_train.txt, toy_test.txt."""
-    folder = tmp_path_factory.mktemp("data") / "toy"
-    train, test = make_synthetic(800, 30, 120, n_test=200, labels_per_point=2.0, seed=2)
-    write_xml_repo(folder / "toy_train.txt", train.X, train.Y)
-    write_xml_repo(folder / "toy_test.txt", test.X, test.Y)
-    return folder
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,6 @@ from safetensors.torch import load_file, save_file
 from holoxmc.backbones import build_network
 from holoxmc.data import make_synthetic
 from holoxmc.data.batch import input_batch, label_batch
-from holoxmc.data.readers import write_xml_repo
 from holoxmc.distributed.data_parallel import process_group, share_of_batch
 from holoxmc.estimator import XMCClassifier
 from holoxmc.train import TrainConfig, Trainer
@@ -123,15 +122,6 @@ SHORT = ["--model", "hrr-fc", "--dim", "64", "--hidden", "32", "--dropout", "0",
 LONG_EPOCHS = 20  # a run polled every 50 ms is killed well before its end
 LONG = ["--model", "hrr-fc", "--dim", "64", "--hidden", "32", "--dropout", "0", "--epochs", str(LONG_EPOCHS),
         "--batch-size", "16", "--lr", "0.003", "--quiet"]
-
-
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("data") / "toy"
-    train, test = make_synthetic(600, 40, 30, n_test=80, labels_per_point=2.0, seed=2)
-    write_xml_repo(folder / "toy_train.txt", train.X, train.Y)
-    write_xml_repo(folder / "toy_test.txt", test.X, test.Y)
-    return folder
 
 
 def torchrun_train(toy: Path, run_dir: Path, options: list[str]) -> str:
