@@ -5,8 +5,9 @@ takes its share ``rows[rank::world]`` of each batch; ``DistributedDataParallel``
 the gradients, and each rank's loss is weighted by its share of the batch, so every step
 makes the update one process would make on the whole batch (up to the order of float
 sums, and with other dropout masks: each rank draws its own) and the ranks hold identical
-weights throughout. Rank 0 alone evaluates the
-validation split (and hands the result to the others) and writes checkpoints.
+weights throughout. Rank 0 alone evaluates the validation split (and hands the result to
+the others) and writes checkpoints; every rank reads them on resume, so on several
+machines the run directory must be on a shared filesystem.
 
 What crosses the network each step is the gradient of every weight: with a dense output
 layer that includes ``L × hidden`` floats, with the HRR head ``d' × hidden``.
