@@ -162,3 +162,13 @@ def test_killed_torchrun_run_resumes_to_the_uninterrupted_weights(toy, tmp_path)
     same = XMCClassifier.load(killed).network_.state_dict()
     for name, tensor in XMCClassifier.load(tmp_path / "reference").network_.state_dict().items():
         assert tensor.equal(same[name]), name
+
+
+def test_solar_under_torchrun_is_one_clear_error(toy, tmp_path, monkeypatch, capsys):
+    from holoxmc.cli import main
+    from holoxmc.distributed import data_parallel
+
+    monkeypatch.setattr(data_parallel, "join_from_environment", lambda device: (0, 2, device))  # as rank 0 of 2
+    assert main(["train", str(toy), "--model", "solar", "--out", str(tmp_path / "run")]) == 2
+    assert "--workers or --ray-address, not torchrun" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
