@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from holoxmc.cli import main
 from holoxmc.cli.train import train_params
@@ -91,6 +92,7 @@ def test_dense_model_reports_its_output_layer(toy, tmp_path):
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--no-code-cache"], "HRR models only"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--chunks", "3"], "--model solar only"),
         (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--label-bias"], "needs ranking > 0"),
+        (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--device", "gpu"], "not a device name"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv, message):
@@ -102,6 +104,15 @@ def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv,
     assert len(err) == 1 and err[0].startswith("holoxmc: error:") and message in err[0]
     assert not (tmp_path / "run").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["busy"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a machine without CUDA")
+def test_cuda_without_cuda_is_one_clear_error(toy, trained, tmp_path, capsys):
+    assert main(["train", str(toy), "--out", str(tmp_path / "run"), "--device", "cuda", "--quiet"]) == 2
+    assert not (tmp_path / "run").exists()
+    assert main(["evaluate", str(trained), str(toy), "--device", "cuda:1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("CUDA is not available here" in line for line in err)
 
 
 def test_killed_cli_run_resumes_to_the_uninterrupted_metrics(toy, tmp_path):

@@ -1,4 +1,4 @@
-"""The Examples in the docstrings of the data layer and metrics run and hold."""
+"""The Examples in the docstrings of the data layer, metrics and device checks run and hold."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import importlib
 import pytest
 
 MODULES = [
+    "holoxmc.devices",
     "holoxmc.metrics",
     "holoxmc.data.dataset",
     "holoxmc.data.readers",

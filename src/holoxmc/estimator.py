@@ -28,6 +28,7 @@ from torch import nn
 
 from holoxmc.backbones import build_network
 from holoxmc.data.batch import input_batch
+from holoxmc.devices import check_device
 from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate, inverse_propensity
@@ -445,6 +446,11 @@ class XMCClassifier(BaseEstimator):
         params = {k: tuple(v) if isinstance(v, list) else v for k, v in config["params"].items()}
         if device is not None:
             params["device"] = device
+        try:
+            check_device(params.get("device", "cpu"))
+        except InputError as exc:
+            hint = "" if device is not None else " (it was saved with that device; load it with device='cpu')"
+            raise InputError(f"{path}: {exc}{hint}") from None
         clf = cls(**params)
         clf.n_features_ = int(config["n_features"])
         clf.n_labels_ = int(config["n_labels"])

@@ -31,6 +31,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
+from holoxmc.devices import check_device
 from holoxmc.errors import InputError
 
 __all__ = ["process_group", "join_from_environment", "leave", "LossModule", "data_parallel", "share_of_batch",
@@ -62,6 +63,7 @@ def join_from_environment(device: str | None) -> tuple[int, int, str | None]:
     device = device or "cpu"
     if device.startswith("cuda") and ":" not in device:
         device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+    check_device(device)
     if not dist.is_initialized():
         backend = "nccl" if device.startswith("cuda") else "gloo"
         if backend == "nccl":

@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from holoxmc.data.batch import LabelBatch, SparseBatch, input_batch, label_batch
+from holoxmc.devices import check_device
 from holoxmc.distributed.data_parallel import (
     data_parallel,
     from_rank_zero,
@@ -119,6 +120,7 @@ class TrainConfig:
             raise InputError(f"stop_epoch must be in [1, epochs={self.epochs}], got {self.stop_epoch}")
         if self.patience is not None and self.patience < 1:
             raise InputError(f"patience must be >= 1 or None, got {self.patience}")
+        check_device(self.device)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "TrainConfig":
