@@ -99,18 +99,17 @@ MODELS: dict[str, tuple[str, str]] = {
 }
 
 #: Tuned settings per dataset (on validation splits and pseudo-tests carved from the
-#: training split, never the test split; see ``benchmarks/TUNING.md``), applied over
-#: the library defaults, keyed by lower-case dataset name then head. Bibtex prefers one
-#: wide hidden layer, and a wider d' for HRR with the paper's loss (the exact label-ranking
+#: training split, never the test split; see ``benchmarks/TUNING.md``), applied over the
+#: library defaults, keyed by lower-case dataset name then head. Bibtex prefers one wide
+#: hidden layer, and a wider d' for HRR with the paper's loss (the exact label-ranking
 #: term won on one eight-seed pseudo-test, +0.64, and lost on eight fresh seeds, -0.38);
-#: on Delicious (19 labels per point) HRR gains
-#: from the label-ranking term with a learned bias per label (pseudo-test P@1 69.17 vs
-#: 68.21 for the term alone), and from the circulant label code, which scores all labels
-#: by FFT: as accurate (pseudo-test 69.12 with the exact ranking term, whose 983 logits
-#: the FFT makes cheap, hence ``ranking_candidates`` above L) and cheaper to train and to
-#: decode. Both refit on all training rows once the epoch is chosen (pseudo-test P@1 +0.5
-#: to +1.0 for both models on both sets). Pseudo-test: 10 % of train held out,
-#: ``benchmarks/refit_check.py``.
+#: on Delicious (19 labels per point) HRR gains from the label-ranking term with a
+#: learned bias per label (pseudo-test P@1 69.17 vs 68.21 for the term alone), and from
+#: the circulant label code, which scores all labels by FFT: as accurate (pseudo-test
+#: 69.12 with the exact ranking term, whose 983 logits the FFT makes cheap, hence
+#: ``ranking_candidates`` above L) and cheaper to train and to decode. Both refit on all
+#: training rows once the epoch is chosen (pseudo-test P@1 +0.5 to +1.0 for both models
+#: on both sets). Pseudo-test: 10 % of train held out, ``benchmarks/refit_check.py``.
 DATASET_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "bibtex": {
         "hrr": {"hidden": (2048,), "dim": 800, "epochs": 12, "refit": True},
