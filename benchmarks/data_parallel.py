@@ -27,11 +27,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from hrr_vs_dense import side_by_side
 
 from holoxmc.cli.train import train_params
 from holoxmc.data import load, make_synthetic
 from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier
-from holoxmc.train import TrainConfig, Trainer
 
 MODELS = ("fc", "hrr-fc")
 
@@ -49,26 +49,17 @@ def model_params(args: argparse.Namespace) -> dict[str, dict]:
 
 
 def epoch_seconds(args: argparse.Namespace) -> dict[str, dict]:
-    """Per model: seconds of each timed epoch (models interleaved) and gradient MB per step."""
+    """Per model: seconds of each timed epoch (``hrr_vs_dense.side_by_side``: models
+    interleaved; the first round warms up and is dropped) and gradient MB per step."""
     train = training_set(args)
-    networks = {}
-    for model, params in model_params(args).items():
-        clf = XMCClassifier(**params, progress=False)
-        networks[model] = (NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1]), clf)
-    seconds: dict[str, list[float]] = {model: [] for model in networks}
-    for repeat in range(args.repeats + 1):  # the first round warms up and is dropped
-        for model, (network, clf) in networks.items():
-            config = TrainConfig(epochs=1, batch_size=clf.setting("batch_size"), lr=clf.setting("lr"),
-                                 schedule="none", val_fraction=0.0, seed=repeat, progress=False, device=args.device)
-            elapsed = Trainer(config).fit(network, train.X, train.Y).epoch_seconds[0]
-            if repeat:
-                seconds[model].append(elapsed)
-    return {
-        model: {"seconds": seconds[model],
-                "gradient_mb_per_step": sum(p.numel() * p.element_size() for p in network.parameters()
-                                            if p.requires_grad) / 2**20}
-        for model, (network, _) in networks.items()
-    }
+    params = {model: p | {"progress": False} for model, p in model_params(args).items()}
+    seconds = side_by_side(params, train.X, train.Y, args.repeats + 1, device=args.device)["epoch_seconds"]
+    gradient_mb = {}
+    for model, p in params.items():
+        clf = XMCClassifier(**p)
+        network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1])
+        gradient_mb[model] = sum(w.numel() * w.element_size() for w in network.parameters() if w.requires_grad) / 2**20
+    return {model: {"seconds": seconds[model][1:], "gradient_mb_per_step": gradient_mb[model]} for model in params}
 
 
 def _rank(rank: int, args: argparse.Namespace, init_file: str, out: str) -> None:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,3 +25,25 @@ def toy(tmp_path_factory) -> Path:
     write_xml_repo(folder / "toy_train.txt", train.X, train.Y)
     write_xml_repo(folder / "toy_test.txt", test.X, test.Y)
     return folder
+
+
+def _kill_during_epochs(command: list[str], run_dir: Path, after_epoch: int = 2) -> int:
+    """Start the training ``command`` (writing to ``run_dir``), SIGKILL it with all its
+    children once its checkpoint has passed ``after_epoch``, and return the checkpoint's epoch."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    checkpoint = run_dir / "checkpoint.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if checkpoint.exists() and json.loads(checkpoint.read_text())["epoch"] >= after_epoch:
+            break
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)  # a launcher and its workers, if any
+    process.wait()
+    assert not (run_dir / "metrics.json").exists(), "the run finished before it could be killed"
+    return json.loads(checkpoint.read_text())["epoch"]
+
+
+@pytest.fixture
+def kill_during_epochs() -> Callable[..., int]:
+    """``kill_during_epochs(command, run_dir, after_epoch=2) -> epoch reached`` (see above)."""
+    return _kill_during_epochs

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -115,24 +111,14 @@ def test_cuda_without_cuda_is_one_clear_error(toy, trained, tmp_path, capsys):
     assert len(err) == 2 and all("CUDA is not available here" in line for line in err)
 
 
-def test_killed_cli_run_resumes_to_the_uninterrupted_metrics(toy, tmp_path):
+def test_killed_cli_run_resumes_to_the_uninterrupted_metrics(toy, tmp_path, kill_during_epochs):
     argv = [str(toy), "--model", "hrr-fc", "--dim", "64", "--hidden", "64", "--epochs", "12",
             "--batch-size", "32", "--lr", "0.003", "--seed", "5", "--quiet"]
     assert main(["train", *argv, "--out", str(tmp_path / "reference")]) == 0
 
     killed = tmp_path / "killed"
     command = [sys.executable, "-m", "holoxmc", "train", *argv, "--out", str(killed)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    checkpoint = killed / "checkpoint.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        if checkpoint.exists() and json.loads(checkpoint.read_text())["epoch"] >= 2:
-            break
-        time.sleep(0.05)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-    assert not (killed / "metrics.json").exists(), "the run finished before it could be killed"
-    assert 2 <= json.loads(checkpoint.read_text())["epoch"] < 12
+    assert 2 <= kill_during_epochs(command, killed) < 12
 
     assert main(["train", *argv, "--out", str(killed), "--resume"]) == 0
     assert sorted(p.name for p in killed.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]

@@ -4,11 +4,8 @@ with identical weights, equal to one process's training on the same batches."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -143,21 +140,10 @@ def test_torchrun_cli_writes_one_run_equal_to_a_single_process_run(toy, tmp_path
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
 
 
-def test_killed_torchrun_run_resumes_to_the_uninterrupted_weights(toy, tmp_path):
+def test_killed_torchrun_run_resumes_to_the_uninterrupted_weights(toy, tmp_path, kill_during_epochs):
     torchrun_train(toy, tmp_path / "reference", LONG)
     killed = tmp_path / "killed"
-    process = subprocess.Popen([*TORCHRUN, "train", str(toy), "--out", str(killed), *LONG],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    checkpoint = killed / "checkpoint.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        if checkpoint.exists() and json.loads(checkpoint.read_text())["epoch"] >= 2:
-            break
-        time.sleep(0.05)
-    os.killpg(process.pid, signal.SIGKILL)  # the launcher and both ranks
-    process.wait()
-    assert not (killed / "metrics.json").exists(), "the run finished before it could be killed"
-    assert 2 <= json.loads(checkpoint.read_text())["epoch"] < LONG_EPOCHS
+    assert 2 <= kill_during_epochs([*TORCHRUN, "train", str(toy), "--out", str(killed), *LONG], killed) < LONG_EPOCHS
     torchrun_train(toy, killed, [*LONG, "--resume"])
     same = XMCClassifier.load(killed).network_.state_dict()
     for name, tensor in XMCClassifier.load(tmp_path / "reference").network_.state_dict().items():
