@@ -52,7 +52,8 @@ def side_by_side(
     for repeat in range(repeats):
         for model, (network, clf) in networks.items():
             config = TrainConfig(epochs=1, batch_size=clf.setting("batch_size"), lr=clf.setting("lr"), schedule="none",
-                                 val_fraction=0.0, seed=repeat, progress=False, device=device)
+                                 sparse_updates=clf.sparse_updates, val_fraction=0.0, seed=repeat, progress=False,
+                                 device=device)
             seconds[model].append(Trainer(config).fit(network, X, Y).epoch_seconds[0])
             if X_test is not None:
                 predict_topk(network, X_test[:64], k=5, device=device)  # warm-up (an HRR head folds its decoder here)

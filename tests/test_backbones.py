@@ -13,6 +13,7 @@ from torch.profiler import ProfilerActivity, profile
 from holoxmc.backbones import AttentionLSTMBackbone, FCBackbone, Network, XMLCNNBackbone, build_network
 from holoxmc.data.batch import LabelBatch, SparseBatch, input_batch
 from holoxmc.errors import InputError
+from holoxmc.train import TrainConfig, Trainer
 
 
 def sparse_rows(n: int, n_features: int, nnz_per_row: int, seed: int = 0) -> sp.csr_matrix:
@@ -118,3 +119,22 @@ def test_build_network_rejects_bad_configurations():
         build_network("fc", "hrr", n_labels=3)
     with pytest.raises(InputError, match="not accepted"):
         build_network("fc", "dense", n_features=5, n_labels=3, dim=10)
+
+
+@pytest.mark.parametrize("backbone", ["cnn", "lstm"])
+def test_token_backbones_train_their_word_vectors_with_sparse_updates(backbone):
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(1, 150, size=(64, 12))
+    tokens[:, 9:] = 0  # padded tails
+    Y = sp.csr_matrix((rng.random((64, 10)) < 0.2).astype(np.float32))
+    network = build_network(backbone, "dense", n_labels=10, vocab_size=300, dropout=0.0, seed=0)
+    initial = network.backbone.embedding.weight.detach().clone()
+    config = TrainConfig(epochs=2, batch_size=16, val_fraction=0.0, sparse_updates=True, progress=False)
+    Trainer(config).fit(network, tokens, Y)
+    assert network.backbone.embedding.sparse
+    table = network.backbone.embedding.weight.detach()
+    seen = np.unique(tokens[tokens > 0])
+    unseen = np.setdiff1d(np.arange(1, 300), seen)
+    assert torch.equal(table[0], initial[0])  # the padding vector
+    assert torch.equal(table[unseen], initial[unseen])
+    assert (table[seen] != initial[seen]).any(1).all()

@@ -89,6 +89,7 @@ def test_dense_model_reports_its_output_layer(toy, tmp_path):
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--chunks", "3"], "--model solar only"),
         (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--label-bias"], "needs ranking > 0"),
         (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--device", "gpu"], "not a device name"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--sparse-updates", "--weight-decay", "0.01"], "no weight decay"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv, message):

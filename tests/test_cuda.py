@@ -58,6 +58,19 @@ def test_cuda_training_learns_like_cpu(data, head, options):
     assert abs(gpu_p1 - cpu_p1) < 10
 
 
+@pytest.mark.parametrize("head", ["dense", "hrr"])
+def test_cuda_sparse_updates_learn_like_cpu(data, head):
+    """Row-sparse input gradients and SparseAdam on the GPU."""
+    train, test = data
+    params = SMALL | {"head": head, "sparse_updates": True}
+    cpu = XMCClassifier(**params).fit(train.X, train.Y)
+    gpu = XMCClassifier(**params, device="cuda").fit(train.X, train.Y)
+    assert gpu.network_.backbone.input_layer.sparse
+    cpu_p1, gpu_p1 = cpu.score(test.X, test.Y)["P@1"], gpu.score(test.X, test.Y)["P@1"]
+    assert gpu_p1 > popularity_p1(train, test) + 20
+    assert abs(gpu_p1 - cpu_p1) < 10
+
+
 def test_cuda_model_saved_and_loaded_on_cpu_decodes_the_same(tmp_path, data):
     train, test = data
     gpu = XMCClassifier(**SMALL, head_options={"ranking": 1.0, "label_bias": True}, device="cuda").fit(train.X, train.Y)

@@ -1,4 +1,5 @@
-"""The Examples in the docstrings of the data layer, metrics and device checks run and hold."""
+"""The Examples in the docstrings of the data layer, metrics, device checks and the
+trainer's optimiser choice run and hold."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ MODULES = [
     "holoxmc.data.text",
     "holoxmc.data.cache",
     "holoxmc.data.registry",
+    "holoxmc.train.optim",
 ]
 
 

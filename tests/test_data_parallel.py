@@ -31,6 +31,7 @@ CASES = {
     "dense": ("dense", {}, {}),
     "hrr-refit": ("hrr", {"dim": 64}, {"refit": True}),
     "hrr-ranking-bias": ("hrr", {"dim": 64, "ranking": 1.0, "label_bias": True}, {}),
+    "hrr-sparse-updates": ("hrr", {"dim": 64}, {"sparse_updates": True}),  # DDP sums row-sparse gradients
 }
 
 

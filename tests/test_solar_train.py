@@ -92,6 +92,18 @@ def test_fit_writes_one_directory_per_chunk_and_learns(trained, data):
     assert evaluate(indices, Y)["P@1"] > baseline + 50
 
 
+def test_chunks_train_with_sparse_updates_and_reload(data, tmp_path):
+    X, Y = data
+    config = _config(train=TrainConfig(epochs=5, batch_size=32, lr=3e-2, val_fraction=0.2, progress=False,
+                                       sparse_updates=True))
+    model = fit_solar(X, Y, config, tmp_path / "run")
+    assert json.loads((tmp_path / "run" / "solar.json").read_text())["config"]["train"]["sparse_updates"] is True
+    indices, _, _ = model.predict(X, k=5)
+    popular = np.argsort(-np.asarray(Y.sum(0)).ravel())[:5]
+    assert evaluate(indices, Y)["P@1"] > evaluate(np.tile(popular, (480, 1)), Y)["P@1"] + 50
+    assert np.array_equal(SolarModel.load(tmp_path / "run").predict(X, k=5)[0], indices)
+
+
 def test_load_and_save_round_trip_give_identical_predictions(trained, data, tmp_path):
     run_dir, model = trained
     X, _ = data

@@ -140,10 +140,11 @@ def test_same_seed_same_weights_and_global_rng_untouched():
     assert not torch.equal(weights(first)["out.weight"], weights(third)["out.weight"])
 
 
+@pytest.mark.parametrize("sparse_updates", [False, True])
 @pytest.mark.parametrize("kill_at_step", [14, 17])  # 7 steps/epoch: right after epoch 2, and mid-epoch 3
-def test_killed_run_resumes_to_identical_weights_and_metrics(tmp_path, kill_at_step):
+def test_killed_run_resumes_to_identical_weights_and_metrics(tmp_path, kill_at_step, sparse_updates):
     X, Y = make_data()
-    config = TrainConfig(**CONFIG)
+    config = TrainConfig(**CONFIG, sparse_updates=sparse_updates)
     reference = TinyNetwork(X.shape[1], Y.shape[1])
     expected = Trainer(config).fit(reference, X, Y, run_dir=tmp_path / "uninterrupted")
 
@@ -173,7 +174,7 @@ def test_checkpoint_is_safetensors_plus_json(tmp_path):
         names = set(f.keys())
         assert json.loads(f.metadata()["trainer_state"])["epoch"] == 2
     assert {"model.out.weight", "best.out.weight"} <= names
-    assert any(n.startswith("optim.") and n.endswith("exp_avg_sq") for n in names)
+    assert any(n.startswith("optim0.") and n.endswith("exp_avg_sq") for n in names)
     assert sorted(p.name for p in tmp_path.iterdir()) == [CHECKPOINT_JSON, CHECKPOINT_TENSORS]
 
 
@@ -207,7 +208,8 @@ def test_inference_scores_every_row_with_odd_batch_sizes():
 @pytest.mark.parametrize(
     "bad, match",
     [({"epochs": 0}, "epochs"), ({"schedule": "exp"}, "schedule"), ({"val_fraction": 1.0}, "val_fraction"),
-     ({"epochs": 4, "stop_epoch": 5}, "stop_epoch"), ({"stop_epoch": 0}, "stop_epoch")],
+     ({"epochs": 4, "stop_epoch": 5}, "stop_epoch"), ({"stop_epoch": 0}, "stop_epoch"),
+     ({"sparse_updates": True, "weight_decay": 1e-4}, "weight decay")],
 )
 def test_config_validation(bad, match):
     with pytest.raises(InputError, match=match):
@@ -324,3 +326,88 @@ def test_stop_epoch_runs_the_first_epochs_of_the_full_schedule():
     )
     assert [h["loss"] for h in first_two.history] == [h["loss"] for h in full.history[:2]]
     assert [h["loss"] for h in short_schedule.history] != [h["loss"] for h in full.history[:2]]
+
+
+# ---------------------------------------------------------------- sparse updates (lazy Adam)
+def test_sparse_updates_are_adam_steps_when_every_row_is_touched():
+    """The same gradients, every row in every step: lazy Adam and Adam make the same steps,
+    up to where each adds epsilon (a few 1e-6 here, steps of lr = 0.01)."""
+    from holoxmc.train.optim import build_optimizers, sparse_update_tables
+
+    networks = {flag: TinyNetwork(40, 6) for flag in (False, True)}
+    optimizers = {}
+    for flag, network in networks.items():
+        tables = sparse_update_tables(network, flag)
+        optimizers[flag] = build_optimizers(network, tables, lr=0.01, weight_decay=0.0, device=torch.device("cpu"))
+    assert [len(o) for o in optimizers.values()] == [1, 2]
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        grads = {name: torch.randn(p.shape, generator=generator) for name, p in networks[False].named_parameters()}
+        for flag, network in networks.items():
+            for name, p in network.named_parameters():
+                p.grad = grads[name].to_sparse() if flag and name == "embed.weight" else grads[name].clone()
+            for optimizer in optimizers[flag]:
+                optimizer.step()
+    for name, weight in weights(networks[False]).items():
+        torch.testing.assert_close(weights(networks[True])[name], weight, rtol=0, atol=2e-5, msg=name)
+
+
+def test_sparse_updates_leave_untouched_rows_and_their_moments_alone():
+    """Rows seen in step 1 but not in step 2: dense Adam moves them again (momentum), lazy
+    Adam leaves them, and the rows of step 2 move under both."""
+    from holoxmc.train.optim import build_optimizers, sparse_update_tables
+
+    X, Y = make_data(n=2)
+    first, second = SparseBatch.from_csr(X[:1]), SparseBatch.from_csr(X[1:])
+    only_first = sorted(set(X[0].indices) - set(X[1].indices))
+    only_second = sorted(set(X[1].indices) - set(X[0].indices))
+    moved = {}
+    for flag in (False, True):
+        network = TinyNetwork(40, 6).eval()
+        tables = sparse_update_tables(network, flag)
+        optimizers = build_optimizers(network, tables, lr=0.1, weight_decay=0.0, device=torch.device("cpu"))
+        for x, labels in ((first, LabelBatch.from_csr(Y[:1])), (second, LabelBatch.from_csr(Y[1:]))):
+            before = network.embed.weight.detach().clone()
+            for optimizer in optimizers:
+                optimizer.zero_grad(set_to_none=True)
+            network.loss(x, labels).backward()
+            assert network.embed.weight.grad.is_sparse is flag
+            for optimizer in optimizers:
+                optimizer.step()
+        moved[flag] = (network.embed.weight.detach() - before).abs().sum(1)
+    assert (moved[False][only_first] > 0).all() and (moved[True][only_first] == 0).all()
+    assert (moved[False][only_second] > 0).all() and (moved[True][only_second] > 0).all()
+
+
+def test_clip_grad_norm_takes_sparse_gradients_like_torch_takes_dense_ones():
+    from holoxmc.train.optim import clip_grad_norm_
+
+    X, Y = make_data(n=16)
+    grads = {}
+    for flag in (False, True):
+        network = TinyNetwork(40, 6)
+        network.embed.sparse = flag
+        network.eval().loss(SparseBatch.from_csr(X), LabelBatch.from_csr(Y)).backward()
+        if flag:
+            clip_grad_norm_(network.parameters(), 0.01)
+        else:
+            nn.utils.clip_grad_norm_(network.parameters(), 0.01)
+        grads[flag] = {name: p.grad.to_dense() for name, p in network.named_parameters()}
+    for name, grad in grads[False].items():
+        torch.testing.assert_close(grads[True][name], grad, msg=name)
+    assert float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads[True].values()]))) == pytest.approx(0.01, rel=1e-4)
+
+
+def test_resuming_a_checkpoint_of_the_previous_format_is_one_clear_error(tmp_path):
+    X, Y = make_data()
+    Trainer(TrainConfig(**CONFIG | {"epochs": 1})).fit(TinyNetwork(40, 6), X, Y, run_dir=tmp_path)
+    path = tmp_path / CHECKPOINT_TENSORS
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {name: f.get_tensor(name) for name in f.keys()}
+        state = json.loads(f.metadata()["trainer_state"])
+    state["format"] = "holoxmc-trainer-checkpoint/1"
+    from safetensors.torch import save_file
+
+    save_file(tensors, str(path), metadata={"trainer_state": json.dumps(state)})
+    with pytest.raises(InputError, match="checkpoint format .*/1.*new run directory"):
+        Trainer(TrainConfig(**CONFIG | {"epochs": 2})).fit(TinyNetwork(40, 6), X, Y, run_dir=tmp_path, resume=True)

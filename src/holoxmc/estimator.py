@@ -166,10 +166,12 @@ class XMCClassifier(BaseEstimator):
             for millions of labels, ...); for
             ``head="solar"``, :class:`holoxmc.train.solar.SolarConfig` fields such as
             ``{"n_chunks": 8, "n_buckets": 500, "top_buckets": 10, "min_freq": 4, "scoring": "prob"}``.
-        epochs, batch_size, lr, weight_decay, schedule, warmup_epochs, grad_clip,
+        epochs, batch_size, lr, weight_decay, sparse_updates, schedule, warmup_epochs, grad_clip,
         val_fraction, patience, refit: training settings, see :class:`holoxmc.train.TrainConfig`
             (``refit=True``: after choosing the epoch on the validation split, retrain on all
-            rows with the same schedule and stop at that epoch);
+            rows with the same schedule and stop at that epoch; ``sparse_updates=True``: lazy
+            Adam over only the touched rows of the input layer, many times faster for
+            large D, see :mod:`holoxmc.train.optim`);
             ``None`` for epochs, batch_size and lr means the head's tuned default
             (:data:`HEAD_DEFAULTS`).
         workers: SOLAR only: chunk models trained in parallel local processes.
@@ -208,6 +210,7 @@ class XMCClassifier(BaseEstimator):
         batch_size: int | None = None,
         lr: float | None = None,
         weight_decay: float = 0.0,
+        sparse_updates: bool = False,
         schedule: str = "cosine",
         warmup_epochs: float = 0.0,
         grad_clip: float | None = None,
@@ -231,6 +234,7 @@ class XMCClassifier(BaseEstimator):
         self.batch_size = batch_size
         self.lr = lr
         self.weight_decay = weight_decay
+        self.sparse_updates = sparse_updates
         self.schedule = schedule
         self.warmup_epochs = warmup_epochs
         self.grad_clip = grad_clip
@@ -326,6 +330,7 @@ class XMCClassifier(BaseEstimator):
             batch_size=self.setting("batch_size"),
             lr=self.setting("lr"),
             weight_decay=self.weight_decay,
+            sparse_updates=self.sparse_updates,
             schedule=self.schedule,  # type: ignore[arg-type]
             warmup_epochs=self.warmup_epochs,
             grad_clip=self.grad_clip,

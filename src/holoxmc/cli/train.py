@@ -43,6 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--lr", type=float, help="Adam learning rate")
     train.add_argument("--batch-size", type=int, help="training batch size")
     train.add_argument("--weight-decay", type=float, help="Adam weight decay")
+    train.add_argument("--sparse-updates", action="store_true", default=None,
+                       help="lazy Adam over only the input-layer rows a batch touches (much faster for large D)")
     train.add_argument("--schedule", choices=["none", "cosine", "linear"], help="learning-rate schedule")
     train.add_argument("--val-fraction", type=float, help="share of train held out for model selection")
     train.add_argument("--patience", type=int, help="early-stopping patience in epochs")
@@ -89,7 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------------- train
 #: ``train`` options that override the dataset preset when given.
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "lr", "batch_size", "weight_decay",
-              "schedule", "val_fraction", "patience", "refit", "device", "workers", "ray_address")
+              "sparse_updates", "schedule", "val_fraction", "patience", "refit", "device", "workers", "ray_address")
 #: Head-specific ``train`` options → head keywords (passed as ``head_options`` over the
 #: preset's), per head kind.
 _HEAD_OPTIONS = {

@@ -4,7 +4,7 @@ A checkpoint is ONE ``.safetensors`` file, written atomically, whose header meta
 the JSON trainer state (config, epoch, history, RNG scheme, optimizer hyper-parameters),
 so tensors and state can never disagree after a crash; a readable ``.json`` copy of the
 same state is written beside it for people. The model, the best model so far and the
-optimizer's per-parameter state are flattened into named tensors.
+optimizers' per-parameter states are flattened into named tensors.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from holoxmc.io import atomic_write_bytes, atomic_write_json
 __all__ = [
     "CHECKPOINT_TENSORS",
     "CHECKPOINT_JSON",
+    "CHECKPOINT_FORMAT",
     "save_checkpoint",
     "load_checkpoint",
     "flatten_optimizer_state",
@@ -35,6 +36,8 @@ __all__ = [
 CHECKPOINT_TENSORS = "checkpoint.safetensors"
 CHECKPOINT_JSON = "checkpoint.json"
 _STATE_KEY = "trainer_state"
+#: Version 2 holds a list of optimisers (dense Adam, and SparseAdam with sparse updates).
+CHECKPOINT_FORMAT = "holoxmc-trainer-checkpoint/2"
 
 
 def _detached(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -94,7 +97,7 @@ def save_checkpoint(
     *,
     model: dict[str, Tensor],
     best_model: dict[str, Tensor],
-    optimizer: torch.optim.Optimizer,
+    optimizers: list[torch.optim.Optimizer],
     state: dict[str, Any],
 ) -> None:
     """Write ``run_dir/checkpoint.safetensors`` (+ a readable ``checkpoint.json``) atomically.
@@ -103,15 +106,18 @@ def save_checkpoint(
         run_dir: folder of the run (created if missing).
         model: current weights (``network.state_dict()``).
         best_model: weights of the best validation epoch so far.
-        optimizer: its state tensors are stored, its hyper-parameters go to JSON.
+        optimizers: their state tensors are stored, their hyper-parameters go to JSON.
         state: JSON-able trainer state (epoch, history, config, RNG scheme, ...).
     """
     run_dir = Path(run_dir)
-    optim_tensors, optim_rest = flatten_optimizer_state(optimizer)
     tensors = {f"model.{k}": v for k, v in model.items()}
     tensors |= {f"best.{k}": v for k, v in best_model.items()}
-    tensors |= {f"optim.{k}": v for k, v in optim_tensors.items()}
-    full_state = {**state, "optimizer": optim_rest}
+    optimizer_rest = []
+    for i, optimizer in enumerate(optimizers):
+        optim_tensors, optim_rest = flatten_optimizer_state(optimizer)
+        tensors |= {f"optim{i}.{k}": v for k, v in optim_tensors.items()}
+        optimizer_rest.append(optim_rest)
+    full_state = {"format": CHECKPOINT_FORMAT, **state, "optimizers": optimizer_rest}
     save_state_dict(run_dir / CHECKPOINT_TENSORS, tensors, metadata={_STATE_KEY: json.dumps(full_state)})
     atomic_write_json(run_dir / CHECKPOINT_JSON, full_state)
 
@@ -120,7 +126,7 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
     """Read the checkpoint of ``run_dir``; ``None`` when there is none.
 
     Returns:
-        ``{"model": tensors, "best_model": tensors, "optimizer": optimizer state dict,
+        ``{"model": tensors, "best_model": tensors, "optimizers": [optimizer state dicts],
         "state": JSON trainer state}``.
     """
     for stale in Path(run_dir).glob(".checkpoint.*.tmp"):  # a write cut short by a kill
@@ -132,9 +138,15 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
     if _STATE_KEY not in metadata:
         raise InputError(f"{path}: not a holoxmc training checkpoint (no trainer state)")
     state = json.loads(metadata[_STATE_KEY])
-    groups: dict[str, dict[str, Tensor]] = {"model": {}, "best": {}, "optim": {}}
+    if state.get("format") != CHECKPOINT_FORMAT:
+        raise InputError(
+            f"{path}: checkpoint format {state.get('format')!r}, this holoxmc resumes {CHECKPOINT_FORMAT!r}; "
+            "start again in a new run directory"
+        )
+    rests = state.pop("optimizers")
+    groups: dict[str, dict[str, Tensor]] = {"model": {}, "best": {}} | {f"optim{i}": {} for i in range(len(rests))}
     for name, tensor in tensors.items():
         group, key = name.split(".", 1)
         groups[group][key] = tensor
-    optimizer_state = unflatten_optimizer_state(groups["optim"], state.pop("optimizer"))
-    return {"model": groups["model"], "best_model": groups["best"], "optimizer": optimizer_state, "state": state}
+    optimizers = [unflatten_optimizer_state(groups[f"optim{i}"], rest) for i, rest in enumerate(rests)]
+    return {"model": groups["model"], "best_model": groups["best"], "optimizers": optimizers, "state": state}

@@ -1,0 +1,149 @@
+"""Dense Adam against sparse updates (lazy Adam over only the input-layer rows a batch
+touches, ``sparse_updates=True``; see ``holoxmc.train.optim``), as measured here.
+
+Parts:
+
+* ``steps``: one training step of an FC network (2x512, dense head, L = 1000, batch 64,
+  100 uniformly drawn features per row) at growing D, both ways, alternating; median
+  milliseconds per step. It shows where sparse updates pay: the share of rows one batch touches.
+* ``epochs``: seconds per epoch, FC and HRR-FC (library defaults), dense and sparse
+  updates interleaved in one process (``hrr_vs_dense.side_by_side``), on Debtags (real
+  TF-IDF rows, D = 19,749) and on synthetic sets with the features of Amazon-670K
+  (D = 135,909) and of D = 10^6.
+* ``accuracy``: the same models trained both ways with ``holoxmc.estimator.fit_and_report``
+  (validation split carved from train, best epoch by validation P@1); test P@1/3/5 and
+  training seconds, on Debtags and the Amazon-670K-like synthetic set.
+
+Usage:
+    python benchmarks/sparse_updates.py --parts steps epochs --threads 1
+    python benchmarks/sparse_updates.py --parts accuracy --threads 2
+    # results are merged by part into benchmarks/results/sparse_updates.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from holoxmc.backbones import build_network
+from holoxmc.data import load, make_synthetic
+from holoxmc.data.batch import LabelBatch, SparseBatch
+from holoxmc.estimator import XMCClassifier, fit_and_report
+from holoxmc.io import atomic_write_json
+from holoxmc.train.optim import build_optimizers, sparse_update_tables
+
+from hrr_vs_dense import side_by_side
+
+OUT = Path("benchmarks/results/sparse_updates.json")
+MODELS = {"fc": {"head": "dense"}, "hrr-fc": {"head": "hrr"}}
+
+
+def step_ms(n_features: int, repeats: int, steps: int = 12, per_row: int = 100, batch: int = 64) -> dict:
+    """Median ms per step, dense Adam vs sparse updates, alternating per repeat."""
+    generator = torch.Generator().manual_seed(0)
+    labels = LabelBatch.from_csr(sp.random(batch, 1000, density=0.005, format="csr", random_state=0, dtype=np.float32))
+    runs = {}
+    for sparse in (False, True):
+        network = build_network("fc", "dense", n_features=n_features, n_labels=1000, hidden=[512, 512], seed=0)
+        tables = sparse_update_tables(network, sparse)
+        runs[sparse] = (network, build_optimizers(network, tables, lr=1e-3, weight_decay=0.0, device=torch.device("cpu")))
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(repeats):
+        for sparse, (network, optimizers) in runs.items():
+            for step in range(steps):
+                indices = torch.randint(0, n_features, (batch * per_row,), generator=generator)
+                x = SparseBatch(indices, torch.arange(0, batch * per_row, per_row), torch.ones(batch * per_row), n_features)
+                started = time.perf_counter()
+                loss = network.loss(x, labels)
+                for optimizer in optimizers:
+                    optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                for optimizer in optimizers:
+                    optimizer.step()
+                if step >= 2:  # the first steps allocate the optimiser state
+                    times[sparse].append(1000 * (time.perf_counter() - started))
+    dense, sparse = statistics.median(times[False]), statistics.median(times[True])
+    return {"D": n_features, "touched_share": batch * per_row / n_features, "dense_ms": dense, "sparse_ms": sparse,
+            "speedup": dense / sparse}
+
+
+def synthetic(n_features: int, n_points: int):
+    return make_synthetic(n_points, 5_000, n_features, n_test=n_points // 4, labels_per_point=5.45, seed=0,
+                          name=f"synthetic-D{n_features}")
+
+
+def sets(names: list[str], n_points: int):
+    for name in names:
+        if name == "debtags":
+            yield name, load("debtags", "train"), load("debtags", "test")
+        else:
+            yield name, *synthetic(int(name.removeprefix("synthetic-D")), n_points)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", nargs="+", default=["steps", "epochs", "accuracy"],
+                        choices=["steps", "epochs", "accuracy"])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--step-features", type=int, nargs="+", default=[20_000, 50_000, 100_000, 200_000, 1_000_000])
+    parser.add_argument("--epoch-sets", nargs="+", default=["debtags", "synthetic-D135909", "synthetic-D1000000"])
+    parser.add_argument("--epoch-points", type=int, default=3_200, help="training points of the synthetic timing sets")
+    parser.add_argument("--accuracy-sets", nargs="+", default=["debtags", "synthetic-D135909"])
+    parser.add_argument("--accuracy-points", type=int, default=20_000)
+    parser.add_argument("--accuracy-epochs", type=int, default=None, help="default: the library's 20")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    results = json.loads(OUT.read_text()) if OUT.exists() else {}
+    machine = f"{platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
+
+    if "steps" in args.parts:
+        rows = []
+        for n_features in args.step_features:
+            rows.append(step_ms(n_features, args.repeats))
+            print(json.dumps(rows[-1]), flush=True)
+        results["steps"] = {"machine": machine, "repeats": args.repeats, "rows": rows}
+
+    if "epochs" in args.parts:
+        rows = []
+        for name, train, _ in sets(args.epoch_sets, args.epoch_points):
+            params = {f"{model} {'sparse' if flag else 'dense'}": base | {"sparse_updates": flag, "progress": False}
+                      for model, base in MODELS.items() for flag in (False, True)}
+            seconds = side_by_side(params, train.X, train.Y, args.repeats)["epoch_seconds"]
+            row = {"set": name, "points": len(train), "D": train.n_features, "L": train.n_labels,
+                   "seconds": {k: statistics.median(v) for k, v in seconds.items()}, "all": seconds}
+            rows.append(row)
+            print(json.dumps(row["seconds"] | {"set": name}), flush=True)
+        results["epochs"] = {"machine": machine, "repeats": args.repeats, "rows": rows}
+
+    if "accuracy" in args.parts:
+        rows = results.get("accuracy", {}).get("rows", [])
+        for name, train, test in sets(args.accuracy_sets, args.accuracy_points):
+            for model, base in MODELS.items():
+                for flag in (False, True):
+                    params = base | {"sparse_updates": flag, "progress": False}
+                    if args.accuracy_epochs is not None:
+                        params["epochs"] = args.accuracy_epochs
+                    report = fit_and_report(XMCClassifier(**params), train.X, train.Y, test.X, test.Y)
+                    row = {"set": name, "points": len(train), "D": train.n_features, "model": model,
+                           "sparse_updates": flag, "epochs": params.get("epochs", 20),
+                           "best_epoch": report["best_epoch"], "train_seconds": report["train_seconds"],
+                           **{k: report["test"][k] for k in ("P@1", "P@3", "P@5")}}
+                    rows = [r for r in rows if (r["set"], r["model"], r["sparse_updates"]) != (name, model, flag)]
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+        results["accuracy"] = {"machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads", "rows": rows}
+
+    atomic_write_json(OUT, results)
+
+
+if __name__ == "__main__":
+    main()
