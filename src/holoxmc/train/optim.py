@@ -54,7 +54,7 @@ def sparse_update_tables(network: nn.Module, sparse_updates: bool, backend: str 
 
     Example:
         >>> from holoxmc.backbones import FCBackbone
-        >>> net = FCBackbone(1_000_000, hidden=(8,))
+        >>> net = FCBackbone(50_000, hidden=(8,))
         >>> [type(t).__name__ for t in sparse_update_tables(net, True)], net.input_layer.sparse
         (['EmbeddingBag'], True)
     """

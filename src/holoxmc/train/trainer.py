@@ -380,8 +380,8 @@ class Trainer:
         rank, world = process_group()
         network.train()
         groups = [group for optimizer in optimizers for group in optimizer.param_groups]
-        fused = [p for optimizer in optimizers if optimizer.defaults.get("fused")
-                 for group in optimizer.param_groups for p in group["params"]]
+        fused_params = [p for optimizer in optimizers if optimizer.defaults.get("fused")
+                        for group in optimizer.param_groups for p in group["params"]]
         total_loss = torch.zeros((), device=device)
         last_val = result.history[-1].get("val", {}).get(cfg.select_metric) if result.history else None
         bar = tqdm(
@@ -403,9 +403,9 @@ class Trainer:
                 clip_grad_norm_(network.parameters(), cfg.grad_clip)
             for optimizer in optimizers:
                 optimizer.step()
-            if fused:  # the fused kernel writes in place without bumping version counters,
+            if fused_params:  # the fused kernel writes in place without bumping version counters,
                 # which caches keyed on ``param._version`` (e.g. a folded decoder) rely on
-                torch.autograd.graph.increment_version(fused)
+                torch.autograd.graph.increment_version(fused_params)
             if weight:
                 total_loss += loss.detach() * len(rows)
             if show:
