@@ -71,7 +71,7 @@ def step_ms(n_features: int, repeats: int, steps: int = 12, per_row: int = 100, 
                 if step >= 2:  # the first steps allocate the optimiser state
                     times[sparse].append(1000 * (time.perf_counter() - started))
     dense, sparse = statistics.median(times[False]), statistics.median(times[True])
-    return {"D": n_features, "touched_share": batch * per_row / n_features, "dense_ms": dense, "sparse_ms": sparse,
+    return {"D": n_features, "draws_per_batch_over_D": batch * per_row / n_features, "dense_ms": dense, "sparse_ms": sparse,
             "speedup": dense / sparse}
 
 

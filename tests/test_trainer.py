@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 from safetensors import safe_open
+from safetensors.torch import save_file
 from torch import nn
 
 from holoxmc.data.batch import LabelBatch, SparseBatch
@@ -23,6 +24,7 @@ from holoxmc.train import (
     split_validation,
 )
 from holoxmc.train.checkpoint import CHECKPOINT_JSON, CHECKPOINT_TENSORS
+from holoxmc.train.optim import build_optimizers, clip_grad_norm_, sparse_update_tables
 
 
 class TinyNetwork(nn.Module):
@@ -332,8 +334,6 @@ def test_stop_epoch_runs_the_first_epochs_of_the_full_schedule():
 def test_sparse_updates_are_adam_steps_when_every_row_is_touched():
     """The same gradients, every row in every step: lazy Adam and Adam make the same steps,
     up to where each adds epsilon (a few 1e-6 here, steps of lr = 0.01)."""
-    from holoxmc.train.optim import build_optimizers, sparse_update_tables
-
     networks = {flag: TinyNetwork(40, 6) for flag in (False, True)}
     optimizers = {}
     for flag, network in networks.items():
@@ -355,8 +355,6 @@ def test_sparse_updates_are_adam_steps_when_every_row_is_touched():
 def test_sparse_updates_leave_untouched_rows_and_their_moments_alone():
     """Rows seen in step 1 but not in step 2: dense Adam moves them again (momentum), lazy
     Adam leaves them, and the rows of step 2 move under both."""
-    from holoxmc.train.optim import build_optimizers, sparse_update_tables
-
     X, Y = make_data(n=2)
     first, second = SparseBatch.from_csr(X[:1]), SparseBatch.from_csr(X[1:])
     only_first = sorted(set(X[0].indices) - set(X[1].indices))
@@ -380,8 +378,6 @@ def test_sparse_updates_leave_untouched_rows_and_their_moments_alone():
 
 
 def test_clip_grad_norm_takes_sparse_gradients_like_torch_takes_dense_ones():
-    from holoxmc.train.optim import clip_grad_norm_
-
     X, Y = make_data(n=16)
     grads = {}
     for flag in (False, True):
@@ -406,8 +402,6 @@ def test_resuming_a_checkpoint_of_the_previous_format_is_one_clear_error(tmp_pat
         tensors = {name: f.get_tensor(name) for name in f.keys()}
         state = json.loads(f.metadata()["trainer_state"])
     state["format"] = "holoxmc-trainer-checkpoint/1"
-    from safetensors.torch import save_file
-
     save_file(tensors, str(path), metadata={"trainer_state": json.dumps(state)})
     with pytest.raises(InputError, match="checkpoint format .*/1.*new run directory"):
         Trainer(TrainConfig(**CONFIG | {"epochs": 2})).fit(TinyNetwork(40, 6), X, Y, run_dir=tmp_path, resume=True)
