@@ -1,5 +1,5 @@
-"""Dense Adam against sparse updates (lazy Adam over only the input-layer rows a batch
-touches, ``sparse_updates=True``; see ``holoxmc.train.optim``), as measured here.
+"""Dense Adam against sparse updates (Adam's steps computed only on the input-layer rows a
+batch reads, ``sparse_updates=True``; see ``holoxmc.train.optim.CatchUpAdam``), as measured here.
 
 Parts:
 
@@ -38,7 +38,7 @@ from holoxmc.data import load, make_synthetic
 from holoxmc.data.batch import LabelBatch, SparseBatch
 from holoxmc.estimator import XMCClassifier, fit_and_report
 from holoxmc.io import atomic_write_json
-from holoxmc.train.optim import build_optimizers, sparse_update_tables
+from holoxmc.train.optim import build_optimizers, sparse_update_tables, watching
 
 from hrr_vs_dense import side_by_side
 
@@ -58,18 +58,19 @@ def step_ms(n_features: int, repeats: int, steps: int = 12, per_row: int = 100, 
     times: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(repeats):
         for sparse, (network, optimizers) in runs.items():
-            for step in range(steps):
-                indices = torch.randint(0, n_features, (batch * per_row,), generator=generator)
-                x = SparseBatch(indices, torch.arange(0, batch * per_row, per_row), torch.ones(batch * per_row), n_features)
-                started = time.perf_counter()
-                loss = network.loss(x, labels)
-                for optimizer in optimizers:
-                    optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                for optimizer in optimizers:
-                    optimizer.step()
-                if step >= 2:  # the first steps allocate the optimiser state
-                    times[sparse].append(1000 * (time.perf_counter() - started))
+            with watching(optimizers, network):  # sparse updates catch rows up before reads, as in training
+                for step in range(steps):
+                    indices = torch.randint(0, n_features, (batch * per_row,), generator=generator)
+                    x = SparseBatch(indices, torch.arange(0, batch * per_row, per_row), torch.ones(batch * per_row), n_features)
+                    started = time.perf_counter()
+                    loss = network.loss(x, labels)
+                    for optimizer in optimizers:
+                        optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    for optimizer in optimizers:
+                        optimizer.step()
+                    if step >= 2:  # the first steps allocate the optimiser state
+                        times[sparse].append(1000 * (time.perf_counter() - started))
     dense, sparse = statistics.median(times[False]), statistics.median(times[True])
     return {"D": n_features, "draws_per_batch_over_D": batch * per_row / n_features, "dense_ms": dense, "sparse_ms": sparse,
             "speedup": dense / sparse}

@@ -60,7 +60,7 @@ def test_cuda_training_learns_like_cpu(data, head, options):
 
 @pytest.mark.parametrize("head", ["dense", "hrr"])
 def test_cuda_sparse_updates_learn_like_cpu(data, head):
-    """Row-sparse input gradients and SparseAdam on the GPU."""
+    """Row-sparse input gradients and CatchUpAdam (with its read hooks and flush) on the GPU."""
     train, test = data
     params = SMALL | {"head": head, "sparse_updates": True}
     cpu = XMCClassifier(**params).fit(train.X, train.Y)

@@ -169,9 +169,9 @@ class XMCClassifier(BaseEstimator):
         epochs, batch_size, lr, weight_decay, sparse_updates, schedule, warmup_epochs, grad_clip,
         val_fraction, patience, refit: training settings, see :class:`holoxmc.train.TrainConfig`
             (``refit=True``: after choosing the epoch on the validation split, retrain on all
-            rows with the same schedule and stop at that epoch; ``sparse_updates=True``: lazy
-            Adam over only the touched rows of the input layer, many times faster for
-            large D, see :mod:`holoxmc.train.optim`);
+            rows with the same schedule and stop at that epoch; ``sparse_updates=True``: Adam's
+            steps computed only on the input-layer rows a batch reads, many times faster
+            for large D, see :mod:`holoxmc.train.optim`);
             ``None`` for epochs, batch_size and lr means the head's tuned default
             (:data:`HEAD_DEFAULTS`).
         workers: SOLAR only: chunk models trained in parallel local processes.

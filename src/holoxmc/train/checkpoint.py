@@ -36,8 +36,9 @@ __all__ = [
 CHECKPOINT_TENSORS = "checkpoint.safetensors"
 CHECKPOINT_JSON = "checkpoint.json"
 _STATE_KEY = "trainer_state"
-#: Version 2 holds a list of optimisers (dense Adam, and SparseAdam with sparse updates).
-CHECKPOINT_FORMAT = "holoxmc-trainer-checkpoint/2"
+#: Version 2 holds a list of optimisers (dense Adam, and SparseAdam with sparse updates);
+#: version 3 holds CatchUpAdam's state in place of SparseAdam's.
+CHECKPOINT_FORMAT = "holoxmc-trainer-checkpoint/3"
 
 
 def _detached(tensors: dict[str, Tensor]) -> dict[str, Tensor]:

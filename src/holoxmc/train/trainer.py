@@ -40,7 +40,9 @@ from holoxmc.distributed.data_parallel import (
 from holoxmc.errors import InputError
 from holoxmc.train.checkpoint import load_checkpoint, save_checkpoint
 from holoxmc.train.inference import evaluate_topk
-from holoxmc.train.optim import build_optimizers, clip_grad_norm_, sparse_update_tables
+from holoxmc.train.optim import (
+    bring_up_to_date, build_optimizers, clip_grad_norm_, sparse_update_tables, watching,
+)
 
 __all__ = ["TrainConfig", "Trainer", "FitResult", "TrainableNetwork", "split_validation", "lr_factor", "REFIT_DIR"]
 
@@ -69,9 +71,9 @@ class TrainConfig:
         lr: Adam learning rate (peak, after warm-up).
         weight_decay: Adam (L2) weight decay.
         sparse_updates: train the input embedding tables (FC feature weights, CNN/LSTM
-            word vectors) with row-sparse gradients and lazy Adam, which updates only the
-            rows a batch touches: many times faster for large D, and another optimiser
-            (:mod:`holoxmc.train.optim`). Not with ``weight_decay``.
+            word vectors) with row-sparse gradients and :class:`~holoxmc.train.optim.CatchUpAdam`,
+            which computes only on the rows a batch reads and makes dense Adam's steps:
+            many times faster for large D. Not with ``weight_decay``.
         schedule: LR multiplier over the run: ``"none"``, ``"cosine"`` (to 0) or ``"linear"`` (to 0).
         warmup_epochs: linear warm-up length, in epochs (fractional allowed).
         grad_clip: clip the global gradient norm to this value; ``None`` disables.
@@ -128,7 +130,10 @@ class TrainConfig:
         if self.patience is not None and self.patience < 1:
             raise InputError(f"patience must be >= 1 or None, got {self.patience}")
         if self.sparse_updates and self.weight_decay:
-            raise InputError("sparse_updates (lazy Adam) has no weight decay; set weight_decay=0 or sparse_updates=False")
+            raise InputError(
+                "sparse_updates has no weight decay (it would move every row in every step); "
+                "set weight_decay=0 or sparse_updates=False"
+            )
         check_device(self.device)
 
     @classmethod
@@ -389,29 +394,31 @@ class Trainer:
             file=sys.stderr,
         )
         start = time.perf_counter()
-        for i in range(steps_per_epoch):
-            rows = order[i * cfg.batch_size : (i + 1) * cfg.batch_size]
-            factor = lr_factor(cfg.schedule, epoch * steps_per_epoch + i, total_steps, warmup_steps)
-            for group in groups:
-                group["lr"] = cfg.lr * factor
-            rows, weight = (rows, 1.0) if world == 1 else share_of_batch(rows, rank, world)
-            loss = loss_of(input_batch(X, rows).to(device), label_batch(Y, rows).to(device))
-            for optimizer in optimizers:
-                optimizer.zero_grad(set_to_none=True)
-            (loss if weight == 1.0 else loss * weight).backward()
-            if cfg.grad_clip is not None:
-                clip_grad_norm_(network.parameters(), cfg.grad_clip)
-            for optimizer in optimizers:
-                optimizer.step()
-            if fused_params:  # the fused kernel writes in place without bumping version counters,
-                # which caches keyed on ``param._version`` (e.g. a folded decoder) rely on
-                torch.autograd.graph.increment_version(fused_params)
-            if weight:
-                total_loss += loss.detach() * len(rows)
-            if show:
-                bar.update(1)
-                if i % 10 == 0:
-                    bar.set_postfix(loss=f"{loss.item():.4f}", val_p1="-" if last_val is None else f"{last_val:.2f}")
+        with watching(optimizers, network):  # sparse updates: catch up rows before reads
+            for i in range(steps_per_epoch):
+                rows = order[i * cfg.batch_size : (i + 1) * cfg.batch_size]
+                factor = lr_factor(cfg.schedule, epoch * steps_per_epoch + i, total_steps, warmup_steps)
+                for group in groups:
+                    group["lr"] = cfg.lr * factor
+                rows, weight = (rows, 1.0) if world == 1 else share_of_batch(rows, rank, world)
+                loss = loss_of(input_batch(X, rows).to(device), label_batch(Y, rows).to(device))
+                for optimizer in optimizers:
+                    optimizer.zero_grad(set_to_none=True)
+                (loss if weight == 1.0 else loss * weight).backward()
+                if cfg.grad_clip is not None:
+                    clip_grad_norm_(network.parameters(), cfg.grad_clip)
+                for optimizer in optimizers:
+                    optimizer.step()
+                if fused_params:  # the fused kernel writes in place without bumping version counters,
+                    # which caches keyed on ``param._version`` (e.g. a folded decoder) rely on
+                    torch.autograd.graph.increment_version(fused_params)
+                if weight:
+                    total_loss += loss.detach() * len(rows)
+                if show:
+                    bar.update(1)
+                    if i % 10 == 0:
+                        bar.set_postfix(loss=f"{loss.item():.4f}", val_p1="-" if last_val is None else f"{last_val:.2f}")
+        bring_up_to_date(optimizers)  # the weights dense Adam would hold, to evaluate and save
         if world > 1:
             sum_over_ranks(total_loss)
         mean_loss = float(total_loss) / max(len(order), 1)
