@@ -19,7 +19,9 @@ made in the skipped steps, then Adam's own step. It makes dense Adam's steps up 
 epsilon in the skipped steps and a truncation below 1e-8 of the sum (tested against
 ``torch.optim.Adam``).
 
-Measured here (``benchmarks/sparse_updates.py``, README "Sparse updates").
+Measured here (``benchmarks/sparse_updates.py``, README "Sparse updates"): a step 1.5x
+faster than dense Adam's when a batch reads 13 % of the rows, 4.7x at 3 %, 22x at 0.6 %
+(0.85x at 32 %); test P@1 within noise of dense Adam's, where lazy Adam cost FC 2.6 points.
 """
 
 from __future__ import annotations
