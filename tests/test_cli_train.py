@@ -13,6 +13,7 @@ import torch
 from holoxmc.cli import main
 from holoxmc.cli.train import train_params
 from holoxmc.data import make_synthetic
+from holoxmc.data.readers import write_xml_repo
 from holoxmc.estimator import DATASET_PRESETS, XMCClassifier
 from holoxmc.metrics import evaluate
 
@@ -65,6 +66,16 @@ def test_predict_writes_one_line_per_point(trained, toy, tmp_path):
     indices, scores = XMCClassifier.load(trained).predict(test.X, k=3)
     assert np.array_equal(np.array([[int(label) for label, _ in row] for row in parsed]), indices)
     np.testing.assert_allclose([[float(s) for _, s in row] for row in parsed], scores, rtol=1e-5)
+
+
+@pytest.mark.parametrize("flag, expected", [([], True), (["--no-sparse-updates"], False)])
+def test_train_chooses_sparse_updates_for_wide_inputs_and_reports_it(tmp_path, flag, expected):
+    train, test = make_synthetic(300, 10, 20_000, n_test=50, labels_per_point=2.0, seed=4)
+    write_xml_repo(tmp_path / "wide" / "wide_train.txt", train.X, train.Y)
+    write_xml_repo(tmp_path / "wide" / "wide_test.txt", test.X, test.Y)
+    run_dir = tmp_path / "run"
+    assert main(["train", str(tmp_path / "wide"), "--model", "fc", "--out", str(run_dir), *FAST, *flag]) == 0
+    assert json.loads((run_dir / "metrics.json").read_text())["sparse_updates"] is expected
 
 
 def test_dense_model_reports_its_output_layer(toy, tmp_path):

@@ -28,7 +28,10 @@ from holoxmc.train import (
 from holoxmc.train.checkpoint import (
     CHECKPOINT_JSON, CHECKPOINT_TENSORS, flatten_optimizer_state, unflatten_optimizer_state,
 )
-from holoxmc.train.optim import CatchUpAdam, build_optimizers, clip_grad_norm_, sparse_update_tables
+from holoxmc.train.optim import (
+    AUTO_MIN_ROWS, CatchUpAdam, build_optimizers, choose_sparse_updates, clip_grad_norm_, read_share,
+    sparse_update_tables,
+)
 
 
 class TinyNetwork(nn.Module):
@@ -215,7 +218,7 @@ def test_inference_scores_every_row_with_odd_batch_sizes():
     "bad, match",
     [({"epochs": 0}, "epochs"), ({"schedule": "exp"}, "schedule"), ({"val_fraction": 1.0}, "val_fraction"),
      ({"epochs": 4, "stop_epoch": 5}, "stop_epoch"), ({"stop_epoch": 0}, "stop_epoch"),
-     ({"sparse_updates": True, "weight_decay": 1e-4}, "weight decay")],
+     ({"sparse_updates": True, "weight_decay": 1e-4}, "weight decay"), ({"sparse_updates": "yes"}, "sparse_updates")],
 )
 def test_config_validation(bad, match):
     with pytest.raises(InputError, match=match):
@@ -481,3 +484,47 @@ def test_resuming_a_checkpoint_of_the_previous_format_is_one_clear_error(tmp_pat
     save_file(tensors, str(path), metadata={"trainer_state": json.dumps(state)})
     with pytest.raises(InputError, match="checkpoint format .*/1.*new run directory"):
         Trainer(TrainConfig(**CONFIG | {"epochs": 2})).fit(TinyNetwork(40, 6), X, Y, run_dir=tmp_path, resume=True)
+
+
+def test_read_share_counts_distinct_columns_or_tokens_per_batch():
+    X = sp.csr_matrix(np.array([[1, 1, 0, 0], [0, 1, 0, 0], [0, 0, 0, 1], [0, 0, 0, 1]], np.float32))
+    assert read_share(X, np.arange(4), batch_size=2, n_rows=4) == pytest.approx((2 / 4 + 1 / 4) / 2)
+    tokens = np.array([[3, 3, 0], [5, 0, 0], [1, 2, 4]])
+    assert read_share(tokens, np.array([2, 0, 1]), batch_size=2, n_rows=10) == pytest.approx((5 / 10 + 2 / 10) / 2)
+    assert read_share(X, np.arange(4), batch_size=1, n_rows=4, n_batches=2) == pytest.approx((2 / 4 + 1 / 4) / 2)
+
+
+WIDE = AUTO_MIN_ROWS * 2  # a batch of 32 rows x 6 features reads about 1 % of its rows
+
+
+@pytest.mark.parametrize(
+    "n_features, overrides, expected",
+    [(WIDE, {}, True), (WIDE, {"setting": False}, False), (40, {"setting": True}, True),
+     (AUTO_MIN_ROWS - 1, {}, False),  # a small table: dense Adam's step on it is cheap
+     (WIDE, {"batch_size": 4096}, False),  # batches that read most of the table
+     (WIDE, {"weight_decay": 1e-4}, False), (WIDE, {"device": torch.device("cuda")}, False),
+     (WIDE, {"world": 2}, False)],
+)
+def test_auto_sparse_updates_where_they_were_measured_faster(n_features, overrides, expected):
+    X, _ = make_data(n=4096, n_features=n_features)
+    args = {"setting": "auto", "batch_size": 32, "weight_decay": 0.0, "device": torch.device("cpu"), "world": 1}
+    args |= overrides
+    setting, batch_size = args.pop("setting"), args.pop("batch_size")
+    network = TinyNetwork(n_features, 6)
+    assert choose_sparse_updates(setting, network, X, np.arange(X.shape[0]), batch_size, **args) is expected
+    assert choose_sparse_updates("auto", nn.Linear(3, 2), X, np.arange(8), 4, **args | {"world": 1}) is False
+
+
+@pytest.mark.parametrize("n_features, chosen", [(WIDE, True), (40, False)])
+def test_auto_trains_exactly_as_the_setting_it_chooses(n_features, chosen):
+    X, Y = make_data(n_features=n_features)
+    config = TrainConfig(**CONFIG | {"refit": True})
+    assert config.sparse_updates == "auto"  # the default
+    auto, explicit = TinyNetwork(n_features, 6), TinyNetwork(n_features, 6)
+    result = Trainer(config).fit(auto, X, Y)
+    expected = Trainer(replace(config, sparse_updates=chosen)).fit(explicit, X, Y)
+    assert result.sparse_updates is chosen and result.refit.sparse_updates is chosen
+    assert auto.embed.sparse is chosen
+    assert_same_weights(weights(auto), weights(explicit))
+    untimed = [[{k: v for k, v in h.items() if k != "seconds"} for h in r.history] for r in (result, expected)]
+    assert untimed[0] == untimed[1]

@@ -22,6 +22,8 @@ epsilon in the skipped steps and a truncation below 1e-8 of the sum (tested agai
 Measured here (``benchmarks/sparse_updates.py``, README "Sparse updates"): a step 1.5x
 faster than dense Adam's when a batch reads 13 % of the rows, 4.7x at 3 %, 22x at 0.6 %
 (0.85x at 32 %); test P@1 within noise of dense Adam's, where lazy Adam cost FC 2.6 points.
+The trainer's default, ``sparse_updates="auto"`` (:func:`choose_sparse_updates`), uses
+them where that crossover grid found them faster.
 """
 
 from __future__ import annotations
@@ -30,20 +32,31 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
+import numpy as np
+import scipy.sparse as sp
 import torch
 from torch import Tensor, nn
 
 from holoxmc.errors import InputError
 
 __all__ = [
-    "embedding_tables", "sparse_update_tables", "CatchUpAdam", "build_optimizers", "watching", "bring_up_to_date",
-    "clip_grad_norm_",
+    "embedding_tables", "read_share", "choose_sparse_updates", "sparse_update_tables", "CatchUpAdam",
+    "build_optimizers", "watching", "bring_up_to_date", "clip_grad_norm_",
 ]
 
 Table = nn.Embedding | nn.EmbeddingBag
 #: added under square roots: the CPU kernel takes 5x as long on exact zeros (untouched
 #: columns' moments), and sqrt(1e-37) = 3e-19 is far below Adam's epsilon
 _TINY = 1e-37
+#: ``sparse_updates="auto"`` turns them on for tables of at least this many rows ...
+AUTO_MIN_ROWS = 10_000
+#: ... when the first batches read at most this share of the rows, on average. In the
+#: crossover grid (``python benchmarks/sparse_updates.py --parts crossover``, FC 2x512)
+#: sparse updates were never faster on 2,000 or 5,000 rows, 1.09-3.1x faster at read
+#: shares of 3-6 % on 10,000-20,000 rows, and 0.79-0.86x at 10 % on 10,000-15,000 rows.
+AUTO_MAX_READ_SHARE = 0.075
+#: batches sampled by the rule (the first of epoch 1's order)
+AUTO_SAMPLE_BATCHES = 16
 
 
 def embedding_tables(network: nn.Module) -> list[Table]:
@@ -52,6 +65,64 @@ def embedding_tables(network: nn.Module) -> list[Table]:
         m for m in network.modules()
         if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.weight.requires_grad
     ]
+
+
+def read_share(X: sp.csr_matrix | np.ndarray, order: np.ndarray, batch_size: int, n_rows: int,
+               n_batches: int = AUTO_SAMPLE_BATCHES) -> float:
+    """Mean share of a table's ``n_rows`` rows that the first ``n_batches`` batches of
+    ``order`` read: distinct feature columns of CSR rows, or distinct token ids.
+
+    Example:
+        >>> X = sp.csr_matrix(np.eye(8, dtype=np.float32))
+        >>> read_share(X, np.arange(8), batch_size=2, n_rows=8)
+        0.25
+    """
+    shares = []
+    for start in range(0, min(len(order), n_batches * batch_size), batch_size):
+        rows = order[start : start + batch_size]
+        ids = X[rows].indices if sp.issparse(X) else np.asarray(X[rows]).ravel()
+        shares.append(len(np.unique(ids)) / n_rows)
+    return float(np.mean(shares)) if shares else 1.0
+
+
+def choose_sparse_updates(
+    setting: bool | str,
+    network: nn.Module,
+    X: sp.csr_matrix | np.ndarray,
+    order: np.ndarray,
+    batch_size: int,
+    *,
+    weight_decay: float,
+    device: torch.device,
+    world: int,
+) -> bool:
+    """Resolve ``TrainConfig.sparse_updates``: ``True``/``False`` as given; ``"auto"`` is
+    ``True`` when every embedding table has at least :data:`AUTO_MIN_ROWS` rows and the
+    first batches of ``order`` read at most :data:`AUTO_MAX_READ_SHARE` of them, training
+    on a CPU in one process without weight decay (the crossover was measured only there).
+
+    Args:
+        setting: ``True``, ``False`` or ``"auto"``.
+        network: the model whose tables would get sparse updates.
+        X: the training inputs (CSR features or token ids); ``order``: the training rows
+            in the order the first epoch reads them.
+        batch_size: training rows per step.
+        weight_decay, device, world: the run's weight decay, device and process count.
+
+    Example:
+        >>> from holoxmc.backbones import FCBackbone
+        >>> X = sp.random(256, 50_000, density=2e-4, format="csr", random_state=0)
+        >>> choose_sparse_updates("auto", FCBackbone(50_000, hidden=(8,)), X, np.arange(256), 64,
+        ...                       weight_decay=0.0, device=torch.device("cpu"), world=1)
+        True
+    """
+    if setting != "auto":
+        return bool(setting)
+    tables = embedding_tables(network)
+    if not tables or weight_decay or device.type != "cpu" or world > 1:
+        return False
+    rows = min(table.num_embeddings for table in tables)
+    return rows >= AUTO_MIN_ROWS and read_share(X, order, batch_size, rows) <= AUTO_MAX_READ_SHARE
 
 
 def sparse_update_tables(network: nn.Module, sparse_updates: bool, backend: str | None = None) -> list[Table]:
