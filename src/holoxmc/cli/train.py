@@ -2,7 +2,9 @@
 
 ``holoxmc train DATA --model hrr-fc --out RUN_DIR`` trains with the tuned preset of DATA
 (any option given on the command line overrides it) and writes ``RUN_DIR/config.json``,
-``RUN_DIR/model.safetensors`` and, last, ``RUN_DIR/metrics.json``. While it runs,
+``RUN_DIR/model.safetensors``, for raw-text DATA ``RUN_DIR/text_encoder.json`` (the label
+vocabulary, TF-IDF and tokenizer fitted on the training texts, which ``evaluate`` and
+``predict`` apply to new texts) and, last, ``RUN_DIR/metrics.json``. While it runs,
 ``RUN_DIR/checkpoint.{safetensors,json}`` let ``--resume`` continue a killed run; they are
 removed once the run is complete. Every file is written atomically.
 """
@@ -17,9 +19,11 @@ from typing import Any
 from holoxmc.errors import InputError
 from holoxmc.estimator import REPORT_FAMILIES
 
-__all__ = ["register", "metrics_table", "train_params"]
+__all__ = ["register", "metrics_table", "train_params", "TEXT_ENCODER_FILE"]
 
 _KS = (1, 2, 3, 4, 5)
+#: the run's :class:`~holoxmc.data.text.TextEncoder`, written when it was trained on raw text
+TEXT_ENCODER_FILE = "text_encoder.json"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -83,8 +87,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     predict = subparsers.add_parser("predict", help="write the top-k labels of every input point")
     predict.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    predict.add_argument("input", metavar="INPUT", help="data file or registry name (its test split)")
+    predict.add_argument("input", metavar="INPUT",
+                         help="data file or registry name (its test split); for a run trained on raw text, "
+                              "a .jsonl file of {\"text\": ...} lines (labels optional) or a text set")
     predict.add_argument("--top-k", type=int, default=5)
+    predict.add_argument("--label-names", action="store_true",
+                         help="write label names instead of indices (runs trained on raw text; name:score, "
+                              "split at the last colon)")
     predict.add_argument("--output", type=Path, metavar="FILE", help="output file (default: stdout)")
     predict.add_argument("--device", help="override the saved device")
     predict.set_defaults(run=run_predict)
@@ -192,6 +201,8 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     metrics["data"] = {"name": train.name, "train": len(train), "test": len(test),
                        "features": train.n_features, "labels": train.n_labels}
     clf.save(run_dir)
+    if train.encoder is not None:
+        train.encoder.save(run_dir / TEXT_ENCODER_FILE)
     atomic_write_json(metrics_path, metrics)
     for folder in (run_dir, run_dir / REFIT_DIR):
         for name in (CHECKPOINT_TENSORS, CHECKPOINT_JSON):
@@ -199,36 +210,67 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     if (run_dir / REFIT_DIR).is_dir():
         (run_dir / REFIT_DIR).rmdir()
     print(metrics_table(metrics["test"], title=f"{args.model} on {train.name} (test)"))
-    print(f"\nwrote {run_dir / CONFIG_FILE}, {run_dir / MODEL_FILE}, {metrics_path}")
+    encoder = f"{run_dir / TEXT_ENCODER_FILE}, " if train.encoder is not None else ""
+    print(f"\nwrote {run_dir / CONFIG_FILE}, {run_dir / MODEL_FILE}, {encoder}{metrics_path}")
     return 0
 
 
 # ---------------------------------------------------------------------------- evaluate / predict
 def run_evaluate(args: argparse.Namespace) -> int:
-    from holoxmc.data import load
     from holoxmc.estimator import XMCClassifier
     from holoxmc.io import atomic_write_json
 
     clf = XMCClassifier.load(args.run_dir, device=args.device)
-    dataset = load(args.data, args.split, features="tfidf" if clf.backbone == "fc" else "tokens")
-    metrics = clf.score(_model_inputs(dataset, clf.backbone), dataset.Y)
+    inputs, Y, name = _run_inputs(args.run_dir, clf.backbone, args.data, args.split, labels=True)
+    metrics = clf.score(inputs, Y)
     output = args.output or args.run_dir / f"eval-{Path(str(args.data)).name}-{args.split}.json"
     atomic_write_json(output, {"data": str(args.data), "split": args.split, "metrics": metrics})
-    print(metrics_table(metrics, title=f"{args.run_dir} on {dataset.name} ({args.split})"))
+    print(metrics_table(metrics, title=f"{args.run_dir} on {name} ({args.split})"))
     print(f"\nwrote {output}")
     return 0
 
 
+def _run_inputs(run_dir: Path, backbone: str, data: str, split: str, *, labels: bool) -> tuple[Any, Any, str]:
+    """``(model inputs, Y or None, name)`` of ``split`` of ``data`` as the run at ``run_dir``
+    saw its training data: raw texts go through the run's saved text encoder, never one
+    fitted on ``data`` itself."""
+    from holoxmc.data import TextEncoder, load, read_jsonl, text_split_file
+    from holoxmc.data.text import labels_to_csr
+
+    text_file = text_split_file(data, split)
+    encoder_file = run_dir / TEXT_ENCODER_FILE
+    if encoder_file.exists():
+        if text_file is None:
+            raise InputError(f"{run_dir} was trained on raw text, and {data} has none: give a .jsonl file of "
+                             '{"text": ...} lines, a folder with train/test .jsonl files, or a text set such as debtags')
+        encoder = TextEncoder.load(encoder_file)
+        records = read_jsonl(text_file, require_labels=labels)
+        inputs = encoder.features(records.texts) if backbone == "fc" else encoder.tokens(records.texts)
+        Y = labels_to_csr(records, encoder.labels, text_file) if labels else None
+        return inputs, Y, Path(str(data)).name
+    if text_file is not None and Path(str(data)).is_file():
+        raise InputError(f"{run_dir} has no {TEXT_ENCODER_FILE} (it was trained on feature vectors, or by an older "
+                         f"holoxmc), so it cannot encode the raw texts of {data}")
+    dataset = load(data, split, features="tfidf" if backbone == "fc" else "tokens")
+    return _model_inputs(dataset, backbone), dataset.Y, dataset.name
+
+
 def run_predict(args: argparse.Namespace) -> int:
-    from holoxmc.data import load
+    from holoxmc.data import TextEncoder
     from holoxmc.estimator import XMCClassifier
     from holoxmc.io import atomic_write_text
 
     clf = XMCClassifier.load(args.run_dir, device=args.device)
-    dataset = load(args.input, "test", features="tfidf" if clf.backbone == "fc" else "tokens")
-    indices, scores = clf.predict(_model_inputs(dataset, clf.backbone), k=args.top_k)
+    inputs, _, _ = _run_inputs(args.run_dir, clf.backbone, args.input, "test", labels=False)
+    names = None
+    if args.label_names:
+        if not (args.run_dir / TEXT_ENCODER_FILE).exists():
+            raise InputError(f"{args.run_dir} has no label names: it was not trained on raw text")
+        names = TextEncoder.load(args.run_dir / TEXT_ENCODER_FILE).labels
+    indices, scores = clf.predict(inputs, k=args.top_k)
     text = "".join(
-        " ".join(f"{label}:{score:.6g}" for label, score in zip(row_labels, row_scores)) + "\n"
+        " ".join(f"{label if names is None else names[label]}:{score:.6g}"
+                 for label, score in zip(row_labels, row_scores)) + "\n"
         for row_labels, row_scores in zip(indices.tolist(), scores.tolist())
     )
     if args.output is None:

@@ -12,9 +12,11 @@ from holoxmc.data.readers import (
     read_xml_repo_split,
     write_xml_repo,
 )
-from holoxmc.data.registry import REGISTRY, DatasetInfo, StatisticsWarning, download, fetch, find_dataset_dir, load
+from holoxmc.data.registry import (
+    REGISTRY, DatasetInfo, StatisticsWarning, download, fetch, find_dataset_dir, load, text_split_file,
+)
 from holoxmc.data.synthetic import SYNTHETIC_PRESETS, make_synthetic
-from holoxmc.data.text import Tokenizer, fit_tfidf
+from holoxmc.data.text import TextEncoder, Tokenizer, fit_tfidf
 
 __all__ = [
     "Dataset",
@@ -26,6 +28,7 @@ __all__ = [
     "fetch",
     "download",
     "find_dataset_dir",
+    "text_split_file",
     "make_synthetic",
     "SYNTHETIC_PRESETS",
     "read_xml_repo",
@@ -36,6 +39,7 @@ __all__ = [
     "read_jsonl",
     "write_xml_repo",
     "Tokenizer",
+    "TextEncoder",
     "fit_tfidf",
     "save_npz",
     "load_npz",

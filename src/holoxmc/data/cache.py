@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import zipfile
 import zlib
@@ -11,6 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from holoxmc.data.dataset import Dataset
+from holoxmc.data.text import TextEncoder
 from holoxmc.errors import DataFormatError, HoloxmcError
 from holoxmc.io import atomic_write_bytes
 
@@ -20,7 +22,8 @@ _FORMAT_VERSION = 1
 
 
 def save_npz(dataset: Dataset, path: str | os.PathLike) -> None:
-    """Write ``dataset`` (matrices, name, texts, label names, tokens) to a compressed ``.npz``.
+    """Write ``dataset`` (matrices, name, texts, label names, tokens, text encoder as JSON)
+    to a compressed ``.npz``.
 
     Example:
         >>> import tempfile, pathlib, scipy.sparse as sp
@@ -41,6 +44,8 @@ def save_npz(dataset: Dataset, path: str | os.PathLike) -> None:
         arrays["label_names"] = np.array(dataset.label_names, dtype=str)
     if dataset.tokens is not None:
         arrays["tokens"] = dataset.tokens
+    if dataset.encoder is not None:
+        arrays["encoder"] = np.array(json.dumps(dataset.encoder.to_dict()))
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
     atomic_write_bytes(path, buffer.getvalue())
@@ -68,12 +73,13 @@ def load_npz(path: str | os.PathLike) -> Dataset:
                 texts=npz["texts"].tolist() if "texts" in npz else None,
                 label_names=npz["label_names"].tolist() if "label_names" in npz else None,
                 tokens=npz["tokens"] if "tokens" in npz else None,
+                encoder=TextEncoder.from_dict(json.loads(str(npz["encoder"]))) if "encoder" in npz else None,
             )
     except HoloxmcError as exc:
         if isinstance(exc, DataFormatError):
             raise
         raise DataFormatError(path, None, f"inconsistent cache: {exc}") from None
     # NotImplementedError: zipfile's answer to a corrupted compression method or flag.
-    except (OSError, ValueError, KeyError, TypeError, IndexError, NotImplementedError,
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, NotImplementedError,
             zipfile.BadZipFile, EOFError, zlib.error) as exc:
         raise DataFormatError(path, None, f"not a holoxmc dataset cache: {type(exc).__name__}: {exc}") from None

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
 from holoxmc.errors import InputError
+
+if TYPE_CHECKING:
+    from holoxmc.data.text import TextEncoder
 
 __all__ = ["Dataset", "DatasetStats"]
 
@@ -44,6 +48,8 @@ class Dataset:
         label_names: names of the ``n_labels`` columns of ``Y``, when known.
         tokens: ``(n, max_length)`` int32 padded token ids (``0`` = padding) for text
             backbones, when requested (``load(..., features="tokens")``).
+        encoder: for text sets, the :class:`~holoxmc.data.text.TextEncoder` fitted on the
+            training texts that made ``X``, ``tokens`` and ``Y``; encode new texts with it.
 
     Example:
         >>> import scipy.sparse as sp
@@ -58,6 +64,7 @@ class Dataset:
     texts: list[str] | None = None
     label_names: list[str] | None = None
     tokens: np.ndarray | None = None
+    encoder: TextEncoder | None = None
 
     def __post_init__(self) -> None:
         if not sp.issparse(self.X) or not sp.issparse(self.Y):

@@ -492,11 +492,12 @@ class JsonlRecords:
     lines: list[int]  # 1-based line number of each record, for error messages
 
 
-def read_jsonl(path: PathLike) -> JsonlRecords:
+def read_jsonl(path: PathLike, *, require_labels: bool = True) -> JsonlRecords:
     """Read ``{"id": ..., "text": ..., "labels": [...]}`` lines (plain or gzip).
 
     ``id`` is optional (the 1-based line number is used); ``text`` must be a string and
-    ``labels`` a list of distinct strings.
+    ``labels`` a list of distinct strings. With ``require_labels=False`` (texts to
+    predict) a line may leave ``labels`` out; its labels are then ``[]``.
     """
     records = JsonlRecords([], [], [], [])
     for number, line in enumerate(read_bytes(path).split(b"\n"), start=1):
@@ -508,7 +509,7 @@ def read_jsonl(path: PathLike) -> JsonlRecords:
             raise DataFormatError(path, number, f"invalid JSON: {exc}") from None
         if not isinstance(record, dict):
             raise DataFormatError(path, number, "a line must be a JSON object")
-        text, labels = record.get("text"), record.get("labels")
+        text, labels = record.get("text"), record.get("labels", None if require_labels else [])
         if not isinstance(text, str):
             raise DataFormatError(path, number, "'text' must be a string")
         if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
@@ -36,10 +35,13 @@ from holoxmc.data.readers import (
     read_xml_repo_split,
 )
 from holoxmc.data.synthetic import SYNTHETIC_PRESETS, make_synthetic
-from holoxmc.data.text import Tokenizer, build_label_vocabulary, fit_tfidf, labels_to_csr, read_label_vocabulary
+from holoxmc.data.text import TextEncoder, build_label_vocabulary, labels_to_csr, read_label_vocabulary
 from holoxmc.errors import DataFormatError, InputError
 
-__all__ = ["DatasetInfo", "REGISTRY", "StatisticsWarning", "load", "find_dataset_dir", "download", "fetch", "SPLITS"]
+__all__ = [
+    "DatasetInfo", "REGISTRY", "StatisticsWarning", "load", "find_dataset_dir", "text_split_file", "download", "fetch",
+    "SPLITS",
+]
 
 SPLITS = ("train", "test")
 
@@ -183,12 +185,28 @@ def _load_text(
     else:
         other = read_jsonl(_sibling(train_path, "test")) if _sibling(train_path, "test") else None
         vocabulary = build_label_vocabulary(train.labels, *([other.labels] if other else []))
-    X = fit_tfidf(train.texts, min_df=min_df).transform(records.texts).astype(np.float32)
-    tokens = None
-    if features == "tokens":
-        tokens = Tokenizer(max_vocab=max_vocab, max_length=max_length).fit(train.texts).transform(records.texts)
-    return Dataset(X, labels_to_csr(records, vocabulary, split_path), name,
-                   texts=records.texts, label_names=vocabulary, tokens=tokens)
+    encoder = TextEncoder.fit(train.texts, vocabulary, min_df=min_df, tokens=features == "tokens",
+                              max_vocab=max_vocab, max_length=max_length)
+    return Dataset(encoder.features(records.texts), labels_to_csr(records, vocabulary, split_path), name,
+                   texts=records.texts, label_names=vocabulary,
+                   tokens=encoder.tokens(records.texts) if features == "tokens" else None, encoder=encoder)
+
+
+def text_split_file(name_or_path: str | os.PathLike, split: str = "test") -> Path | None:
+    """The ``.jsonl`` file of raw texts that :func:`load` reads for ``split`` of a text set
+    (registry name, folder) or a ``.jsonl`` file itself; ``None`` for bag-of-words data."""
+    path = Path(name_or_path)
+    if not path.exists():
+        info = REGISTRY.get(os.fspath(name_or_path).lower())
+        if info is None:
+            return None
+        folder = find_dataset_dir(info.name)
+        if folder is None:
+            raise InputError(f"dataset {info.name} not found (looked in {[str(r) for r in _data_roots()]})")
+        path = folder
+    if path.is_dir():
+        return _split_file(path, split, ("{split}.jsonl", "{split}.jsonl.gz"))
+    return path if ".jsonl" in [s.lower() for s in path.suffixes] else None
 
 
 def _sibling(train_path: Path, split: str) -> Path | None:

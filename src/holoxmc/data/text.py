@@ -7,6 +7,7 @@ import json
 import os
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -16,7 +17,7 @@ from holoxmc.data.readers import JsonlRecords, read_bytes
 from holoxmc.errors import DataFormatError, InputError
 from holoxmc.io import atomic_write_json
 
-__all__ = ["read_label_vocabulary", "build_label_vocabulary", "labels_to_csr", "fit_tfidf", "Tokenizer"]
+__all__ = ["read_label_vocabulary", "build_label_vocabulary", "labels_to_csr", "fit_tfidf", "Tokenizer", "TextEncoder"]
 
 PAD_ID = 0
 OOV_ID = 1
@@ -132,17 +133,108 @@ class Tokenizer:
             out[row, : len(ids)] = ids
         return out
 
+    def to_dict(self) -> dict[str, Any]:
+        """The settings and vocabulary, JSON-ready."""
+        return {"max_vocab": self.max_vocab, "max_length": self.max_length, "vocabulary": self.vocabulary}
+
+    @classmethod
+    def from_dict(cls, state: dict[str, Any]) -> "Tokenizer":
+        """Inverse of :meth:`to_dict` (raises ``KeyError``/``TypeError``/``ValueError`` on bad state)."""
+        tokenizer = cls(int(state["max_vocab"]), int(state["max_length"]))
+        tokenizer._set_vocabulary([str(token) for token in state["vocabulary"]])
+        return tokenizer
+
     def save(self, path: str | os.PathLike) -> None:
         """Write the settings and vocabulary as JSON (atomically)."""
-        atomic_write_json(path, {"max_vocab": self.max_vocab, "max_length": self.max_length, "vocabulary": self.vocabulary})
+        atomic_write_json(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Tokenizer":
         try:
-            state = json.loads(Path(path).read_text(encoding="utf-8"))
-            tokenizer = cls(int(state["max_vocab"]), int(state["max_length"]))
-            vocabulary = [str(token) for token in state["vocabulary"]]
+            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise DataFormatError(path, None, f"not a tokenizer file: {exc}") from None
-        tokenizer._set_vocabulary(vocabulary)
-        return tokenizer
+
+
+class TextEncoder:
+    """Raw texts → a model's inputs and labels, fitted on the training texts only: the
+    label vocabulary, TF-IDF rows (the FC features) and, when asked, token ids (CNN/LSTM).
+
+    Saved as JSON with a trained run (``holoxmc train`` writes ``text_encoder.json``), so
+    that new texts are encoded exactly as the training texts were; it never refits on the
+    texts it encodes.
+
+    Args:
+        labels: the label vocabulary (column ``j`` of ``Y`` is ``labels[j]``).
+        tfidf: a fitted ``TfidfVectorizer`` (see :func:`fit_tfidf`).
+        tokenizer: a fitted :class:`Tokenizer`, or ``None`` when no tokens are needed.
+
+    Example:
+        >>> enc = TextEncoder.fit(["red apple", "green apple", "red car"], ["fruit", "car"], min_df=1)
+        >>> enc.features(["apple car"]).shape, enc.tokenizer is None
+        ((1, 4), True)
+        >>> restored = TextEncoder.from_dict(enc.to_dict())
+        >>> (restored.features(["apple car"]) != enc.features(["apple car"])).nnz
+        0
+    """
+
+    FORMAT = "holoxmc-text-encoder/1"
+
+    def __init__(self, labels: list[str], tfidf: TfidfVectorizer, tokenizer: Tokenizer | None = None):
+        self.labels, self.tfidf, self.tokenizer = list(labels), tfidf, tokenizer
+
+    @classmethod
+    def fit(
+        cls, texts: list[str], labels: list[str], *, min_df: int = 2, tokens: bool = False,
+        max_vocab: int = 50_000, max_length: int = 256,
+    ) -> "TextEncoder":
+        """Fit TF-IDF (and, with ``tokens``, a :class:`Tokenizer`) on the training ``texts``."""
+        tokenizer = Tokenizer(max_vocab=max_vocab, max_length=max_length).fit(texts) if tokens else None
+        return cls(labels, fit_tfidf(texts, min_df=min_df), tokenizer)
+
+    def features(self, texts: list[str]) -> sp.csr_matrix:
+        """``(len(texts), n_terms)`` float32 TF-IDF rows."""
+        return self.tfidf.transform(texts).astype(np.float32)
+
+    def tokens(self, texts: list[str]) -> np.ndarray:
+        """``(len(texts), max_length)`` padded token ids; needs a tokenizer."""
+        if self.tokenizer is None:
+            raise InputError("this text encoder has no tokenizer (it was fitted for TF-IDF features only)")
+        return self.tokenizer.transform(texts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Label vocabulary, TF-IDF terms (in column order) and weights, tokenizer: JSON-ready."""
+        return {
+            "format": self.FORMAT,
+            "labels": self.labels,
+            "tfidf": {"terms": self.tfidf.get_feature_names_out().tolist(), "idf": self.tfidf.idf_.tolist(),
+                      "sublinear_tf": self.tfidf.sublinear_tf, "norm": self.tfidf.norm},
+            "tokenizer": None if self.tokenizer is None else self.tokenizer.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, state: dict[str, Any]) -> "TextEncoder":
+        """Inverse of :meth:`to_dict` (raises ``KeyError``/``TypeError``/``ValueError`` on bad state)."""
+        if state.get("format") != cls.FORMAT:
+            raise ValueError(f"format {state.get('format')!r}, expected {cls.FORMAT!r}")
+        tfidf_state = state["tfidf"]
+        tfidf = TfidfVectorizer(vocabulary=[str(term) for term in tfidf_state["terms"]], dtype=np.float32,
+                                sublinear_tf=bool(tfidf_state["sublinear_tf"]), norm=tfidf_state["norm"])
+        idf = np.asarray(tfidf_state["idf"], dtype=np.float32)
+        if idf.shape != (len(tfidf_state["terms"]),):
+            raise ValueError(f"{idf.shape[0] if idf.ndim else 0} idf weights for {len(tfidf_state['terms'])} terms")
+        tfidf.idf_ = idf
+        tokenizer = None if state["tokenizer"] is None else Tokenizer.from_dict(state["tokenizer"])
+        return cls([str(label) for label in state["labels"]], tfidf, tokenizer)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write :meth:`to_dict` as JSON (atomically)."""
+        atomic_write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "TextEncoder":
+        """Read a file written by :meth:`save`; anything else is one :class:`DataFormatError`."""
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise DataFormatError(path, None, f"not a text encoder file: {exc}") from None
