@@ -1,0 +1,126 @@
+"""holoxmc against the XMC libraries users have today, side by side in one run on this
+machine: omikuji (Parabel-like balanced 2-means trees of linear classifiers, its default
+hyper-parameters) and napkinXC's probabilistic label tree (``PLT``, its defaults), against
+holoxmc's FC and HRR-FC with the presets ``holoxmc train DATA`` uses.
+
+Every model sees the same training split and is scored on the whole test split with
+``holoxmc.metrics.evaluate`` (P@k; PSP@k with the training-label propensities, A = 0.55,
+B = 1.5). Times are wall clock: ``fit`` (holoxmc: including its validation passes and the
+refit phase of the presets that refit; omikuji: including writing its input file) and
+top-5 prediction over the test split, per point. Every library gets ``--threads``.
+
+Usage:
+    python benchmarks/baselines.py --datasets bibtex delicious debtags --threads 2
+    # → benchmarks/results/baselines.json (merged per dataset and model) and a table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from holoxmc.cli.train import train_params
+from holoxmc.data import load, write_xml_repo
+from holoxmc.estimator import XMCClassifier
+from holoxmc.io import atomic_write_json
+from holoxmc.metrics import evaluate, inverse_propensity
+
+OUT = Path("benchmarks/results/baselines.json")
+HOLOXMC_MODELS = ("fc", "hrr-fc")
+BASELINES = ("omikuji", "napkinxc-plt")
+
+Fit = Callable[[sp.csr_matrix, sp.csr_matrix], Callable[[sp.csr_matrix], np.ndarray]]
+
+
+def holoxmc_model(dataset: str, model: str) -> Fit:
+    def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
+        clf = XMCClassifier(**train_params(dataset, model, {}) | {"progress": False}).fit(X, Y)
+        return lambda X_test: clf.predict(X_test, k=5)[0]
+    return fit
+
+
+def omikuji_model(threads: int) -> Fit:
+    import omikuji
+
+    def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "train.txt"
+            write_xml_repo(path, X, Y)
+            model = omikuji.Model.train_on_data(str(path), omikuji.Model.default_hyper_param(), n_threads=threads)
+
+        def predict(X_test: sp.csr_matrix) -> np.ndarray:
+            rows = []
+            for i in range(X_test.shape[0]):
+                row = X_test[i]
+                pairs = model.predict(list(zip(row.indices.tolist(), row.data.tolist())), top_k=5)
+                rows.append([label for label, _ in pairs] + [-1] * (5 - len(pairs)))
+            return np.asarray(rows, dtype=np.int64)
+        return predict
+    return fit
+
+
+def napkinxc_model(threads: int) -> Fit:
+    from napkinxc.models import PLT
+
+    def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
+        folder = tempfile.mkdtemp(prefix="napkinxc-")
+        model = PLT(folder, threads=threads, seed=0)
+        model.fit(X, [row.indices.tolist() for row in Y])
+
+        def predict(X_test: sp.csr_matrix) -> np.ndarray:
+            rows = model.predict(X_test, top_k=5)
+            return np.asarray([list(r) + [-1] * (5 - len(r)) for r in rows], dtype=np.int64)
+        return predict
+    return fit
+
+
+def measure(fit: Fit, train, test) -> dict:
+    started = time.perf_counter()
+    predict = fit(train.X, train.Y)
+    fit_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    top5 = predict(test.X)
+    predict_ms = 1000 * (time.perf_counter() - started) / test.X.shape[0]
+    metrics = evaluate(top5, test.Y, inv_prop=inverse_propensity(train.Y), ks=(1, 3, 5))  # -1: no prediction
+    return {"fit_seconds": fit_seconds, "predict_ms_per_point": predict_ms,
+            **{key: metrics[key] for key in ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5")}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", nargs="+", default=["bibtex", "delicious", "debtags"])
+    parser.add_argument("--models", nargs="+", default=[*BASELINES, *HOLOXMC_MODELS],
+                        choices=[*BASELINES, *HOLOXMC_MODELS])
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    results = json.loads(OUT.read_text()) if OUT.exists() else {}
+    results["machine"] = (f"{platform.machine()}, {args.threads} threads per library, torch {torch.__version__}; "
+                          f"{time.strftime('%Y-%m-%d')}")
+    for dataset in args.datasets:
+        train, test = load(dataset, "train"), load(dataset, "test")
+        for model in args.models:
+            fit = {"omikuji": lambda: omikuji_model(args.threads), "napkinxc-plt": lambda: napkinxc_model(args.threads)}.get(
+                model, lambda: holoxmc_model(dataset, model))()
+            row = measure(fit, train, test)
+            results.setdefault(dataset, {})[model] = row
+            print(json.dumps({"dataset": dataset, "model": model} | {k: round(v, 3) for k, v in row.items()}), flush=True)
+            atomic_write_json(OUT, results)
+    print("\n| dataset | model | P@1 | P@3 | P@5 | PSP@1 | PSP@5 | fit s | top-5 ms/pt |\n|---|---|---|---|---|---|---|---|---|")
+    for dataset in args.datasets:
+        for model, r in results[dataset].items():
+            print(f"| {dataset} | {model} | {r['P@1']:.2f} | {r['P@3']:.2f} | {r['P@5']:.2f} | {r['PSP@1']:.2f} | "
+                  f"{r['PSP@5']:.2f} | {r['fit_seconds']:.1f} | {r['predict_ms_per_point']:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
