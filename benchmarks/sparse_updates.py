@@ -12,7 +12,8 @@ Parts:
 * ``text``: one HRR-CNN and one HRR-LSTM training step on Debtags' token ids (vocabulary
   46,986, batch 64, 256 tokens), both ways, alternating with the order swapped every
   repeat; median milliseconds per step.
-* ``epochs``: seconds per epoch, FC and HRR-FC (library defaults), dense and sparse
+* ``epochs``: seconds per epoch, FC and HRR-FC (library defaults, or those with
+  ``--epoch-overrides``, stored under their own key), dense and sparse
   updates interleaved in one process (``hrr_vs_dense.side_by_side``), on Debtags (real
   TF-IDF rows, D = 19,749) and on synthetic sets with the features of Amazon-670K
   (D = 135,909) and of D = 10^6.
@@ -148,6 +149,8 @@ def main() -> None:
                         metavar="D:PER_ROW,...", help="the crossover grid: D and the features drawn per row")
     parser.add_argument("--epoch-sets", nargs="+", default=["debtags", "synthetic-D135909", "synthetic-D1000000"])
     parser.add_argument("--epoch-points", type=int, default=3_200, help="training points of the synthetic timing sets")
+    parser.add_argument("--epoch-overrides", type=json.loads, default={},
+                        help='JSON XMCClassifier keywords over the library defaults in the epochs part, e.g. \'{"hidden": [2048]}\'')
     parser.add_argument("--accuracy-sets", nargs="+", default=["debtags", "synthetic-D135909"])
     parser.add_argument("--accuracy-points", type=int, default=20_000)
     parser.add_argument("--accuracy-epochs", type=int, default=None, help="default: the library's 20")
@@ -182,14 +185,16 @@ def main() -> None:
     if "epochs" in args.parts:
         rows = []
         for name, train, _ in sets(args.epoch_sets, args.epoch_points):
-            params = {f"{model} {'sparse' if flag else 'dense'}": base | {"sparse_updates": flag, "progress": False}
+            params = {f"{model} {'sparse' if flag else 'dense'}":
+                      base | args.epoch_overrides | {"sparse_updates": flag, "progress": False}
                       for model, base in MODELS.items() for flag in (False, True)}
             seconds = side_by_side(params, train.X, train.Y, args.repeats)["epoch_seconds"]
             row = {"set": name, "points": len(train), "D": train.n_features, "L": train.n_labels,
                    "seconds": {k: statistics.median(v) for k, v in seconds.items()}, "all": seconds}
             rows.append(row)
             print(json.dumps(row["seconds"] | {"set": name}), flush=True)
-        results["epochs"] = {"machine": machine, "repeats": args.repeats, "rows": rows}
+        key = "epochs" + (f" {json.dumps(args.epoch_overrides, sort_keys=True)}" if args.epoch_overrides else "")
+        results[key] = {"machine": machine, "repeats": args.repeats, "overrides": args.epoch_overrides, "rows": rows}
 
     if "accuracy" in args.parts:
         rows = results.get("accuracy", {}).get("rows", [])

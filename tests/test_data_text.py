@@ -52,3 +52,17 @@ def test_text_folder_vocabulary_from_labels_txt_or_data(tmp_path):
 
 def test_build_label_vocabulary_orders_by_frequency_then_name():
     assert build_label_vocabulary([["z", "y"], ["y"]], [["a"], ["z"]]) == ["y", "z", "a"]
+
+
+def test_text_encoder_file_errors_are_one_data_format_error(tmp_path):
+    from holoxmc.data import TextEncoder
+
+    state = TextEncoder.fit(["red apple", "green apple"], ["a"], min_df=1, tokens=True).to_dict()
+    bad_states = [{**state, "format": "other"}, {**state, "tfidf": {**state["tfidf"], "norm": "l3"}},
+                  {**state, "tfidf": {**state["tfidf"], "idf": [1.0]}}, {**state, "tokenizer": {"max_vocab": 2}}, [1, 2]]
+    for bad in bad_states:
+        (tmp_path / "encoder.json").write_text(json.dumps(bad))
+        with pytest.raises(DataFormatError, match="not a text encoder file"):
+            TextEncoder.load(tmp_path / "encoder.json")
+    (tmp_path / "encoder.json").write_text(json.dumps(state))
+    assert TextEncoder.load(tmp_path / "encoder.json").tokens(["green apple pie"]).tolist()[0][:3] == [3, 2, 1]

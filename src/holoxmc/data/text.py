@@ -17,7 +17,9 @@ from holoxmc.data.readers import JsonlRecords, read_bytes
 from holoxmc.errors import DataFormatError, InputError
 from holoxmc.io import atomic_write_json
 
-__all__ = ["read_label_vocabulary", "build_label_vocabulary", "labels_to_csr", "fit_tfidf", "Tokenizer", "TextEncoder"]
+__all__ = [
+    "read_label_vocabulary", "build_label_vocabulary", "labels_to_csr", "fit_tfidf", "Tokenizer", "TextEncoder",
+]
 
 PAD_ID = 0
 OOV_ID = 1
@@ -218,6 +220,8 @@ class TextEncoder:
         if state.get("format") != cls.FORMAT:
             raise ValueError(f"format {state.get('format')!r}, expected {cls.FORMAT!r}")
         tfidf_state = state["tfidf"]
+        if tfidf_state["norm"] not in ("l1", "l2", None):
+            raise ValueError(f"TF-IDF norm {tfidf_state['norm']!r}, expected 'l1', 'l2' or null")
         tfidf = TfidfVectorizer(vocabulary=[str(term) for term in tfidf_state["terms"]], dtype=np.float32,
                                 sublinear_tf=bool(tfidf_state["sublinear_tf"]), norm=tfidf_state["norm"])
         idf = np.asarray(tfidf_state["idf"], dtype=np.float32)
