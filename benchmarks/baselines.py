@@ -72,11 +72,11 @@ def napkinxc_model(threads: int) -> Fit:
     from napkinxc.models import PLT
 
     def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
-        folder = tempfile.mkdtemp(prefix="napkinxc-")
-        model = PLT(folder, threads=threads, seed=0)
+        folder = tempfile.TemporaryDirectory(prefix="napkinxc-")  # removed once ``predict`` is dropped
+        model = PLT(folder.name, threads=threads, seed=0)
         model.fit(X, [row.indices.tolist() for row in Y])
 
-        def predict(X_test: sp.csr_matrix) -> np.ndarray:
+        def predict(X_test: sp.csr_matrix, _folder: tempfile.TemporaryDirectory = folder) -> np.ndarray:
             rows = model.predict(X_test, top_k=5)
             return np.asarray([list(r) + [-1] * (5 - len(r)) for r in rows], dtype=np.int64)
         return predict

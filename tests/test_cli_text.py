@@ -11,7 +11,7 @@ import pytest
 
 from holoxmc.cli import main
 from holoxmc.cli.train import TEXT_ENCODER_FILE
-from holoxmc.data import TextEncoder, load, read_jsonl
+from holoxmc.data import TextEncoder, load, load_npz, read_jsonl, save_npz
 from holoxmc.estimator import XMCClassifier
 
 FAST = ["--hidden", "32", "--dropout", "0", "--epochs", "6", "--batch-size", "32", "--lr", "0.01", "--quiet"]
@@ -83,6 +83,9 @@ def test_text_encoder_is_the_one_the_dataset_was_made_with(text_set, tmp_path):
     assert (encoder.features(test.texts) != test.X).nnz == 0
     assert np.array_equal(encoder.tokens(test.texts), test.tokens)
     assert encoder.labels == test.label_names and (train.encoder.features(test.texts) != test.X).nnz == 0
+    save_npz(test, tmp_path / "cached.npz")  # the .npz cache keeps the encoder
+    cached = load_npz(tmp_path / "cached.npz").encoder
+    assert (cached.features(test.texts) != test.X).nnz == 0 and np.array_equal(cached.tokens(test.texts), test.tokens)
 
 
 @pytest.mark.parametrize("case, message", [
