@@ -221,7 +221,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from holoxmc.io import atomic_write_json
 
     clf = XMCClassifier.load(args.run_dir, device=args.device)
-    inputs, Y, name = _run_inputs(args.run_dir, clf.backbone, args.data, args.split, labels=True)
+    inputs, Y, name, _ = _run_inputs(args.run_dir, clf.backbone, args.data, args.split, labels=True)
     metrics = clf.score(inputs, Y)
     output = args.output or args.run_dir / f"eval-{Path(str(args.data)).name}-{args.split}.json"
     atomic_write_json(output, {"data": str(args.data), "split": args.split, "metrics": metrics})
@@ -230,10 +230,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_inputs(run_dir: Path, backbone: str, data: str, split: str, *, labels: bool) -> tuple[Any, Any, str]:
-    """``(model inputs, Y or None, name)`` of ``split`` of ``data`` as the run at ``run_dir``
-    saw its training data: raw texts go through the run's saved text encoder, never one
-    fitted on ``data`` itself."""
+def _run_inputs(run_dir: Path, backbone: str, data: str, split: str, *, labels: bool) -> tuple[Any, Any, str, Any]:
+    """``(model inputs, Y or None, name, text encoder or None)`` of ``split`` of ``data`` as
+    the run at ``run_dir`` saw its training data: raw texts go through the run's saved text
+    encoder, never one fitted on ``data`` itself."""
     from holoxmc.data import TextEncoder, load, read_jsonl, text_split_file
     from holoxmc.data.text import labels_to_csr
 
@@ -247,26 +247,23 @@ def _run_inputs(run_dir: Path, backbone: str, data: str, split: str, *, labels: 
         records = read_jsonl(text_file, require_labels=labels)
         inputs = encoder.features(records.texts) if backbone == "fc" else encoder.tokens(records.texts)
         Y = labels_to_csr(records, encoder.labels, text_file) if labels else None
-        return inputs, Y, Path(str(data)).name
+        return inputs, Y, Path(str(data)).name, encoder
     if text_file is not None and Path(str(data)).is_file():
         raise InputError(f"{run_dir} has no {TEXT_ENCODER_FILE} (it was trained on feature vectors, or by an older "
                          f"holoxmc), so it cannot encode the raw texts of {data}")
     dataset = load(data, split, features="tfidf" if backbone == "fc" else "tokens")
-    return _model_inputs(dataset, backbone), dataset.Y, dataset.name
+    return _model_inputs(dataset, backbone), dataset.Y, dataset.name, None
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from holoxmc.data import TextEncoder
     from holoxmc.estimator import XMCClassifier
     from holoxmc.io import atomic_write_text
 
     clf = XMCClassifier.load(args.run_dir, device=args.device)
-    inputs, _, _ = _run_inputs(args.run_dir, clf.backbone, args.input, "test", labels=False)
-    names = None
-    if args.label_names:
-        if not (args.run_dir / TEXT_ENCODER_FILE).exists():
-            raise InputError(f"{args.run_dir} has no label names: it was not trained on raw text")
-        names = TextEncoder.load(args.run_dir / TEXT_ENCODER_FILE).labels
+    inputs, _, _, encoder = _run_inputs(args.run_dir, clf.backbone, args.input, "test", labels=False)
+    if args.label_names and encoder is None:
+        raise InputError(f"{args.run_dir} has no label names: it was not trained on raw text")
+    names = encoder.labels if args.label_names else None
     indices, scores = clf.predict(inputs, k=args.top_k)
     text = "".join(
         " ".join(f"{label if names is None else names[label]}:{score:.6g}"

@@ -202,11 +202,16 @@ def text_split_file(name_or_path: str | os.PathLike, split: str = "test") -> Pat
             return None
         folder = find_dataset_dir(info.name)
         if folder is None:
-            raise InputError(f"dataset {info.name} not found (looked in {[str(r) for r in _data_roots()]})")
+            raise _not_found(info)
         path = folder
     if path.is_dir():
         return _split_file(path, split, ("{split}.jsonl", "{split}.jsonl.gz"))
     return path if ".jsonl" in [s.lower() for s in path.suffixes] else None
+
+
+def _not_found(info: DatasetInfo) -> InputError:
+    return InputError(f"dataset {info.name} not found (looked in {[str(r) for r in _data_roots()]}); "
+                      "set HOLOXMC_DATA or pass download=True")
 
 
 def _sibling(train_path: Path, split: str) -> Path | None:
@@ -334,10 +339,7 @@ def _resolve(
     folder = find_dataset_dir(info.name)
     if folder is None:
         if not download:
-            raise InputError(
-                f"dataset {info.name} not found (looked in {[str(r) for r in _data_roots()]}); "
-                f"set HOLOXMC_DATA or pass download=True"
-            )
+            raise _not_found(info)
         folder = fetch(info.name)
 
     def build() -> Dataset:

@@ -7,7 +7,8 @@ import json
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,6 +21,8 @@ from holoxmc.io import atomic_write_json
 __all__ = [
     "read_label_vocabulary", "build_label_vocabulary", "labels_to_csr", "fit_tfidf", "Tokenizer", "TextEncoder",
 ]
+
+T = TypeVar("T")
 
 PAD_ID = 0
 OOV_ID = 1
@@ -152,10 +155,8 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Tokenizer":
-        try:
-            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise DataFormatError(path, None, f"not a tokenizer file: {exc}") from None
+        """Read a file written by :meth:`save`; anything else is one :class:`DataFormatError`."""
+        return _load_state(path, cls.from_dict, "tokenizer")
 
 
 class TextEncoder:
@@ -238,7 +239,12 @@ class TextEncoder:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "TextEncoder":
         """Read a file written by :meth:`save`; anything else is one :class:`DataFormatError`."""
-        try:
-            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise DataFormatError(path, None, f"not a text encoder file: {exc}") from None
+        return _load_state(path, cls.from_dict, "text encoder")
+
+
+def _load_state(path: str | os.PathLike, from_dict: Callable[[Any], T], kind: str) -> T:
+    """``from_dict`` of the JSON in ``path``; any failure is one :class:`DataFormatError`."""
+    try:
+        return from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise DataFormatError(path, None, f"not a {kind} file: {exc}") from None
