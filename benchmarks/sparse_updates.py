@@ -1,6 +1,9 @@
 """Dense Adam against sparse updates (Adam's steps computed only on the input-layer rows a
 batch reads, ``sparse_updates=True``; see ``holoxmc.train.optim.CatchUpAdam``), as measured here.
 
+Every part trains with freed memory kept mapped, as the trainer does
+(``TrainConfig.reuse_memory``; ``benchmarks/heap_reuse.py`` measures that setting itself).
+
 Parts:
 
 * ``steps``: one training step of an FC network (2x512, dense head, L = 1000, batch 64,
@@ -49,6 +52,7 @@ from holoxmc.data import load, make_synthetic
 from holoxmc.data.batch import LabelBatch, SparseBatch, input_batch, label_batch
 from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier, fit_and_report
 from holoxmc.io import atomic_write_json
+from holoxmc.train.heap import reuse_freed_memory
 from holoxmc.train.optim import build_optimizers, sparse_update_tables, watching
 
 from hrr_vs_dense import side_by_side
@@ -86,16 +90,17 @@ def step_ms(n_features: int, repeats: int, steps: int = 12, per_row: int = 100, 
     runs = both_ways(lambda: build_network("fc", "dense", n_features=n_features, n_labels=1000, hidden=[512, 512], seed=0))
     times: dict[bool, list[float]] = {False: [], True: []}
     shares = []
-    for _ in range(repeats):
-        for sparse, (network, optimizers) in runs.items():
-            with watching(optimizers, network):  # sparse updates catch rows up before reads, as in training
-                for step in range(steps):
-                    indices = torch.randint(0, n_features, (batch * per_row,), generator=generator)
-                    shares.append(len(torch.unique(indices)) / n_features)
-                    x = SparseBatch(indices, torch.arange(0, batch * per_row, per_row), torch.ones(batch * per_row), n_features)
-                    milliseconds = timed_step(network, optimizers, x, labels)
-                    if step >= 2:  # the first steps allocate the optimiser state
-                        times[sparse].append(milliseconds)
+    with reuse_freed_memory():  # as the trainer runs its steps (``TrainConfig.reuse_memory``)
+        for _ in range(repeats):
+            for sparse, (network, optimizers) in runs.items():
+                with watching(optimizers, network):  # sparse updates catch rows up before reads, as in training
+                    for step in range(steps):
+                        indices = torch.randint(0, n_features, (batch * per_row,), generator=generator)
+                        shares.append(len(torch.unique(indices)) / n_features)
+                        x = SparseBatch(indices, torch.arange(0, batch * per_row, per_row), torch.ones(batch * per_row), n_features)
+                        milliseconds = timed_step(network, optimizers, x, labels)
+                        if step >= 2:  # the first steps allocate the optimiser state
+                            times[sparse].append(milliseconds)
     dense, sparse = statistics.median(times[False]), statistics.median(times[True])
     return {"D": n_features, "draws_per_batch_over_D": batch * per_row / n_features,
             "read_share": statistics.mean(shares), "dense_ms": dense, "sparse_ms": sparse, "speedup": dense / sparse}
@@ -110,15 +115,16 @@ def text_step_ms(backbone: str, repeats: int, steps: int = 8, batch: int = 64) -
     clf = XMCClassifier(head="hrr", backbone=backbone)
     runs = both_ways(lambda: NETWORK_FACTORIES["hrr"](clf, data.n_labels, vocab).train())
     times: dict[bool, list[float]] = {False: [], True: []}
-    for repeat in range(repeats):
-        for sparse in (False, True) if repeat % 2 == 0 else (True, False):
-            network, optimizers = runs[sparse]
-            with watching(optimizers, network):
-                for step in range(steps):
-                    rows = order[(repeat * steps + step) * batch : (repeat * steps + step + 1) * batch]
-                    milliseconds = timed_step(network, optimizers, input_batch(data.tokens, rows), label_batch(data.Y, rows))
-                    if step >= 1:
-                        times[sparse].append(milliseconds)
+    with reuse_freed_memory():  # as the trainer runs its steps
+        for repeat in range(repeats):
+            for sparse in (False, True) if repeat % 2 == 0 else (True, False):
+                network, optimizers = runs[sparse]
+                with watching(optimizers, network):
+                    for step in range(steps):
+                        rows = order[(repeat * steps + step) * batch : (repeat * steps + step + 1) * batch]
+                        milliseconds = timed_step(network, optimizers, input_batch(data.tokens, rows), label_batch(data.Y, rows))
+                        if step >= 1:
+                            times[sparse].append(milliseconds)
     dense, sparse = statistics.median(times[False]), statistics.median(times[True])
     return {"backbone": backbone, "vocabulary": vocab, "dense_ms": dense, "sparse_ms": sparse, "speedup": dense / sparse,
             "all": {"dense": times[False], "sparse": times[True]}}

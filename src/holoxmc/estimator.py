@@ -177,7 +177,7 @@ class XMCClassifier(BaseEstimator):
             steps computed only on the input-layer rows a batch reads, many times faster
             for large D, see :mod:`holoxmc.train.optim`; the default ``"auto"`` turns them
             on where they were measured faster: on a CPU, in one process, without weight
-            decay, for inputs of at least 10,000 features of which a batch reads at most 7.5 %);
+            decay, for inputs of at least 15,000 features of which a batch reads at most 7.5 %);
             ``None`` for epochs, batch_size and lr means the head's tuned default
             (:data:`HEAD_DEFAULTS`).
         workers: SOLAR only: chunk models trained in parallel local processes.

@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--sparse-updates", action=argparse.BooleanOptionalAction, default=None,
                        help="compute Adam's steps only on the input-layer rows a batch reads (much faster for "
                             "large D); default: on where measured faster (CPU, one process, no weight decay, "
-                            ">= 10,000 features of which a batch reads <= 7.5%%)")
+                            ">= 15,000 features of which a batch reads <= 7.5%%)")
     train.add_argument("--schedule", choices=["none", "cosine", "linear"], help="learning-rate schedule")
     train.add_argument("--val-fraction", type=float, help="share of train held out for model selection")
     train.add_argument("--patience", type=int, help="early-stopping patience in epochs")

@@ -49,11 +49,12 @@ Table = nn.Embedding | nn.EmbeddingBag
 #: columns' moments), and sqrt(1e-37) = 3e-19 is far below Adam's epsilon
 _TINY = 1e-37
 #: ``sparse_updates="auto"`` turns them on for tables of at least this many rows ...
-AUTO_MIN_ROWS = 10_000
+AUTO_MIN_ROWS = 15_000
 #: ... when the first batches read at most this share of the rows, on average. In the
-#: crossover grid (``python benchmarks/sparse_updates.py --parts crossover``, FC 2x512)
-#: sparse updates were never faster on 2,000 or 5,000 rows, 1.09-3.1x faster at read
-#: shares of 3-6 % on 10,000-20,000 rows, and 0.79-0.86x at 10 % on 10,000-15,000 rows.
+#: crossover grid (``python benchmarks/sparse_updates.py --parts crossover``, FC 2x512,
+#: 1 thread, freed memory kept mapped as the trainer runs) sparse updates were never
+#: faster on 2,000 or 5,000 rows, 1.15x / 0.98x at read shares of 3.1 % / 6.2 % on 10,000
+#: rows, 1.07x at 5.0 % on 15,000 and 1.33x at 3.1 % on 20,000, and 0.82-0.86x at 9-10 %.
 AUTO_MAX_READ_SHARE = 0.075
 #: batches sampled by the rule (the first of epoch 1's order)
 AUTO_SAMPLE_BATCHES = 16

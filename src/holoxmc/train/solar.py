@@ -126,6 +126,7 @@ class SolarConfig:
         out = asdict(self)
         out["hidden"] = list(self.hidden)
         out["train"] = asdict(self.train) | {"progress": None}
+        del out["train"]["reuse_memory"]  # does not change results
         return out
 
     @classmethod

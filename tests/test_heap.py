@@ -1,0 +1,93 @@
+"""Freed CPU memory kept mapped while training (holoxmc.train.heap)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from holoxmc.train import TrainConfig, Trainer
+from holoxmc.train.heap import reuse_freed_memory
+
+from test_trainer import CONFIG, TinyNetwork, assert_same_weights, make_data, weights
+
+LARGE = 256 * 2**20 // 4  # float32 elements of 256 MiB: above glibc's largest mmap threshold (32 MiB) and the free top of heap it may keep (64 MiB)
+
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _mallinfo2():
+    libc = ctypes.CDLL(None)
+    if not sys.platform.startswith("linux") or not hasattr(libc, "mallinfo2"):
+        pytest.skip("needs glibc >= 2.33 (mallinfo2) to see where memory comes from")
+    libc.mallinfo2.restype = MallInfo2
+    return libc.mallinfo2
+
+
+def mapped_blocks_while_holding(n_floats: int) -> int:
+    """How many more mmap-ed blocks the allocator holds while a tensor of ``n_floats`` lives."""
+    mallinfo2 = _mallinfo2()
+    before = mallinfo2().hblks
+    tensor = torch.ones(n_floats)
+    during = mallinfo2().hblks
+    del tensor
+    return during - before
+
+
+def in_fresh_process(body: str, **env: str) -> None:
+    """Run ``body`` (with ``mapped_blocks_while_holding`` and ``reuse_freed_memory`` in scope)
+    in a new interpreter: a heap grown by earlier tests would serve large blocks from its
+    free chunks, and say nothing about where glibc's defaults put them."""
+    _mallinfo2()
+    clean = {k: v for k, v in os.environ.items() if k not in
+             ("MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")}
+    setup = "import sys; sys.path.insert(0, {!r}); from test_heap import *\n".format(str(Path(__file__).parent))
+    done = subprocess.run([sys.executable, "-c", setup + textwrap.dedent(body)], env=clean | env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_large_blocks_come_from_the_heap_inside_and_from_mmap_outside():
+    in_fresh_process("""
+        assert mapped_blocks_while_holding(LARGE) == 1
+        with reuse_freed_memory() as applied:
+            assert applied
+            assert mapped_blocks_while_holding(LARGE) == 0
+            with reuse_freed_memory():
+                pass
+            assert mapped_blocks_while_holding(LARGE) == 0  # an inner block leaves the outer one's setting
+        assert mapped_blocks_while_holding(LARGE) == 1  # glibc's defaults are back, the heap trimmed
+    """)
+
+
+def test_disabled_or_user_settings_leave_the_allocator_alone():
+    body = """
+        with reuse_freed_memory(enabled={}) as applied:
+            assert not applied and mapped_blocks_while_holding(LARGE) == 1
+    """
+    in_fresh_process(body.format(False))
+    in_fresh_process(body.format(True), MALLOC_MMAP_MAX_="65536")
+
+
+def test_training_results_do_not_depend_on_it_and_runs_resume_across_it(tmp_path):
+    X, Y = make_data()
+    runs = {}
+    for reuse in (True, False):
+        network = TinyNetwork(X.shape[1], Y.shape[1])
+        result = Trainer(TrainConfig(**CONFIG, reuse_memory=reuse)).fit(network, X, Y, run_dir=tmp_path / str(reuse))
+        runs[reuse] = (network, result)
+    assert [h["val"] for h in runs[True][1].history] == [h["val"] for h in runs[False][1].history]
+    assert_same_weights(weights(runs[True][0]), weights(runs[False][0]))
+    resumed = Trainer(TrainConfig(**CONFIG, reuse_memory=False)).fit(
+        TinyNetwork(X.shape[1], Y.shape[1]), X, Y, run_dir=tmp_path / "True", resume=True
+    )  # the checkpoint's configuration leaves the setting out
+    assert resumed.history == runs[True][1].history
