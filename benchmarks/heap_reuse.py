@@ -39,7 +39,9 @@ from holoxmc.cli.train import train_params
 from holoxmc.data import load, make_synthetic
 from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier
 from holoxmc.io import atomic_write_json
-from holoxmc.train import TrainConfig, Trainer
+from holoxmc.train import Trainer
+
+from hrr_vs_dense import timing_config
 
 OUT = "benchmarks/results/heap_reuse.json"
 SETS = ("debtags", "large", "bibtex")
@@ -64,9 +66,7 @@ def worker(name: str, label: str, reuse: bool, epochs: int) -> dict:
     params, train = configurations(name)
     clf = XMCClassifier(**params[label])
     network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1])
-    config = TrainConfig(epochs=epochs, batch_size=clf.setting("batch_size"), lr=clf.setting("lr"), schedule="none",
-                         sparse_updates=clf.sparse_updates, val_fraction=0.0, seed=0, progress=False,
-                         reuse_memory=reuse)
+    config = timing_config(clf, epochs=epochs, seed=0, reuse_memory=reuse)
     before = resource.getrusage(resource.RUSAGE_SELF)
     result = Trainer(config).fit(network, train.X, train.Y)
     after = resource.getrusage(resource.RUSAGE_SELF)

@@ -51,9 +51,7 @@ def side_by_side(
         networks[model] = (NETWORK_FACTORIES[clf.head](clf, Y.shape[1], X.shape[1]), clf)
     for repeat in range(repeats):
         for model, (network, clf) in networks.items():
-            config = TrainConfig(epochs=1, batch_size=clf.setting("batch_size"), lr=clf.setting("lr"), schedule="none",
-                                 sparse_updates=clf.sparse_updates, val_fraction=0.0, seed=repeat, progress=False,
-                                 device=device)
+            config = timing_config(clf, epochs=1, seed=repeat, device=device)
             seconds[model].append(Trainer(config).fit(network, X, Y).epoch_seconds[0])
             if X_test is not None:
                 predict_topk(network, X_test[:64], k=5, device=device)  # warm-up (an HRR head folds its decoder here)
@@ -61,6 +59,13 @@ def side_by_side(
                 predict_topk(network, X_test, k=5, device=device)  # returns host arrays: the GPU has finished
                 predict_ms[model].append(1000.0 * (time.perf_counter() - started) / X_test.shape[0])
     return {"epoch_seconds": seconds} | ({"predict_ms_per_point": predict_ms} if X_test is not None else {})
+
+
+def timing_config(clf: XMCClassifier, epochs: int, seed: int, **options) -> TrainConfig:
+    """The estimator's optimisation settings for timed epochs: a constant learning rate,
+    nothing held out; ``options`` are further ``TrainConfig`` fields."""
+    return TrainConfig(epochs=epochs, batch_size=clf.setting("batch_size"), lr=clf.setting("lr"), schedule="none",
+                       sparse_updates=clf.sparse_updates, val_fraction=0.0, seed=seed, progress=False, **options)
 
 
 def reduction(fc: int, hrr: int) -> float:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from holoxmc.train import TrainConfig, Trainer
-from holoxmc.train.heap import reuse_freed_memory
+from holoxmc.train.heap import _USER_SETTINGS, reuse_freed_memory
 
 from test_trainer import CONFIG, TinyNetwork, assert_same_weights, make_data, weights
 
@@ -48,8 +48,7 @@ def in_fresh_process(body: str, **env: str) -> None:
     in a new interpreter: a heap grown by earlier tests would serve large blocks from its
     free chunks, and say nothing about where glibc's defaults put them."""
     _mallinfo2()
-    clean = {k: v for k, v in os.environ.items() if k not in
-             ("MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")}
+    clean = {k: v for k, v in os.environ.items() if k not in _USER_SETTINGS}
     setup = "import sys; sys.path.insert(0, {!r}); from test_heap import *\n".format(str(Path(__file__).parent))
     done = subprocess.run([sys.executable, "-c", setup + textwrap.dedent(body)], env=clean | env,
                           capture_output=True, text=True)
