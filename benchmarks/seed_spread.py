@@ -28,13 +28,14 @@ def run(dataset: str, model: str, seed: int, overrides: dict) -> dict:
     train, test = load(dataset, "train"), load(dataset, "test")
     params = preset_params(dataset, model) | overrides | {"seed": seed, "progress": False}
     clf = XMCClassifier(**params).fit(train.X, train.Y)
-    result = clf.fit_result_
     scores = clf.score(test.X, test.Y)
+    best = [result.best_epoch for result in clf.fit_results_]  # one entry per network of an ensemble
+    val = [round(result.history[result.best_epoch - 1]["val"]["P@1"], 2) for result in clf.fit_results_]
     return {
         "model": model,
         "seed": seed,
-        "best_epoch": result.best_epoch,
-        "val_P@1": round(result.history[result.best_epoch - 1]["val"]["P@1"], 2),
+        "best_epoch": best[0] if len(best) == 1 else best,
+        "val_P@1": val[0] if len(val) == 1 else val,
         "test": {k: round(scores[k], 2) for k in ("P@1", "P@3", "P@5")},
     }
 

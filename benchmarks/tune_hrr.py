@@ -9,6 +9,8 @@ appended as one JSON line to ``--log``.
 One validation split is small (Bibtex: 488 rows, standard error of P@1 ≈ 2.2 points), so
 ``--seeds`` runs every trial once per seed (each seed draws its own split, initialisation,
 label code and order) and logs one line per seed; compare trials by their mean.
+Trials train one network (``n_models=1`` over a preset's ensemble): the trainer validates
+networks epoch by epoch, not ensembles; ``ensemble_check.py`` measures those.
 
 Usage:
     python benchmarks/tune_hrr.py bibtex --seeds 0,1,2 '{"dropout": 0.5}' '{"dropout": 0.7, "dim": 800}'
@@ -33,7 +35,9 @@ from holoxmc.io import atomic_write_text
 
 def run_trial(dataset: str, model: str, overrides: dict) -> dict:
     train = load(dataset, "train")
-    params = preset_params(dataset, model) | overrides | {"progress": False}
+    if overrides.get("n_models", 1) != 1:
+        raise SystemExit("tune_hrr.py validates one network per epoch; measure ensembles with ensemble_check.py")
+    params = preset_params(dataset, model) | {"n_models": 1} | overrides | {"progress": False}
     start = time.perf_counter()
     clf = XMCClassifier(**params).fit(train.X, train.Y)
     history = clf.fit_result_.history

@@ -101,6 +101,8 @@ def test_dense_model_reports_its_output_layer(toy, tmp_path):
         (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--label-bias"], "needs ranking > 0"),
         (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--device", "gpu"], "not a device name"),
         (["train", "{toy}", "--out", "{tmp}/run", "--sparse-updates", "--weight-decay", "0.01"], "no weight decay"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--n-models", "0"], "positive integer"),
+        (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--n-models", "2"], "SOLAR already"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv, message):
@@ -222,3 +224,31 @@ def test_refit_run_leaves_only_its_three_files(toy, tmp_path):
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert len(metrics["epoch_seconds"]) == 8 + metrics["best_epoch"]
     assert json.loads((run_dir / "config.json").read_text())["params"]["refit"] is True
+
+
+def test_ensemble_run_is_killed_in_its_second_member_and_resumes_to_the_same_metrics(toy, tmp_path, kill_during_epochs):
+    argv = [str(toy), "--model", "hrr-fc", "--dim", "64", "--hidden", "64", "--epochs", "10", "--batch-size", "32",
+            "--lr", "0.003", "--n-models", "3", "--refit", "--quiet"]
+    assert main(["train", *argv, "--out", str(tmp_path / "reference")]) == 0
+    reference = json.loads((tmp_path / "reference" / "metrics.json").read_text())
+    assert len(reference["best_epoch"]) == 3 and reference["sparse_updates"] == [False] * 3
+    assert len(reference["epoch_seconds"]) == 3 * 10 + sum(reference["best_epoch"])
+    config = json.loads((tmp_path / "reference" / "config.json").read_text())
+    assert config["params"]["n_models"] == 3 and [m["seed"] for m in config["network"]["members"]] == [0, 100, 200]
+
+    killed = tmp_path / "killed"
+    command = [sys.executable, "-m", "holoxmc", "train", *argv, "--out", str(killed)]
+    assert 2 <= kill_during_epochs(command, killed / "member-1") < 10
+    assert main(["train", *argv, "--out", str(killed), "--resume"]) == 0
+    assert sorted(p.name for p in killed.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
+    resumed = json.loads((killed / "metrics.json").read_text())
+    assert (resumed["test"], resumed["best_epoch"]) == (reference["test"], reference["best_epoch"])
+
+    output = tmp_path / "eval.json"
+    assert main(["evaluate", str(killed), str(toy), "--output", str(output)]) == 0
+    assert json.loads(output.read_text())["metrics"]["P@1"] == reference["test"]["P@1"]
+    lines = tmp_path / "top.txt"
+    assert main(["predict", str(killed), str(toy / "toy_test.txt"), "--top-k", "3", "--output", str(lines)]) == 0
+    _, test = make_synthetic(800, 30, 120, n_test=200, labels_per_point=2.0, seed=2)
+    indices, _ = XMCClassifier.load(killed).predict(test.X, k=3)
+    assert [[int(pair.split(":")[0]) for pair in line.split()] for line in lines.read_text().splitlines()] == indices.tolist()

@@ -1,5 +1,5 @@
-"""The Examples in the docstrings of the data layer, metrics, device checks and the
-trainer's optimiser choice run and hold."""
+"""The Examples in the docstrings of the data layer, metrics, device checks, the heads'
+decoding, the networks, the estimator and the trainer's optimiser choice run and hold."""
 
 from __future__ import annotations
 
@@ -18,6 +18,10 @@ MODULES = [
     "holoxmc.data.cache",
     "holoxmc.data.registry",
     "holoxmc.train.optim",
+    "holoxmc.heads.decoding",
+    "holoxmc.heads.dense",
+    "holoxmc.backbones.network",
+    "holoxmc.estimator",
 ]
 
 

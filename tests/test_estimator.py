@@ -155,6 +155,58 @@ def test_fit_validation_and_unfitted_use(data, tmp_path):
     assert set(NETWORK_FACTORIES) >= {"hrr", "dense"}
 
 
+ENSEMBLE = SMALL | {"epochs": 4}
+
+
+def untimed(result) -> list[dict]:
+    """A fit's per-epoch history without its wall-clock seconds."""
+    return [{key: value for key, value in epoch.items() if key != "seconds"} for epoch in result.history]
+
+
+@pytest.mark.parametrize("head, options", [("hrr", {}), ("dense", {}),
+                                           ("hrr", {"dim": 16, "head_options": {"code": "circulant"}})])
+def test_ensemble_is_the_mean_of_the_networks_its_seeds_train_alone(tmp_path, data, head, options):
+    train, test = data
+    params = ENSEMBLE | options | {"head": head}
+    ensemble = XMCClassifier(n_models=3, **params).fit(train.X, train.Y)
+    assert ensemble.member_seeds() == [1, 101, 201]
+    alone = [XMCClassifier(**params | {"seed": seed}).fit(train.X, train.Y) for seed in ensemble.member_seeds()]
+    mean = np.mean([clf.decision_function(test.X) for clf in alone], axis=0)
+    np.testing.assert_allclose(ensemble.decision_function(test.X), mean, rtol=1e-5, atol=1e-6)
+    indices, scores = ensemble.predict(test.X, k=5)
+    np.testing.assert_allclose(scores, np.take_along_axis(mean, indices, 1), rtol=1e-5, atol=1e-6)
+    assert (np.sort(mean, 1)[:, ::-1][:, :5] - scores).max() < 1e-5  # the top five by the mean score
+    assert ensemble.score(test.X, test.Y) == evaluate(indices, test.Y, inv_prop=ensemble.inv_prop_)
+    assert ensemble.n_parameters() == {key: 3 * value for key, value in alone[0].n_parameters().items()}
+    assert [untimed(r) for r in ensemble.fit_results_] == [untimed(clf.fit_result_) for clf in alone]
+
+    ensemble.save(tmp_path)
+    loaded = XMCClassifier.load(tmp_path)
+    np.testing.assert_array_equal(loaded.decision_function(test.X), ensemble.decision_function(test.X))
+    assert [r.history for r in loaded.fit_results_] == [r.history for r in ensemble.fit_results_]
+
+
+def test_ensemble_resumes_member_by_member(tmp_path, data):
+    """A run stopped after two members continues with the third and ends as an uninterrupted one."""
+    train, test = data
+    stopped = XMCClassifier(n_models=2, **ENSEMBLE).fit(train.X, train.Y, run_dir=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["member-0", "member-1"]
+    resumed = XMCClassifier(n_models=3, **ENSEMBLE).fit(train.X, train.Y, run_dir=tmp_path, resume=True)
+    # the first two members come back from their checkpoints, timings included: not trained again
+    assert [r.history for r in resumed.fit_results_[:2]] == [r.history for r in stopped.fit_results_]
+    whole = XMCClassifier(n_models=3, **ENSEMBLE).fit(train.X, train.Y)
+    np.testing.assert_array_equal(resumed.decision_function(test.X), whole.decision_function(test.X))
+    assert [untimed(r) for r in resumed.fit_results_] == [untimed(r) for r in whole.fit_results_]
+
+
+@pytest.mark.parametrize("n_models, head, match", [(0, "hrr", "positive integer"), (2.0, "dense", "positive integer"),
+                                                   (True, "hrr", "positive integer"), (2, "solar", "SOLAR already")])
+def test_bad_ensemble_sizes_are_input_errors(data, n_models, head, match):
+    train, _ = data
+    with pytest.raises(InputError, match=match):
+        XMCClassifier(head=head, n_models=n_models, **SMALL).fit(train.X, train.Y)
+
+
 SOLAR_SMALL = dict(hidden=(64,), epochs=8, batch_size=32, lr=1e-2, seed=1, progress=False,
                    head_options={"n_chunks": 4, "n_buckets": 10})
 

@@ -26,7 +26,7 @@ import torch
 from sklearn.base import BaseEstimator
 from torch import nn
 
-from holoxmc.backbones import build_network
+from holoxmc.backbones.network import Ensemble, Network, build_model, build_network
 from holoxmc.data.batch import input_batch
 from holoxmc.devices import check_device
 from holoxmc.errors import InputError
@@ -51,12 +51,15 @@ __all__ = [
 FORMAT = "holoxmc-xmc-classifier/1"
 CONFIG_FILE = "config.json"
 MODEL_FILE = "model.safetensors"
+#: Checkpoints of an ensemble's member ``m`` go to ``run_dir/member-m``.
+MEMBER_DIR = "member"
 #: decision_function refuses to build a score matrix larger than this many entries.
 MAX_DENSE_SCORES = 50_000_000
 
 
-def _hrr_or_dense_network(clf: "XMCClassifier", n_labels: int, input_size: int) -> nn.Module:
-    """Backbone + HRR/dense head through :func:`holoxmc.backbones.build_network`."""
+def _hrr_or_dense_network(clf: "XMCClassifier", n_labels: int, input_size: int, seed: int | None = None) -> nn.Module:
+    """Backbone + HRR/dense head through :func:`holoxmc.backbones.build_network`
+    (seeded with ``seed``, by default the classifier's)."""
     options: dict[str, Any] = {"hidden": list(clf.setting("hidden")), "dropout": clf.setting("dropout")}
     if clf.backbone != "fc":
         options = {"dropout": clf.setting("dropout")}
@@ -64,15 +67,16 @@ def _hrr_or_dense_network(clf: "XMCClassifier", n_labels: int, input_size: int) 
         options["dim"] = clf.dim
     options |= dict(clf.head_options or {})
     sizes = {"n_features": input_size} if clf.backbone == "fc" else {"vocab_size": input_size}
-    return build_network(clf.backbone, clf.head, n_labels=n_labels, seed=clf.seed, **sizes, **options)
+    seed = clf.seed if seed is None else seed
+    return build_network(clf.backbone, clf.head, n_labels=n_labels, seed=seed, **sizes, **options)
 
 
-#: Heads trained as one network: ``head name -> (classifier, n_labels, input size) -> network``.
+#: Heads trained as one network: ``head name -> (classifier, n_labels, input size[, seed]) -> network``.
 #: A new single-network head plugs in by adding an entry whose network has
 #: ``loss(x, labels)``, ``topk(x, k)`` and a JSON-able ``config`` that ``build_network``
 #: turns back into the same module. SOLAR is not one network but K independent chunk jobs
 #: (``holoxmc.train.solar``); the classifier hands it to :func:`fit_solar` instead.
-NETWORK_FACTORIES: dict[str, Callable[["XMCClassifier", int, int], nn.Module]] = {
+NETWORK_FACTORIES: dict[str, Callable[..., nn.Module]] = {
     "hrr": _hrr_or_dense_network,
     "dense": _hrr_or_dense_network,
 }
@@ -149,9 +153,16 @@ def preset_params(dataset: str, model: str = "hrr-fc") -> dict[str, Any]:
 
 
 def output_layer_parameters(network: nn.Module) -> int:
-    """Parameters of the head (the output layer), excluding the backbone."""
+    """Parameters of the head (the output layer), excluding the backbone; of every
+    member's head for an ensemble."""
+    if isinstance(network, Ensemble):
+        return sum(output_layer_parameters(member) for member in network.members)
     head = getattr(network, "head", network)
     return sum(p.numel() for p in head.parameters())
+
+
+def _members(network: Network | Ensemble) -> list[Network]:
+    return list(network.members) if isinstance(network, Ensemble) else [network]
 
 
 class XMCClassifier(BaseEstimator):
@@ -183,22 +194,28 @@ class XMCClassifier(BaseEstimator):
         workers: SOLAR only: chunk models trained in parallel local processes.
         ray_address: SOLAR only: train each chunk as a Ray task on this cluster
             (``"auto"``, an address, or ``"local"``).
+        n_models: ``head="hrr"``/``"dense"``: train this many networks of the same
+            configuration and rank labels by their mean score. Member ``m`` is the network
+            ``seed=seed + 100·m`` would train alone (its own initialisation, label code,
+            validation split and batch order). Costs ``n_models`` times the training time,
+            parameters and scoring time.
         seed: seeds the initialisation, the label code, the validation split and the shuffling.
         device: ``"cpu"``, ``"cuda"``, ...
         propensity: ``(A, B)`` of the inverse propensities used for PSP@k in :meth:`score`.
         progress: tqdm bar while fitting; ``None`` = only on a terminal.
 
     Attributes (after fit):
-        network_: the trained ``Network`` (``solar_``: the :class:`SolarModel` for
-        ``head="solar"``); n_features_, n_labels_: input and label sizes;
-        inv_prop_: ``(L,)`` inverse propensities of the training labels; fit_result_: the
-        trainer's :class:`~holoxmc.train.FitResult` (per-epoch history, times, and
-        ``sparse_updates``: whether they were used).
+        network_: the trained ``Network``, or an ``Ensemble`` of them when ``n_models > 1``
+        (``solar_``: the :class:`SolarModel` for ``head="solar"``); n_features_, n_labels_:
+        input and label sizes; inv_prop_: ``(L,)`` inverse propensities of the training
+        labels; fit_results_: the trainer's :class:`~holoxmc.train.FitResult` per network
+        (per-epoch history, times, and ``sparse_updates``: whether they were used);
+        fit_result_: the first of them.
 
     Example:
         >>> import scipy.sparse as sp, numpy as np
         >>> X = sp.random(200, 50, density=0.1, format="csr", random_state=0, dtype=np.float32)
-        >>> Y = sp.random(200, 20, density=0.1, format="csr", random_state=1, dtype=np.float32)
+        >>> Y = (sp.random(200, 20, density=0.1, format="csr", random_state=1) > 0).astype(np.float32)
         >>> clf = XMCClassifier(dim=32, hidden=(16,), epochs=2, progress=False).fit(X, Y)
         >>> clf.predict(X[:3], k=4)[0].shape
         (3, 4)
@@ -224,6 +241,7 @@ class XMCClassifier(BaseEstimator):
         val_fraction: float = 0.1,
         patience: int | None = None,
         refit: bool = False,
+        n_models: int = 1,
         seed: int = 0,
         device: str = "cpu",
         propensity: tuple[float, float] = (0.55, 1.5),
@@ -248,6 +266,7 @@ class XMCClassifier(BaseEstimator):
         self.val_fraction = val_fraction
         self.patience = patience
         self.refit = refit
+        self.n_models = n_models
         self.seed = seed
         self.device = device
         self.propensity = propensity
@@ -289,6 +308,10 @@ class XMCClassifier(BaseEstimator):
             raise InputError(f"head 'solar' takes sparse features (backbone 'fc'), not {self.backbone!r}")
         if self.head == "solar" and self.refit:
             raise InputError("refit applies to the hrr and dense heads; SOLAR selects each chunk's epoch itself")
+        if not isinstance(self.n_models, (int, np.integer)) or isinstance(self.n_models, bool) or self.n_models < 1:
+            raise InputError(f"n_models must be a positive integer, got {self.n_models!r}")
+        if self.head == "solar" and self.n_models > 1:
+            raise InputError("n_models applies to the hrr and dense heads; SOLAR already combines its K chunk models")
         X = self._check_X(X, fitting=True)
         Y = _check_Y(Y, X.shape[0], n_labels=None)
         if (X_val is None) != (Y_val is None):
@@ -302,12 +325,21 @@ class XMCClassifier(BaseEstimator):
         if self.head == "solar":
             self._fit_solar(X, Y, X_val, Y_val, run_dir)
             return self
-        self.network_ = NETWORK_FACTORIES[self.head](self, self.n_labels_, self.n_features_)
-        self.fit_result_: FitResult = Trainer(self._train_config()).fit(
-            self.network_, X, Y, X_val, Y_val, run_dir=run_dir, resume=resume
-        )
-        self.network_.eval()
+        networks, self.fit_results_ = [], []
+        for member, seed in enumerate(self.member_seeds()):
+            network = NETWORK_FACTORIES[self.head](self, self.n_labels_, self.n_features_, seed)
+            folder = run_dir if run_dir is None or self.n_models == 1 else Path(run_dir) / f"{MEMBER_DIR}-{member}"
+            self.fit_results_.append(
+                Trainer(self._train_config(seed)).fit(network, X, Y, X_val, Y_val, run_dir=folder, resume=resume)
+            )
+            networks.append(network.eval())
+        self.fit_result_: FitResult = self.fit_results_[0]
+        self.network_ = networks[0] if len(networks) == 1 else Ensemble(networks).eval()
         return self
+
+    def member_seeds(self) -> list[int]:
+        """The seed of each network ``fit`` trains: ``seed + 100·m`` for member ``m``."""
+        return [self.seed + 100 * member for member in range(self.n_models)]
 
     def _fit_solar(
         self, X: sp.csr_matrix, Y: sp.csr_matrix, X_val: Any, Y_val: Any, run_dir: str | Path | None
@@ -331,7 +363,7 @@ class XMCClassifier(BaseEstimator):
             )
             self.fit_result_ = FitResult(history=_solar_history(folder, self.solar_.config.n_chunks))
 
-    def _train_config(self) -> TrainConfig:
+    def _train_config(self, seed: int | None = None) -> TrainConfig:
         return TrainConfig(
             epochs=self.setting("epochs"),
             batch_size=self.setting("batch_size"),
@@ -344,7 +376,7 @@ class XMCClassifier(BaseEstimator):
             val_fraction=self.val_fraction,
             patience=self.patience,
             refit=self.refit,
-            seed=self.seed,
+            seed=self.seed if seed is None else seed,
             device=self.device,
             progress=self.progress,
         )
@@ -370,7 +402,8 @@ class XMCClassifier(BaseEstimator):
 
         Refuses when ``n · L`` exceeds ``MAX_DENSE_SCORES``: use :meth:`predict` (top-k)
         for large label spaces. For SOLAR, a label's score is the configured scoring summed
-        over all K chunks (every label, no inverted-index candidate filtering).
+        over all K chunks (every label, no inverted-index candidate filtering); for an
+        ensemble (``n_models > 1``), the members' mean score.
         """
         self._check_fitted()
         X = self._check_X(X)
@@ -391,8 +424,7 @@ class XMCClassifier(BaseEstimator):
         with torch.no_grad():
             for start in range(0, n, batch_size):
                 rows = np.arange(start, min(start + batch_size, n))
-                hidden = network(input_batch(X, rows).to(self.device))
-                out[rows] = network.head.scores(hidden).float().cpu().numpy()
+                out[rows] = network.scores(input_batch(X, rows).to(self.device)).float().cpu().numpy()
         return out
 
     def score(self, X: Any, Y: Any, *, ks: Sequence[int] = (1, 2, 3, 4, 5)) -> dict[str, float]:
@@ -431,10 +463,16 @@ class XMCClassifier(BaseEstimator):
                 "network": None if self.head == "solar" else self.network_.config,
                 "n_features": self.n_features_,
                 "n_labels": self.n_labels_,
-                "history": self.fit_result_.history if hasattr(self, "fit_result_") else [],
+                "history": self._histories(),
             },
         )
         return path
+
+    def _histories(self) -> list[Any]:
+        """Per-epoch history to save: one list, or one per member of an ensemble."""
+        if self.head == "solar":
+            return self.fit_result_.history
+        return _one_or_list([result.history for result in self.fit_results_])
 
     @classmethod
     def load(cls, path: str | Path, *, device: str | None = None) -> "XMCClassifier":
@@ -467,11 +505,14 @@ class XMCClassifier(BaseEstimator):
         clf.n_labels_ = int(config["n_labels"])
         tensors, _ = load_state_dict_file(path / MODEL_FILE)
         clf.inv_prop_ = tensors.pop("inv_prop").numpy()
-        clf.fit_result_ = FitResult(history=config.get("history", []))
+        history = config.get("history", [])
         if clf.head == "solar":
+            clf.fit_result_ = FitResult(history=history)
             clf.solar_ = SolarModel.load(path)
             return clf
-        clf.network_ = build_network(**config["network"])
+        clf.fit_results_ = [FitResult(history=h) for h in (history if clf.n_models > 1 else [history])]
+        clf.fit_result_ = clf.fit_results_[0]
+        clf.network_ = build_model(config["network"])
         weights = {k.removeprefix("network."): v for k, v in tensors.items()}
         try:
             clf.network_.load_state_dict(weights)
@@ -484,7 +525,7 @@ class XMCClassifier(BaseEstimator):
     def n_parameters(self) -> dict[str, int]:
         """``{"total": ..., "output_layer": ...}`` trainable-parameter counts."""
         self._check_fitted()
-        networks = self.solar_.networks if self.head == "solar" else [self.network_]
+        networks = self.solar_.networks if self.head == "solar" else _members(self.network_)
         return {
             "total": sum(p.numel() for network in networks for p in network.parameters()),
             "output_layer": sum(output_layer_parameters(network) for network in networks),
@@ -584,6 +625,11 @@ def _solar_label_scores(model: SolarModel, X: sp.csr_matrix) -> np.ndarray:
     return scores.float().numpy()
 
 
+def _one_or_list(values: list[Any]) -> Any:
+    """A single network's value, or an ensemble's list of them."""
+    return values[0] if len(values) == 1 else values
+
+
 def _json_params(params: dict[str, Any]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
 
@@ -610,6 +656,8 @@ def fit_and_report(
         {"total", "output_layer"}}`` (metrics in percent; PSP with the training-label
         propensities), plus ``candidates_per_point`` for SOLAR. SOLAR's ``epoch_seconds``
         sum its chunks; its ``best_epoch`` and ``sparse_updates`` are per chunk, so ``None``.
+        An ensemble's ``epoch_seconds`` are its members' in turn, and its ``best_epoch``
+        and ``sparse_updates`` are lists, one entry per member.
     """
     ks = (1, 2, 3, 4, 5)
     clf.fit(X_train, Y_train, run_dir=run_dir, resume=resume)
@@ -624,12 +672,18 @@ def fit_and_report(
         indices, _ = clf.predict(X_test, k=max(ks))
     predict_ms = 1000.0 * (time.perf_counter() - started) / X_test.shape[0]
     metrics = evaluate(indices, Y_test, inv_prop=clf.inv_prop_, ks=ks)
+    if clf.head == "solar":
+        results, best_epoch, sparse_updates = [clf.fit_result_], None, None
+    else:
+        results = clf.fit_results_
+        best_epoch = _one_or_list([result.best_epoch for result in results])
+        sparse_updates = _one_or_list([result.sparse_updates for result in results])
     return extra | {
         "test": {f"{family}@{k}": metrics[f"{family}@{k}"] for family in REPORT_FAMILIES for k in ks},
-        "train_seconds": clf.fit_result_.train_seconds,
-        "epoch_seconds": clf.fit_result_.epoch_seconds,
-        "best_epoch": None if clf.head == "solar" else clf.fit_result_.best_epoch,
-        "sparse_updates": None if clf.head == "solar" else clf.fit_result_.sparse_updates,
+        "train_seconds": float(sum(result.train_seconds for result in results)),
+        "epoch_seconds": [seconds for result in results for seconds in result.epoch_seconds],
+        "best_epoch": best_epoch,
+        "sparse_updates": sparse_updates,
         "predict_ms_per_point": predict_ms,
         "params": clf.n_parameters(),
     }

@@ -4,8 +4,10 @@ model from a JSON-able configuration (what checkpoints store next to the weights
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from holoxmc.backbones.cnn import XMLCNNBackbone
@@ -13,10 +15,11 @@ from holoxmc.backbones.fc import FCBackbone
 from holoxmc.backbones.lstm import AttentionLSTMBackbone
 from holoxmc.data.batch import LabelBatch, SparseBatch
 from holoxmc.errors import InputError
+from holoxmc.heads.decoding import running_topk
 from holoxmc.heads.dense import DenseHead
 from holoxmc.heads.hrr import HRRHead
 
-__all__ = ["Network", "build_network", "BACKBONES", "HEADS"]
+__all__ = ["Network", "Ensemble", "build_network", "build_model", "BACKBONES", "HEADS"]
 
 BACKBONES: dict[str, type[nn.Module]] = {
     "fc": FCBackbone,
@@ -66,6 +69,60 @@ class Network(nn.Module):
         if topk_hidden is not None:
             return topk_hidden(hidden, k)
         return self.head.topk(self.head(hidden), k)
+
+    def score_chunks(self, x: Input) -> Iterator[tuple[int, Tensor]]:
+        """``(start, scores)`` label chunks of the scores :meth:`topk` ranks by."""
+        return self.head.score_chunks(self.backbone(x))
+
+    def scores(self, x: Input) -> Tensor:
+        """Score of every label, ``(B, L)``; for small L only."""
+        return self.head.scores(self(x))
+
+
+class Ensemble(nn.Module):
+    """Networks of one configuration trained from different seeds; a label's score is the
+    mean of the members' scores (each member its own initialisation, label code, validation
+    split and batch order).
+
+    Args:
+        members: the trained networks, all with the same labels and label chunking.
+
+    Example:
+        >>> import numpy as np, scipy.sparse as sp
+        >>> from holoxmc.data.batch import input_batch
+        >>> nets = [build_network("fc", "hrr", n_features=50, n_labels=30, hidden=[16], dim=32, seed=s)
+        ...         for s in (0, 1)]
+        >>> X = sp.random(4, 50, density=0.2, format="csr", dtype=np.float32, random_state=0)
+        >>> Ensemble(nets).topk(input_batch(X, np.arange(4)), 3)[1].shape
+        torch.Size([4, 3])
+    """
+
+    def __init__(self, members: Sequence[Network]) -> None:
+        super().__init__()
+        if len(members) < 2:
+            raise InputError(f"an ensemble needs at least two networks, got {len(members)}")
+        self.members = nn.ModuleList(members)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """What :func:`build_model` rebuilds this ensemble from."""
+        return {"members": [member.config for member in self.members]}
+
+    def score_chunks(self, x: Input) -> Iterator[tuple[int, Tensor]]:
+        """``(start, scores)`` label chunks of the members' mean score."""
+        for parts in zip(*(member.score_chunks(x) for member in self.members), strict=True):
+            start, first = parts[0]
+            if any(s != start or scores.shape != first.shape for s, scores in parts):
+                raise InputError("the ensemble's members split their labels into different chunks")
+            yield start, torch.stack([scores for _, scores in parts]).mean(0)
+
+    def topk(self, x: Input, k: int) -> tuple[Tensor, Tensor]:
+        """``(scores (B, k), label indices (B, k))`` by the members' mean score, best first."""
+        return running_topk(self.score_chunks(x), k)
+
+    def scores(self, x: Input) -> Tensor:
+        """The members' mean score of every label, ``(B, L)``; for small L only."""
+        return torch.cat([scores for _, scores in self.score_chunks(x)], 1)
 
 
 # Keywords build_network fills itself; never taken from ``options``.
@@ -142,3 +199,16 @@ def build_network(
         **{key: _json_value(value) for key, value in options.items()},
     }
     return Network(backbone_module, head_module, config)
+
+
+def build_model(config: dict[str, Any]) -> Network | Ensemble:
+    """Rebuild a :class:`Network` or an :class:`Ensemble` from its ``config``.
+
+    Example:
+        >>> net = build_network("fc", "dense", n_features=10, n_labels=5, hidden=[8])
+        >>> type(build_model(Ensemble([net, net]).config)).__name__
+        'Ensemble'
+    """
+    if "members" in config:
+        return Ensemble([build_network(**member) for member in config["members"]])
+    return build_network(**config)

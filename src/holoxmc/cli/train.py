@@ -56,6 +56,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--patience", type=int, help="early-stopping patience in epochs")
     train.add_argument("--refit", action=argparse.BooleanOptionalAction, default=None,
                        help="after choosing the epoch on the validation split, retrain on all training rows")
+    train.add_argument("--n-models", type=int, metavar="N",
+                       help="train N networks from different seeds and rank labels by their mean score "
+                            "(N times the training time)")
     train.add_argument("--device", help="cpu, cuda, cuda:1, ...")
     train.add_argument("--loss", choices=["cosine", "abs"], help="HRR: the paper's loss or the authors' abs variant")
     train.add_argument("--ranking", type=float, metavar="WEIGHT",
@@ -102,7 +105,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------------- train
 #: ``train`` options that override the dataset preset when given.
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "lr", "batch_size", "weight_decay",
-              "sparse_updates", "schedule", "val_fraction", "patience", "refit", "device", "workers", "ray_address")
+              "sparse_updates", "schedule", "val_fraction", "patience", "refit", "n_models", "device", "workers",
+              "ray_address")
 #: Head-specific ``train`` options → head keywords (passed as ``head_options`` over the
 #: preset's), per head kind.
 _HEAD_OPTIONS = {
@@ -161,8 +165,6 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     from holoxmc.data import load
     from holoxmc.estimator import CONFIG_FILE, MODEL_FILE, XMCClassifier, fit_and_report
     from holoxmc.io import atomic_write_json
-    from holoxmc.train import REFIT_DIR
-    from holoxmc.train.checkpoint import CHECKPOINT_JSON, CHECKPOINT_TENSORS
 
     run_dir: Path = args.out
     metrics_path = run_dir / "metrics.json"
@@ -204,15 +206,26 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     if train.encoder is not None:
         train.encoder.save(run_dir / TEXT_ENCODER_FILE)
     atomic_write_json(metrics_path, metrics)
-    for folder in (run_dir, run_dir / REFIT_DIR):
-        for name in (CHECKPOINT_TENSORS, CHECKPOINT_JSON):
-            (folder / name).unlink(missing_ok=True)
-    if (run_dir / REFIT_DIR).is_dir():
-        (run_dir / REFIT_DIR).rmdir()
+    _remove_checkpoints(run_dir)
     print(metrics_table(metrics["test"], title=f"{args.model} on {train.name} (test)"))
     encoder = f"{run_dir / TEXT_ENCODER_FILE}, " if train.encoder is not None else ""
     print(f"\nwrote {run_dir / CONFIG_FILE}, {run_dir / MODEL_FILE}, {encoder}{metrics_path}")
     return 0
+
+
+def _remove_checkpoints(run_dir: Path) -> None:
+    """Delete a finished run's training checkpoints: in ``run_dir``, its refit folder and,
+    for an ensemble, each member's folder and its refit folder (removed once empty)."""
+    from holoxmc.estimator import MEMBER_DIR
+    from holoxmc.train import REFIT_DIR
+    from holoxmc.train.checkpoint import CHECKPOINT_JSON, CHECKPOINT_TENSORS
+
+    for phase in (run_dir, *sorted(run_dir.glob(f"{MEMBER_DIR}-*"))):
+        for folder in (phase / REFIT_DIR, phase):
+            for name in (CHECKPOINT_TENSORS, CHECKPOINT_JSON):
+                (folder / name).unlink(missing_ok=True)
+            if folder != run_dir and folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
 
 
 # ---------------------------------------------------------------------------- evaluate / predict

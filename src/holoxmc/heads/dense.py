@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor, nn
@@ -77,6 +78,10 @@ class DenseHead(nn.Module):
     def scores(self, out: Tensor) -> Tensor:
         """Score of every label: the logits themselves, ``(B, L)``."""
         return out
+
+    def score_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]:
+        """The logits of the backbone output ``h`` as one label chunk, ``(0, (B, L))``."""
+        return iter([(0, self(h))])
 
     def topk(self, out: Tensor, k: int) -> tuple[Tensor, Tensor]:
         """The ``k`` largest logits per row, best first: ``(scores (B, k), indices (B, k))``."""

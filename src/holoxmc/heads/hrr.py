@@ -65,7 +65,7 @@ part of it).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Literal
 
 import numpy as np
@@ -78,6 +78,7 @@ from holoxmc import hrr
 from holoxmc.codes.hrr import HRRLabelCode, local_generator
 from holoxmc.data.batch import LabelBatch
 from holoxmc.errors import InputError
+from holoxmc.heads.decoding import running_topk
 from holoxmc.heads.dense import reset_linear_
 
 __all__ = ["HRRHead"]
@@ -563,7 +564,7 @@ class HRRHead(nn.Module):
         Shapes:
             out: ``(B, dim)`` → scores ``(B, k)`` float, indices ``(B, k)`` int64.
         """
-        return self._running_topk(self._decoding_scores(out), k)
+        return running_topk(self._decoding_scores(out), min(k, self.n_labels))
 
     def topk_hidden(self, h: Tensor, k: int) -> tuple[Tensor, Tensor]:
         """``topk(self(h), k)``, computed the cheaper way.
@@ -578,10 +579,19 @@ class HRRHead(nn.Module):
         Shapes:
             h: ``(B, in_features)`` → scores ``(B, k)``, indices ``(B, k)``.
         """
+        return running_topk(self.score_chunks(h), min(k, self.n_labels))
+
+    def score_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]:
+        """``(start, scores)`` label chunks of the decoding scores of :meth:`topk`, computed
+        from the backbone output ``h`` (folded as :meth:`topk_hidden` explains, when that pays).
+
+        Shapes:
+            h: ``(B, in_features)`` → chunks ``(B, n)`` covering labels ``[start, start + n)``.
+        """
         if torch.is_grad_enabled() or not self._folding_pays():
-            return self.topk(self(h), k)
+            return self._decoding_scores(self(h))
         weight, bias = self._folded_decoder()
-        return self._running_topk([(0, self._chunk_scores(h, weight, bias))], k)
+        return iter([(0, self._chunk_scores(h, weight, bias))])
 
     def _folding_pays(self) -> bool:
         """Whether the folded ``(L, in_features)`` product costs fewer multiply-adds than
@@ -598,22 +608,6 @@ class HRRHead(nn.Module):
             keys = self.keys[:, : self.dim].to(weight.dtype)
             self._folded = (version, keys @ weight, keys @ bias)
         return self._folded[1], self._folded[2]
-
-    def _running_topk(self, chunks: Iterable[tuple[int, Tensor]], k: int) -> tuple[Tensor, Tensor]:
-        """Top-k over ``(start, scores)`` label chunks, merged as they come."""
-        k = min(k, self.n_labels)
-        best_scores: Tensor | None = None
-        best_indices: Tensor | None = None
-        for start, chunk_scores in chunks:
-            scores, indices = torch.topk(chunk_scores, min(k, chunk_scores.shape[1]), dim=1)
-            indices = indices + start
-            if best_scores is not None:
-                scores = torch.cat([best_scores, scores], 1)
-                indices = torch.cat([best_indices, indices], 1)
-                scores, order = torch.topk(scores, min(k, scores.shape[1]), dim=1)
-                indices = indices.gather(1, order)
-            best_scores, best_indices = scores, indices
-        return best_scores, best_indices
 
     def threshold(self, out: Tensor, threshold: float = 0.5) -> sp.csr_matrix:
         """Every label whose cosine ``cos(p* ⊗ ŝ, c_i)`` exceeds ``threshold`` (appendix

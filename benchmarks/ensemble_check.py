@@ -1,0 +1,57 @@
+"""Does ranking labels by the mean score of several networks (``XMCClassifier(n_models=N)``)
+beat one network? Checked without the test set, as ``refit_check.py`` does: 10 % of the
+TRAIN split (seeded per seed) is held out as a pseudo-test, the ensemble is fitted on the
+rest with the dataset's preset, and the pseudo-test P@1 of the ensemble is reported next to
+that of each member alone (member ``m`` is the network ``seed + 100·m`` trains alone, so
+member 0 is the single-network preset of that seed).
+
+Usage:
+    python benchmarks/ensemble_check.py bibtex --models hrr-fc fc --seeds 16 17 18 19 20 21 22 23
+    # → one JSON line per model and seed: member P@1s, ensemble P@1, fit seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+
+from holoxmc.data import load
+from holoxmc.estimator import MODELS, XMCClassifier, preset_params
+from holoxmc.train import evaluate_topk, split_validation
+
+from refit_check import _OUTER_SEED
+
+
+def check(dataset: str, model: str, seed: int, n_models: int) -> dict:
+    train = load(dataset, "train")
+    inner, outer = split_validation(train.X.shape[0], 0.1, _OUTER_SEED + seed)
+    params = preset_params(dataset, model) | {"progress": False, "seed": seed, "n_models": n_models}
+    started = time.perf_counter()
+    clf = XMCClassifier(**params).fit(train.X[inner], train.Y[inner])
+    fit_seconds = time.perf_counter() - started
+    X_outer, Y_outer = clf._check_X(train.X[outer]), train.Y[outer]
+    members = [evaluate_topk(member, X_outer, Y_outer, ks=(1,))["P@1"] for member in clf.network_.members]
+    return {"dataset": dataset, "model": model, "seed": seed, "members_P@1": [round(p, 2) for p in members],
+            "ensemble_P@1": round(clf.score(X_outer, Y_outer)["P@1"], 2), "fit_s": round(fit_seconds, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dataset")
+    parser.add_argument("--models", nargs="+", default=["hrr-fc", "fc"], choices=[m for m in MODELS if m != "solar"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[16, 17, 18, 19, 20, 21, 22, 23])
+    parser.add_argument("--n-models", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    for model in args.models:
+        for seed in args.seeds:
+            print(json.dumps(check(args.dataset, model, seed, args.n_models)), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Top-k over label scores that arrive in chunks, so that no ``(B, L)`` matrix is needed.
+
+Example:
+    >>> import torch
+    >>> chunks = [(0, torch.tensor([[0.1, 0.9]])), (2, torch.tensor([[0.5, 0.7]]))]
+    >>> running_topk(chunks, 2)[1].tolist()
+    [[1, 3]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor
+
+__all__ = ["running_topk"]
+
+
+def running_topk(chunks: Iterable[tuple[int, Tensor]], k: int) -> tuple[Tensor, Tensor]:
+    """The ``k`` best labels per row over ``(start, scores)`` label chunks, merged as they come.
+
+    Args:
+        chunks: ``(start, scores)`` pairs, ``scores`` of shape ``(B, n)`` covering labels
+            ``[start, start + n)``.
+        k: labels to keep per row (fewer when there are fewer labels).
+
+    Shapes:
+        → scores ``(B, k)``, label indices ``(B, k)`` int64, best first.
+    """
+    best_scores: Tensor | None = None
+    best_indices: Tensor | None = None
+    for start, chunk_scores in chunks:
+        scores, indices = torch.topk(chunk_scores, min(k, chunk_scores.shape[1]), dim=1)
+        indices = indices + start
+        if best_scores is not None:
+            scores = torch.cat([best_scores, scores], 1)
+            indices = torch.cat([best_indices, indices], 1)
+            scores, order = torch.topk(scores, min(k, scores.shape[1]), dim=1)
+            indices = indices.gather(1, order)
+        best_scores, best_indices = scores, indices
+    if best_scores is None:
+        raise ValueError("running_topk needs at least one chunk of scores")
+    return best_scores, best_indices
