@@ -129,14 +129,17 @@ def torchrun_train(toy: Path, run_dir: Path, options: list[str]) -> str:
     return done.stdout
 
 
-def test_torchrun_cli_writes_one_run_equal_to_a_single_process_run(toy, tmp_path):
-    stdout = torchrun_train(toy, tmp_path / "ddp", SHORT)
+@pytest.mark.parametrize("ensemble", [[], ["--n-models", "2"]], ids=["one-network", "two-networks"])
+def test_torchrun_cli_writes_one_run_equal_to_a_single_process_run(toy, tmp_path, ensemble):
+    stdout = torchrun_train(toy, tmp_path / "ddp", SHORT + ensemble)
     assert stdout.count("on toy (test)") == 1  # one table, from rank 0
     assert sorted(p.name for p in (tmp_path / "ddp").iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
     single = subprocess.run([sys.executable, "-m", "holoxmc", "train", str(toy), "--out", str(tmp_path / "one"),
-                             *SHORT], capture_output=True, text=True, timeout=300)
+                             *SHORT, *ensemble], capture_output=True, text=True, timeout=300)
     assert single.returncode == 0, single.stderr[-2000:]
     ddp, one = XMCClassifier.load(tmp_path / "ddp"), XMCClassifier.load(tmp_path / "one")
+    assert len(ddp.fit_results_) == len(one.fit_results_) == max(1, len(ensemble))
+    assert ddp.network_.state_dict().keys() == one.network_.state_dict().keys()
     for (name, a), (_, b) in zip(ddp.network_.state_dict().items(), one.network_.state_dict().items()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
 
