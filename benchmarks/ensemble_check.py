@@ -5,8 +5,13 @@ rest with the dataset's preset, and the pseudo-test P@1 of the ensemble is repor
 that of each member alone (member ``m`` is the network ``seed + 100·m`` trains alone, so
 member 0 is the single-network preset of that seed).
 
+``--shared-code`` is a diagnostic, not a library option: every member's HRR label code is
+drawn from member 0's seed (patched at run time), so only the networks differ; it tells how
+much of an ensemble's gain comes from its members' independent codes.
+
 Usage:
     python benchmarks/ensemble_check.py bibtex --models hrr-fc fc --seeds 16 17 18 19 20 21 22 23
+    python benchmarks/ensemble_check.py bibtex --models hrr-fc --shared-code
     # → one JSON line per model and seed: member P@1s, ensemble P@1, fit seconds
 """
 
@@ -19,6 +24,8 @@ import time
 
 import torch
 
+import holoxmc.heads.hrr
+from holoxmc.codes.hrr import HRRLabelCode
 from holoxmc.data import load
 from holoxmc.estimator import MODELS, XMCClassifier, preset_params
 from holoxmc.train import evaluate_topk, split_validation
@@ -39,6 +46,17 @@ def check(dataset: str, model: str, seed: int, n_models: int) -> dict:
             "ensemble_P@1": round(clf.score(X_outer, Y_outer)["P@1"], 2), "fit_s": round(fit_seconds, 1)}
 
 
+def share_member_zero_code(seed: int) -> None:
+    """Make every HRR head built from now on draw its label code from ``seed``."""
+
+    class SharedCode(HRRLabelCode):
+        def __init__(self, *args, seed: int = 0, **kwargs) -> None:
+            super().__init__(*args, seed=shared_seed, **kwargs)
+
+    shared_seed = seed
+    holoxmc.heads.hrr.HRRLabelCode = SharedCode
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dataset")
@@ -46,11 +64,15 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[16, 17, 18, 19, 20, 21, 22, 23])
     parser.add_argument("--n-models", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--shared-code", action="store_true", help="diagnostic: all members use member 0's code")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     for model in args.models:
         for seed in args.seeds:
-            print(json.dumps(check(args.dataset, model, seed, args.n_models)), flush=True)
+            if args.shared_code:
+                share_member_zero_code(seed)
+            extra = {"variant": "members share member 0's code"} if args.shared_code else {}
+            print(json.dumps(check(args.dataset, model, seed, args.n_models) | extra), flush=True)
 
 
 if __name__ == "__main__":
