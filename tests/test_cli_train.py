@@ -102,6 +102,8 @@ def test_dense_model_reports_its_output_layer(toy, tmp_path):
         (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--device", "gpu"], "not a device name"),
         (["train", "{toy}", "--out", "{tmp}/run", "--sparse-updates", "--weight-decay", "0.01"], "no weight decay"),
         (["train", "{toy}", "--out", "{tmp}/run", "--n-models", "0"], "positive integer"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--workers", "2"], "--n-models above 1"),
+        (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--ray-address", "auto"], "--n-models above 1"),
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--n-models", "2"], "SOLAR already"),
     ],
 )
@@ -174,6 +176,7 @@ def test_train_without_options_is_the_dataset_preset(model, head, tmp_path):
         assert {key: params[key] for key in preset} == {key: tuple(v) if key == "hidden" else v
                                                          for key, v in preset.items()}
         assert (params["head"], params["backbone"], params["propensity"]) == (head, "fc", (0.55, 1.5))
+    assert train_params("bibtex", model, {"n_models": 2, "workers": 2})["workers"] == 2  # an ensemble's networks
     overridden = train_params("bibtex", model, {"epochs": 3, "hidden": [64]})
     assert (overridden["epochs"], overridden["hidden"], overridden["refit"]) == (3, (64,), preset["refit"])
     assert train_params("my-own-set", model, {}) == {"head": head, "backbone": "fc", "propensity": (0.55, 1.5)}

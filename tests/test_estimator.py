@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -197,6 +198,43 @@ def test_ensemble_resumes_member_by_member(tmp_path, data):
     whole = XMCClassifier(n_models=3, **ENSEMBLE).fit(train.X, train.Y)
     np.testing.assert_array_equal(resumed.decision_function(test.X), whole.decision_function(test.X))
     assert [untimed(r) for r in resumed.fit_results_] == [untimed(r) for r in whole.fit_results_]
+
+
+def test_ensemble_networks_trained_in_worker_processes_and_ray_tasks_equal_those_trained_here(data, tmp_path):
+    train, test = data
+    params = ENSEMBLE | {"n_models": 2}
+    threads = max(1, (os.cpu_count() or 1) // 2)  # what each of two workers gets
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        here = XMCClassifier(**params).fit(train.X, train.Y)
+    finally:
+        torch.set_num_threads(previous)
+    apart = XMCClassifier(**params | {"workers": 2}).fit(train.X, train.Y, run_dir=tmp_path / "apart")
+    assert sorted(p.name for p in (tmp_path / "apart").iterdir()) == ["member-0", "member-1"]
+    assert_same_weights(apart, here)  # bit-identical: same seeds, same thread count
+    assert [untimed(r) for r in apart.fit_results_] == [untimed(r) for r in here.fit_results_]
+    # scores agree to float rounding (BLAS may sum differently for differently aligned copies)
+    np.testing.assert_allclose(apart.decision_function(test.X), here.decision_function(test.X), rtol=1e-5, atol=1e-6)
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'holoxmc[ray]'")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = XMCClassifier(**params | {"workers": 2, "ray_address": "local"}).fit(train.X, train.Y)
+    finally:
+        ray.shutdown()
+    assert_same_weights(remote, here)
+
+
+def assert_same_weights(a: XMCClassifier, b: XMCClassifier) -> None:
+    state = b.network_.state_dict()
+    for name, tensor in a.network_.state_dict().items():
+        assert tensor.equal(state[name]), name
+
+
+def test_one_network_is_not_trained_apart(data):
+    train, _ = data
+    with pytest.raises(InputError, match="n_models > 1"):
+        XMCClassifier(**SMALL | {"workers": 2}).fit(train.X, train.Y)
 
 
 @pytest.mark.parametrize("n_models, head, match", [(0, "hrr", "positive integer"), (2.0, "dense", "positive integer"),

@@ -14,9 +14,11 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,8 @@ from torch import nn
 from holoxmc.backbones.network import Ensemble, Network, build_model, build_network
 from holoxmc.data.batch import input_batch
 from holoxmc.devices import check_device
+from holoxmc.distributed import run_jobs
+from holoxmc.distributed.data_parallel import process_group
 from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate, inverse_propensity
@@ -196,9 +200,10 @@ class XMCClassifier(BaseEstimator):
             decay, for inputs of at least 15,000 features of which a batch reads at most 7.5 %);
             ``None`` for epochs, batch_size and lr means the head's tuned default
             (:data:`HEAD_DEFAULTS`).
-        workers: SOLAR only: chunk models trained in parallel local processes.
-        ray_address: SOLAR only: train each chunk as a Ray task on this cluster
-            (``"auto"``, an address, or ``"local"``).
+        workers: SOLAR's chunk models, or an ensemble's networks (``n_models > 1``), trained
+            in this many parallel local processes (each with ``cores // workers`` torch threads).
+        ray_address: train each SOLAR chunk, or each network of an ensemble, as a Ray task on
+            this cluster (``"auto"``, an address, or ``"local"``).
         n_models: ``head="hrr"``/``"dense"``: train this many networks of the same
             configuration and rank labels by their mean score. Member ``m`` is the network
             ``seed=seed + 100·m`` would train alone (its own initialisation, label code,
@@ -330,17 +335,42 @@ class XMCClassifier(BaseEstimator):
         if self.head == "solar":
             self._fit_solar(X, Y, X_val, Y_val, run_dir)
             return self
-        networks, self.fit_results_ = [], []
-        for member, seed in enumerate(self.member_seeds()):
-            network = NETWORK_FACTORIES[self.head](self, self.n_labels_, self.n_features_, seed)
-            folder = run_dir if run_dir is None or self.n_models == 1 else Path(run_dir) / f"{MEMBER_DIR}-{member}"
-            self.fit_results_.append(
-                Trainer(self._train_config(seed)).fit(network, X, Y, X_val, Y_val, run_dir=folder, resume=resume)
-            )
-            networks.append(network.eval())
+        jobs = [_MemberJob(seed, self._member_dir(run_dir, member)) for member, seed in enumerate(self.member_seeds())]
+        data = _MemberData(self.get_params(), X, Y, X_val, Y_val, self.n_labels_, self.n_features_, resume)
+        if self.workers == 1 and self.ray_address is None:
+            trained = [_train_member(job, data) for job in jobs]
+        else:
+            trained = self._train_members_apart(jobs, data)
+        networks = [network.eval() for network, _ in trained]
+        self.fit_results_ = [result for _, result in trained]
         self.fit_result_: FitResult = self.fit_results_[0]
         self.network_ = networks[0] if len(networks) == 1 else Ensemble(networks).eval()
         return self
+
+    def _train_members_apart(self, jobs: list["_MemberJob"], data: "_MemberData") -> list[tuple[nn.Module, FitResult]]:
+        """An ensemble's networks as independent jobs: local worker processes or Ray tasks."""
+        if self.n_models == 1:
+            raise InputError("workers and ray_address train SOLAR's chunks or an ensemble's networks "
+                             "(n_models > 1) apart; one network trains in this process (torchrun for data parallelism)")
+        if process_group()[1] > 1:
+            raise InputError("an ensemble trains its networks either data-parallel (torchrun) or as jobs "
+                             "(workers, ray_address), not both")
+        threads = max(1, (os.cpu_count() or 1) // self.workers)
+        apart = replace(data, params=data.params | {"progress": False})
+        states = run_jobs(_train_member_state, jobs, apart, workers=self.workers, ray_address=self.ray_address,
+                          threads_per_job=threads)
+        trained = []
+        for job, (state, result) in zip(jobs, states):
+            network = NETWORK_FACTORIES[self.head](self, self.n_labels_, self.n_features_, job.seed)
+            network.load_state_dict(state)
+            trained.append((network.to(self.device), result))
+        return trained
+
+    def _member_dir(self, run_dir: str | Path | None, member: int) -> str | None:
+        """Where member ``member`` checkpoints: ``run_dir`` itself for one network."""
+        if run_dir is None:
+            return None
+        return str(run_dir if self.n_models == 1 else Path(run_dir) / f"{MEMBER_DIR}-{member}")
 
     def member_seeds(self) -> list[int]:
         """The seed of each network ``fit`` trains: ``seed + 100·m`` for member ``m``."""
@@ -628,6 +658,44 @@ def _solar_label_scores(model: SolarModel, X: sp.csr_matrix) -> np.ndarray:
     buckets = torch.from_numpy(model.code.buckets).long()  # (K, L)
     scores = sum(per_bucket[:, k, buckets[k]] for k in range(buckets.shape[0]))
     return scores.float().numpy()
+
+
+@dataclass(frozen=True)
+class _MemberJob:
+    """One network of an ensemble: its seed and checkpoint folder."""
+
+    seed: int
+    run_dir: str | None
+
+
+@dataclass(frozen=True)
+class _MemberData:
+    """What every network of an ensemble trains from: the classifier's keywords and the data."""
+
+    params: dict[str, Any]
+    X: Any
+    Y: sp.csr_matrix
+    X_val: Any
+    Y_val: sp.csr_matrix | None
+    n_labels: int
+    n_features: int
+    resume: bool
+
+
+def _train_member(job: _MemberJob, data: _MemberData) -> tuple[nn.Module, FitResult]:
+    """Build and train the network of seed ``job.seed`` (one network, or one member)."""
+    clf = XMCClassifier(**data.params)
+    network = NETWORK_FACTORIES[clf.head](clf, data.n_labels, data.n_features, job.seed)
+    result = Trainer(clf._train_config(job.seed)).fit(
+        network, data.X, data.Y, data.X_val, data.Y_val, run_dir=job.run_dir, resume=data.resume
+    )
+    return network, result
+
+
+def _train_member_state(job: _MemberJob, data: _MemberData) -> tuple[dict[str, torch.Tensor], FitResult]:
+    """:func:`_train_member` in a worker: the weights travel back, on the CPU."""
+    network, result = _train_member(job, data)
+    return {name: tensor.cpu() for name, tensor in network.state_dict().items()}, result
 
 
 def _one_or_list(values: list[Any]) -> Any:

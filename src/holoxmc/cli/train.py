@@ -73,9 +73,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "millions of labels, best with --label-code circulant")
     train.add_argument("--chunks", type=int, metavar="K", help="SOLAR: independent chunk models")
     train.add_argument("--buckets", type=int, metavar="B", help="SOLAR: buckets per chunk")
-    train.add_argument("--workers", type=int, help="SOLAR: chunks trained in parallel local processes")
+    train.add_argument("--workers", type=int,
+                       help="SOLAR's chunks, or an ensemble's networks, trained in parallel local processes")
     train.add_argument("--ray-address", metavar="ADDRESS",
-                       help="SOLAR: train each chunk as a Ray task on this cluster ('auto', an address, or 'local')")
+                       help="train each SOLAR chunk, or each network of an ensemble, as a Ray task on this cluster "
+                            "('auto', an address, or 'local')")
     train.add_argument("--resume", action="store_true", help="continue the checkpoint in RUN_DIR")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.set_defaults(run=run_train)
@@ -133,9 +135,12 @@ def train_params(data: str, model: str, overrides: dict[str, Any]) -> dict[str, 
     params = preset_params(Path(data).name if Path(data).exists() else data, model)
     if params["head"] != "hrr" and "dim" in overrides:
         raise InputError("--dim applies to HRR models only (hrr-fc, hrr-cnn, hrr-lstm)")
-    solar_only = [key for key in ("workers", "ray_address", *_HEAD_OPTIONS["solar"]) if key in overrides]
+    solar_only = [key for key in _HEAD_OPTIONS["solar"] if key in overrides]
     if params["head"] != "solar" and solar_only:
         raise InputError(f"--{solar_only[0].replace('_', '-')} applies to --model solar only")
+    apart = [key for key in ("workers", "ray_address") if key in overrides]
+    if params["head"] != "solar" and apart and overrides.get("n_models", params.get("n_models", 1)) == 1:
+        raise InputError(f"--{apart[0].replace('_', '-')} applies to --model solar and to --n-models above 1")
     hrr_only = [key for key in _HEAD_OPTIONS["hrr"] if key in overrides]
     if params["head"] != "hrr" and hrr_only:
         raise InputError(f"--{hrr_only[0].replace('_', '-')} applies to HRR models only (hrr-fc, hrr-cnn, hrr-lstm)")
