@@ -84,12 +84,12 @@ def test_cuda_model_saved_and_loaded_on_cpu_decodes_the_same(tmp_path, data):
     np.testing.assert_allclose(np.take_along_axis(full, gpu_indices[:10], 1), gpu_scores[:10], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("head", ["dense", "hrr"])
-def test_cuda_topk_agrees_with_the_full_scores(data, head):
+@pytest.mark.parametrize("head, n_models", [("dense", 1), ("hrr", 1), ("hrr", 2)])
+def test_cuda_topk_agrees_with_the_full_scores(data, head, n_models):
     """Top-k on the GPU matches the full score matrix (with small L the HRR head's top-k
-    goes through its folded decoder, the full scores do not)."""
+    goes through its folded decoder, the full scores do not; an ensemble averages both)."""
     train, test = data
-    gpu = XMCClassifier(**SMALL, head=head, device="cuda").fit(train.X, train.Y)
+    gpu = XMCClassifier(**SMALL, head=head, n_models=n_models, device="cuda").fit(train.X, train.Y)
     indices, scores = gpu.predict(test.X, k=5)
     full = gpu.decision_function(test.X)
     np.testing.assert_allclose(np.take_along_axis(full, indices, 1), scores, rtol=1e-4, atol=1e-4)
