@@ -22,6 +22,7 @@ MODULES = [
     "holoxmc.heads.dense",
     "holoxmc.backbones.network",
     "holoxmc.estimator",
+    "holoxmc.distributed.jobs",
 ]
 
 

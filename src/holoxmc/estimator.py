@@ -14,7 +14,6 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +30,7 @@ from torch import nn
 from holoxmc.backbones.network import Ensemble, Network, build_model, build_network
 from holoxmc.data.batch import input_batch
 from holoxmc.devices import check_device
-from holoxmc.distributed import run_jobs
+from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.distributed.data_parallel import process_group
 from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_json
@@ -355,7 +354,7 @@ class XMCClassifier(BaseEstimator):
         if process_group()[1] > 1:
             raise InputError("an ensemble trains its networks either data-parallel (torchrun) or as jobs "
                              "(workers, ray_address), not both")
-        threads = max(1, (os.cpu_count() or 1) // self.workers)
+        threads = threads_per_worker(self.workers)
         apart = replace(data, params=data.params | {"progress": False})
         states = run_jobs(_train_member_state, jobs, apart, workers=self.workers, ray_address=self.ray_address,
                           threads_per_job=threads)

@@ -1,7 +1,7 @@
-"""Distribution: independent jobs (SOLAR chunks) in local worker processes or as Ray tasks
-(:mod:`holoxmc.distributed.jobs`), and data-parallel training of one network over
-torch.distributed (:mod:`holoxmc.distributed.data_parallel`)."""
+"""Distribution: independent jobs (SOLAR chunks, an ensemble's networks) in local worker
+processes or as Ray tasks (:mod:`holoxmc.distributed.jobs`), and data-parallel training of
+one network over torch.distributed (:mod:`holoxmc.distributed.data_parallel`)."""
 
-from holoxmc.distributed.jobs import JobFailure, JobsFailed, run_jobs
+from holoxmc.distributed.jobs import JobFailure, JobsFailed, run_jobs, threads_per_worker
 
-__all__ = ["run_jobs", "JobsFailed", "JobFailure"]
+__all__ = ["run_jobs", "threads_per_worker", "JobsFailed", "JobFailure"]

@@ -13,6 +13,7 @@ A job that raises does not stop the others: every job runs to its end, then
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ import torch
 
 from holoxmc.errors import HoloxmcError, InputError
 
-__all__ = ["run_jobs", "JobsFailed", "JobFailure"]
+__all__ = ["run_jobs", "threads_per_worker", "JobsFailed", "JobFailure"]
 
 Job = TypeVar("Job")
 Result = TypeVar("Result")
@@ -120,6 +121,17 @@ def _run_ray(fn, jobs, shared, address, threads) -> tuple[list[Any], list[JobFai
         except Exception as exc:  # RayTaskError wraps the job's own error
             failures.append(JobFailure(i, _describe(getattr(exc, "cause", None) or exc)))
     return results, failures
+
+
+def threads_per_worker(workers: int) -> int:
+    """Torch threads for each of ``workers`` jobs running at once: this machine's cores
+    shared among them (at least one).
+
+    Example:
+        >>> threads_per_worker(10**6)
+        1
+    """
+    return max(1, (os.cpu_count() or 1) // workers)
 
 
 def run_jobs(

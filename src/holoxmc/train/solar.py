@@ -36,7 +36,7 @@ from holoxmc.backbones.fc import FCBackbone
 from holoxmc.backbones.network import Network
 from holoxmc.codes.solar import FeatureHash, InvertedIndex, SolarLabelCode, chunk_seed
 from holoxmc.data.batch import SparseBatch
-from holoxmc.distributed import run_jobs
+from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.errors import InputError
 from holoxmc.heads.solar import SCORINGS, SolarChunkHead, solar_decode
 from holoxmc.io import atomic_write_json
@@ -356,7 +356,7 @@ def fit_solar(
     model = SolarModel(config, code, n_features=X.shape[1], fingerprint=fingerprint)
     model._write_metadata(run_dir)
 
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    threads = threads_per_worker(workers)
     jobs = [
         ChunkJob(k, config.to_dict(), str(run_dir), fingerprint)
         for k in range(config.n_chunks)
