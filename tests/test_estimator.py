@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -11,10 +10,13 @@ import scipy.sparse as sp
 import torch
 
 from holoxmc.data import make_synthetic
+from holoxmc.distributed import threads_per_worker
 from holoxmc import estimator
 from holoxmc.errors import InputError
 from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier
 from holoxmc.metrics import evaluate, inverse_propensity
+
+from test_trainer import assert_same_weights, weights
 
 SMALL = dict(hidden=(64,), dim=64, epochs=10, batch_size=32, lr=1e-2, dropout=0.0, seed=1, progress=False)
 
@@ -203,16 +205,15 @@ def test_ensemble_resumes_member_by_member(tmp_path, data):
 def test_ensemble_networks_trained_in_worker_processes_and_ray_tasks_equal_those_trained_here(data, tmp_path):
     train, test = data
     params = ENSEMBLE | {"n_models": 2}
-    threads = max(1, (os.cpu_count() or 1) // 2)  # what each of two workers gets
     previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    torch.set_num_threads(threads_per_worker(2))  # what each of two workers gets
     try:
         here = XMCClassifier(**params).fit(train.X, train.Y)
     finally:
         torch.set_num_threads(previous)
     apart = XMCClassifier(**params | {"workers": 2}).fit(train.X, train.Y, run_dir=tmp_path / "apart")
     assert sorted(p.name for p in (tmp_path / "apart").iterdir()) == ["member-0", "member-1"]
-    assert_same_weights(apart, here)  # bit-identical: same seeds, same thread count
+    assert_same_weights(weights(apart.network_), weights(here.network_))  # bit-identical: same seeds and threads
     assert [untimed(r) for r in apart.fit_results_] == [untimed(r) for r in here.fit_results_]
     # scores agree to float rounding (BLAS may sum differently for differently aligned copies)
     np.testing.assert_allclose(apart.decision_function(test.X), here.decision_function(test.X), rtol=1e-5, atol=1e-6)
@@ -222,13 +223,7 @@ def test_ensemble_networks_trained_in_worker_processes_and_ray_tasks_equal_those
         remote = XMCClassifier(**params | {"workers": 2, "ray_address": "local"}).fit(train.X, train.Y)
     finally:
         ray.shutdown()
-    assert_same_weights(remote, here)
-
-
-def assert_same_weights(a: XMCClassifier, b: XMCClassifier) -> None:
-    state = b.network_.state_dict()
-    for name, tensor in a.network_.state_dict().items():
-        assert tensor.equal(state[name]), name
+    assert_same_weights(weights(remote.network_), weights(here.network_))
 
 
 def test_one_network_is_not_trained_apart(data):
