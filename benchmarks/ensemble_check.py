@@ -12,6 +12,7 @@ much of an ensemble's gain comes from its members' independent codes.
 Usage:
     python benchmarks/ensemble_check.py bibtex --models hrr-fc fc --seeds 16 17 18 19 20 21 22 23
     python benchmarks/ensemble_check.py bibtex --models hrr-fc --shared-code
+    python benchmarks/ensemble_check.py bibtex --models hrr-fc --overrides '{"hidden": [512], "dim": 400}'
     # → one JSON line per model and seed: member P@1s, ensemble P@1, fit seconds
 """
 
@@ -33,10 +34,10 @@ from holoxmc.train import evaluate_topk, split_validation
 from refit_check import _OUTER_SEED
 
 
-def check(dataset: str, model: str, seed: int, n_models: int) -> dict:
+def check(dataset: str, model: str, seed: int, n_models: int, overrides: dict | None = None) -> dict:
     train = load(dataset, "train")
     inner, outer = split_validation(train.X.shape[0], 0.1, _OUTER_SEED + seed)
-    params = preset_params(dataset, model) | {"progress": False, "seed": seed, "n_models": n_models}
+    params = preset_params(dataset, model) | (overrides or {}) | {"progress": False, "seed": seed, "n_models": n_models}
     started = time.perf_counter()
     clf = XMCClassifier(**params).fit(train.X[inner], train.Y[inner])
     fit_seconds = time.perf_counter() - started
@@ -65,6 +66,8 @@ def main() -> None:
     parser.add_argument("--n-models", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--shared-code", action="store_true", help="diagnostic: all members use member 0's code")
+    parser.add_argument("--overrides", type=json.loads, default={},
+                        help="JSON object of XMCClassifier keywords replacing the preset's")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     for model in args.models:
@@ -72,7 +75,10 @@ def main() -> None:
             if args.shared_code:
                 share_member_zero_code(seed)
             extra = {"variant": "members share member 0's code"} if args.shared_code else {}
-            print(json.dumps(check(args.dataset, model, seed, args.n_models) | extra), flush=True)
+            if args.overrides:
+                extra["overrides"] = args.overrides
+            line = check(args.dataset, model, seed, args.n_models, args.overrides) | extra
+            print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":
