@@ -35,6 +35,27 @@ def test_fc_first_layer_equals_the_dense_product():
     assert net.out_features == 8
 
 
+def test_fc_linear_path_is_the_input_product_beside_unchanged_hidden_features():
+    X = sparse_rows(5, 300, 7)
+    batch = SparseBatch.from_csr(X)
+    plain, wide = FCBackbone(300, hidden=(16, 8), seed=1), FCBackbone(300, hidden=(16, 8), linear_width=6, seed=1)
+    assert wide.out_features == 14
+    for name, weight in plain.state_dict().items():  # its own stream: the other weights are the seed's
+        assert torch.equal(weight, wide.state_dict()[name]), name
+    out = wide(batch)
+    assert torch.allclose(out[:, :8], plain(batch), atol=1e-6)
+    linear = torch.from_numpy(X.toarray()) @ wide.linear_path.weight
+    assert torch.allclose(out[:, 8:], linear, atol=1e-6)
+    assert torch.allclose(wide(SparseBatch.from_csr(-2 * X))[:, 8:], -2 * linear, atol=1e-5)  # no activation
+    assert not torch.equal(wide.linear_path.weight, FCBackbone(300, hidden=(16, 8), linear_width=6, seed=2).linear_path.weight)
+
+
+@pytest.mark.parametrize("width", [-1, 2.5, True])
+def test_fc_bad_linear_width_is_an_input_error(width):
+    with pytest.raises(InputError, match="linear_width"):
+        FCBackbone(300, hidden=(16,), linear_width=width)
+
+
 def test_fc_handles_a_million_features_without_densifying():
     n_features = 1_000_000
     X = sparse_rows(64, n_features, 50)

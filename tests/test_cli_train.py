@@ -85,6 +85,13 @@ def test_dense_model_reports_its_output_layer(toy, tmp_path):
     assert metrics["params"]["output_layer"] == 32 * 30 + 30
 
 
+def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
+    run_dir = tmp_path / "wide"
+    assert main(["train", str(toy), "--model", "fc", "--out", str(run_dir), "--linear-width", "12", *FAST]) == 0
+    assert json.loads((run_dir / "config.json").read_text())["params"]["linear_width"] == 12
+    assert XMCClassifier.load(run_dir).network_.backbone.out_features == 32 + 12
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -105,6 +112,8 @@ def test_dense_model_reports_its_output_layer(toy, tmp_path):
         (["train", "{toy}", "--out", "{tmp}/run", "--workers", "2"], "--n-models above 1"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--ray-address", "auto"], "--n-models above 1"),
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--n-models", "2"], "SOLAR already"),
+        (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--linear-width", "8"], "fc backbone with the hrr"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--linear-width", "-1"], "non-negative integer"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv, message):

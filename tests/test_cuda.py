@@ -58,14 +58,16 @@ def test_cuda_training_learns_like_cpu(data, head, options):
     assert abs(gpu_p1 - cpu_p1) < 10
 
 
-@pytest.mark.parametrize("head", ["dense", "hrr"])
-def test_cuda_sparse_updates_learn_like_cpu(data, head):
-    """Row-sparse input gradients and CatchUpAdam (with its read hooks and flush) on the GPU."""
+@pytest.mark.parametrize("head, linear_width", [("dense", 0), ("hrr", 0), ("hrr", 16)])
+def test_cuda_sparse_updates_learn_like_cpu(data, head, linear_width):
+    """Row-sparse input gradients and CatchUpAdam (with its read hooks and flush) on the GPU,
+    also for the linear path's table."""
     train, test = data
-    params = SMALL | {"head": head, "sparse_updates": True}
+    params = SMALL | {"head": head, "sparse_updates": True, "linear_width": linear_width}
     cpu = XMCClassifier(**params).fit(train.X, train.Y)
     gpu = XMCClassifier(**params, device="cuda").fit(train.X, train.Y)
-    assert gpu.network_.backbone.input_layer.sparse
+    backbone = gpu.network_.backbone
+    assert backbone.input_layer.sparse and (not linear_width or backbone.linear_path.sparse)
     cpu_p1, gpu_p1 = cpu.score(test.X, test.Y)["P@1"], gpu.score(test.X, test.Y)["P@1"]
     assert gpu_p1 > popularity_p1(train, test) + 20
     assert abs(gpu_p1 - cpu_p1) < 10

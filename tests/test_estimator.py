@@ -226,6 +226,30 @@ def test_ensemble_networks_trained_in_worker_processes_and_ray_tasks_equal_those
     assert_same_weights(weights(remote.network_), weights(here.network_))
 
 
+@pytest.mark.parametrize("head", ["hrr", "dense"])
+def test_linear_path_trains_with_sparse_updates_and_round_trips(tmp_path, data, fitted, head):
+    train, test = data
+    clf = XMCClassifier(head=head, **SMALL | {"linear_width": 16, "sparse_updates": True}).fit(train.X, train.Y)
+    backbone = clf.network_.backbone
+    assert backbone.linear_path.sparse and backbone.linear_path.weight.shape == (train.X.shape[1], 16)
+    assert clf.network_.config["linear_width"] == 16 and "linear_width" not in fitted[head].network_.config
+    assert clf.score(test.X, test.Y)["P@1"] > popularity_p1(train, test) + 25
+    clf.save(tmp_path / "wide")
+    loaded = XMCClassifier.load(tmp_path / "wide")
+    assert loaded.get_params() == clf.get_params()
+    for got, expected in zip(loaded.predict(test.X, k=5), clf.predict(test.X, k=5)):
+        assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("params, match", [({"linear_width": -1}, "non-negative integer"),
+                                           ({"linear_width": 8, "head": "solar"}, "fc backbone with the hrr"),
+                                           ({"linear_width": 8, "backbone": "cnn"}, "fc backbone with the hrr")])
+def test_bad_linear_width_is_an_input_error(data, params, match):
+    train, _ = data
+    with pytest.raises(InputError, match=match):
+        XMCClassifier(**SMALL | params).fit(train.X, train.Y)
+
+
 def test_one_network_is_not_trained_apart(data):
     train, _ = data
     with pytest.raises(InputError, match="n_models > 1"):

@@ -44,6 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--dim", type=int, help="HRR dimension d'")
     train.add_argument("--hidden", type=int, nargs="+", metavar="WIDTH", help="hidden layer widths")
     train.add_argument("--dropout", type=float, help="dropout after hidden layers")
+    train.add_argument("--linear-width", type=int, metavar="WIDTH",
+                       help="FC: width of a linear path of the input beside the hidden layers (0: none)")
     train.add_argument("--lr", type=float, help="Adam learning rate")
     train.add_argument("--batch-size", type=int, help="training batch size")
     train.add_argument("--weight-decay", type=float, help="Adam weight decay")
@@ -106,7 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 # ---------------------------------------------------------------------------- train
 #: ``train`` options that override the dataset preset when given.
-_OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "lr", "batch_size", "weight_decay",
+_OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "linear_width", "lr", "batch_size", "weight_decay",
               "sparse_updates", "schedule", "val_fraction", "patience", "refit", "n_models", "device", "workers",
               "ray_address")
 #: Head-specific ``train`` options → head keywords (passed as ``head_options`` over the
