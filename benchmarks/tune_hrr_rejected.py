@@ -28,10 +28,6 @@ Variants (``{"name": ..., **their parameters}``):
 * ``learned_scale``: τ (``ranking_scale``) learned with the network, stored as ``log τ``
   and initialised at the preset's value; the loss then runs on autograd, since the fused
   node takes τ as a constant.
-* ``linear_path``: a linear map of the input (an ``EmbeddingBag`` of ``width`` columns)
-  concatenated to the last hidden layer, so the output layer sees ``[relu(...), x W_lin]``
-  ("wide and deep"): the network gains a linear model of the TF-IDF row, the kind of model
-  omikuji's tree nodes are.
 * ``code_draw``: not a method but a noise gauge: the same random label code drawn from
   another stream (``stream``), to see how far one code draw moves a configuration.
 
@@ -45,7 +41,7 @@ Usage:
     python benchmarks/tune_hrr_rejected.py delicious '{"name": "bias_step_scale", "scale": 10}' --pseudo-test
     python benchmarks/tune_hrr_rejected.py bibtex '{"name": "head_lr", "scale": 5}' --overrides '{"dim": 160}'
     python benchmarks/tune_hrr_rejected.py bibtex '{"name": "code_draw", "stream": 500}'
-    python benchmarks/tune_hrr_rejected.py debtags '{"name": "linear_path", "width": 400}' --overrides '{"refit": false}' --threads 2
+    python benchmarks/tune_hrr_rejected.py debtags '{"name": "code_draw", "stream": 500}' --threads 2
     python benchmarks/tune_hrr_rejected.py bibtex '{"name": "learned_scale"}' --overrides '{"head_options": {"ranking": 1.0, "label_bias": true}}' --pseudo-test
 """
 
@@ -327,31 +323,9 @@ def learned_scale(options: dict) -> None:
     HRRHead.loss = loss
 
 
-def linear_path(options: dict) -> None:
-    width = int(options.get("width", 400))
-    init, forward = fc_module.FCBackbone.__init__, fc_module.FCBackbone.forward
-
-    @functools.wraps(init)
-    def wide_init(self, n_features, *args, seed: int = 0, **kwargs):
-        init(self, n_features, *args, seed=seed, **kwargs)
-        self.linear_path = torch.nn.EmbeddingBag(self.n_features, width, mode="sum")
-        bound = self.n_features**-0.5
-        with torch.no_grad():  # its own stream: the rest of the network is drawn as without it
-            torch.nn.init.uniform_(self.linear_path.weight, -bound, bound,
-                                   generator=code_module.local_generator(seed, 77))
-        self.out_features += width
-
-    def wide_forward(self, x: SparseBatch):
-        linear = self.linear_path(x.indices, x.offsets, per_sample_weights=x.values.to(self.input_bias.dtype))
-        return torch.cat([forward(self, x), linear], dim=1)
-
-    fc_module.FCBackbone.__init__ = wide_init
-    fc_module.FCBackbone.forward = wide_forward
-
-
 VARIANTS = {f.__name__: f for f in (contrast, no_jn, hinge, ema, l2_input, input_dropout, orthogonal_code,
                                     jp_mean, raw_bias, bce_ranking, bias_step_scale, head_lr, code_draw,
-                                    learned_scale, linear_path)}
+                                    learned_scale)}
 
 
 def main() -> None:

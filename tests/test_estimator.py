@@ -242,6 +242,7 @@ def test_linear_path_trains_with_sparse_updates_and_round_trips(tmp_path, data, 
 
 
 @pytest.mark.parametrize("params, match", [({"linear_width": -1}, "non-negative integer"),
+                                           ({"linear_width": 2.5}, "non-negative integer"),
                                            ({"linear_width": 8, "head": "solar"}, "fc backbone with the hrr"),
                                            ({"linear_width": 8, "backbone": "cnn"}, "fc backbone with the hrr")])
 def test_bad_linear_width_is_an_input_error(data, params, match):

@@ -333,6 +333,9 @@ class XMCClassifier(BaseEstimator):
             raise InputError(f"n_models must be a positive integer, got {self.n_models!r}")
         if self.head == "solar" and self.n_models > 1:
             raise InputError("n_models applies to the hrr and dense heads; SOLAR already combines its K chunk models")
+        if not isinstance(self.linear_width, (int, np.integer)) or isinstance(self.linear_width, bool) \
+                or self.linear_width < 0:
+            raise InputError(f"linear_width must be a non-negative integer, got {self.linear_width!r}")
         if self.linear_width and (self.backbone != "fc" or self.head == "solar"):
             raise InputError("linear_width applies to the fc backbone with the hrr and dense heads")
         X = self._check_X(X, fitting=True)
