@@ -131,6 +131,13 @@ def torchrun_train(toy: Path, run_dir: Path, options: list[str]) -> str:
 
 @pytest.mark.parametrize("ensemble", [[], ["--n-models", "2"]], ids=["one-network", "two-networks"])
 def test_torchrun_cli_writes_one_run_equal_to_a_single_process_run(toy, tmp_path, ensemble):
+    """The CLI under torchrun writes one run whose weights match one process's run. Compared
+    per tensor by relative Frobenius distance: six epochs of Adam magnify float-reassociation
+    noise in near-zero gradients (the two ranks sum halves of each batch), which on another
+    torch build (2.11 + MKL, AVX512) left single elements up to 3e-3 apart while the tensors
+    stayed close. The 1 % bound still catches a changed run: one epoch fewer, a learning rate
+    10 % higher or batches of 31 instead of 32 move every tensor by 5-47 % here. The exact DDP
+    arithmetic is pinned by the two tests above."""
     stdout = torchrun_train(toy, tmp_path / "ddp", SHORT + ensemble)
     assert stdout.count("on toy (test)") == 1  # one table, from rank 0
     assert sorted(p.name for p in (tmp_path / "ddp").iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
@@ -141,7 +148,7 @@ def test_torchrun_cli_writes_one_run_equal_to_a_single_process_run(toy, tmp_path
     assert len(ddp.fit_results_) == len(one.fit_results_) == max(1, len(ensemble))
     assert ddp.network_.state_dict().keys() == one.network_.state_dict().keys()
     for (name, a), (_, b) in zip(ddp.network_.state_dict().items(), one.network_.state_dict().items()):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
+        assert ((a - b).norm() / b.norm()).item() < 1e-2, name
 
 
 def test_killed_torchrun_run_resumes_to_the_uninterrupted_weights(toy, tmp_path, kill_during_epochs):
