@@ -1,8 +1,8 @@
 """Optimisation step time of the default models, without the trainer's batch building:
 ``steps`` training batches are prepared once (on ``--device``), then each model runs Adam
 (fused, as the trainer does) over all of them, models interleaved per repeat; the median
-time per step is printed: process time on the CPU, wall time after a device synchronise
-on a GPU. It isolates the network's own cost from the epoch loop's noise.
+time per step is printed: process time on one CPU thread, wall time with more threads
+(process time would add the threads' times up) and after a device synchronise on a GPU. It isolates the network's own cost from the epoch loop's noise.
 
 Usage:
     python benchmarks/step_time.py delicious --repeats 7 --steps 150
@@ -74,7 +74,7 @@ def main() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
             return time.perf_counter()
-        return time.process_time()
+        return time.process_time() if args.threads == 1 else time.perf_counter()
 
     def one_pass(loss: Callable, optimizer: torch.optim.Optimizer) -> float:
         started = clock()
