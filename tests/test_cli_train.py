@@ -127,6 +127,30 @@ def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["busy"]
 
 
+def test_headerless_files_are_read_at_the_widths_of_train_and_of_the_model(tmp_path, capsys):
+    """svmlight files carry no widths: a test split without train's largest feature and
+    label ids still trains, evaluates and predicts; an id beyond the model's is one error
+    naming the file and line."""
+    train, test = make_synthetic(300, 12, 40, n_test=20, labels_per_point=2.0, seed=3)
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    for name, X, Y in (("train", train.X, train.Y), ("test", test.X[:, :30], test.Y[:, :9])):  # test: smaller ids only
+        lines = [",".join(map(str, Y[i].indices)) + " " + " ".join(f"{j}:{v:.6g}" for j, v in zip(X[i].indices, X[i].data))
+                 for i in range(X.shape[0])]
+        (folder / f"plain_{name}.txt").write_text("\n".join(lines) + "\n")
+    run = tmp_path / "run"
+    assert main(["train", str(folder), "--model", "hrr-fc", "--dim", "32", "--out", str(run), *FAST]) == 0
+    assert json.loads((run / "metrics.json").read_text())["data"]["test"] == 20
+    assert main(["evaluate", str(run), str(folder)]) == 0
+    point = folder / "point.txt"
+    point.write_text("0:1 3:0.5\n")  # no label, features far below D
+    assert main(["predict", str(run), str(point), "--top-k", "2"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()[-1].split()) == 2
+    point.write_text("0:1\n2:1 40:1\n")
+    assert main(["predict", str(run), str(point)]) == 2
+    assert "point.txt:2: feature index 40 >= declared D=40" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a machine without CUDA")
 def test_cuda_without_cuda_is_one_clear_error(toy, trained, tmp_path, capsys):
     assert main(["train", str(toy), "--out", str(tmp_path / "run"), "--device", "cuda", "--quiet"]) == 2

@@ -108,6 +108,35 @@ def test_folder_and_split_file_variant(tmp_path):
     assert load(folder, "test", split_column=1).Y.toarray().tolist() == [[1, 0]]
 
 
+def test_splits_are_read_at_the_widths_asked_for(tmp_path):
+    """A headerless test file need not contain the largest feature or label id of train:
+    read at the train split's widths it keeps them; an id beyond them names its line; a
+    source that declares its widths must match them."""
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    (folder / "plain_train.txt").write_bytes(b"0,4 0:1 9:2\n1 3:1\n")
+    (folder / "plain_test.txt").write_bytes(b"1 2:1\n0 0:1\n")
+    assert (load(folder, "test").n_features, load(folder, "test").n_labels) == (3, 2)  # from the file alone
+    test = load(folder, "test", widths=(10, 5))
+    assert test.X.shape == (2, 10) and test.Y.shape == (2, 5)
+    assert test.X.toarray()[:, :3].tolist() == [[0, 0, 1], [1, 0, 0]] and test.Y.toarray()[:, :2].tolist() == [[0, 1], [1, 0]]
+    with pytest.raises(DataFormatError, match=r"plain_train.txt:1: feature index 9 >= declared D=5"):
+        load(folder, "train", widths=(5, None))
+    with pytest.raises(DataFormatError, match=r"plain_train.txt:1: label index 4 >= declared L=3"):
+        load(folder, "train", widths=(None, 3))
+    with_header = tmp_path / "toy_test.txt"
+    with_header.write_bytes(b"1 3 2\n0 2:1\n")
+    assert load(with_header, "test", widths=(3, 2)).X.shape == (1, 3)
+    with pytest.raises(InputError, match="toy_test.txt: its test split has 3 features, expected 10"):
+        load(with_header, "test", widths=(10, None))
+    with pytest.raises(InputError, match="widths must be"):
+        load(folder, "test", widths=(10, 0))
+    for n_features in (10, 10, 12):  # a split prepared at other widths is not reused
+        cached = load(folder, "test", widths=(n_features, 5), cache_dir=tmp_path / "cache")
+        assert cached.X.shape == (2, n_features)
+    assert len(list((tmp_path / "cache").iterdir())) == 2
+
+
 def test_unknown_name_and_missing_dataset(tmp_path, monkeypatch):
     monkeypatch.setenv("HOLOXMC_DATA", str(tmp_path))
     monkeypatch.chdir(tmp_path)

@@ -191,10 +191,9 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
         raise InputError("SOLAR trains its chunks as independent jobs: use --workers or --ray-address, not torchrun")
     params["progress"] = False if args.quiet else None
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
-    train, test = load(args.data, "train", features=features), load(args.data, "test", features=features)
+    train = load(args.data, "train", features=features)
+    test = load(args.data, "test", features=features, widths=(train.n_features, train.n_labels))
     X_train, X_test = _model_inputs(train, params["backbone"]), _model_inputs(test, params["backbone"])
-    if train.n_labels != test.n_labels:
-        raise InputError(f"train has {train.n_labels} labels but test has {test.n_labels}")
 
     created = not run_dir.exists()
     clf = XMCClassifier(**params)
@@ -241,7 +240,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from holoxmc.io import atomic_write_json
 
     clf = XMCClassifier.load(args.run_dir, device=args.device)
-    inputs, Y, name, _ = _run_inputs(args.run_dir, clf.backbone, args.data, args.split, labels=True)
+    inputs, Y, name, _ = _run_inputs(args.run_dir, clf, args.data, args.split, labels=True)
     metrics = clf.score(inputs, Y)
     output = args.output or args.run_dir / f"eval-{Path(str(args.data)).name}-{args.split}.json"
     atomic_write_json(output, {"data": str(args.data), "split": args.split, "metrics": metrics})
@@ -250,10 +249,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_inputs(run_dir: Path, backbone: str, data: str, split: str, *, labels: bool) -> tuple[Any, Any, str, Any]:
+def _run_inputs(run_dir: Path, clf: Any, data: str, split: str, *, labels: bool) -> tuple[Any, Any, str, Any]:
     """``(model inputs, Y or None, name, text encoder or None)`` of ``split`` of ``data`` as
-    the run at ``run_dir`` saw its training data: raw texts go through the run's saved text
-    encoder, never one fitted on ``data`` itself."""
+    the run at ``run_dir`` (its estimator ``clf``) saw its training data: raw texts go
+    through the run's saved text encoder, never one fitted on ``data`` itself; feature files
+    are read at the model's widths (labels only when they are scored)."""
     from holoxmc.data import TextEncoder, load, read_jsonl, text_split_file
     from holoxmc.data.text import labels_to_csr
 
@@ -265,14 +265,15 @@ def _run_inputs(run_dir: Path, backbone: str, data: str, split: str, *, labels: 
                              '{"text": ...} lines, a folder with train/test .jsonl files, or a text set such as debtags')
         encoder = TextEncoder.load(encoder_file)
         records = read_jsonl(text_file, require_labels=labels)
-        inputs = encoder.features(records.texts) if backbone == "fc" else encoder.tokens(records.texts)
+        inputs = encoder.features(records.texts) if clf.backbone == "fc" else encoder.tokens(records.texts)
         Y = labels_to_csr(records, encoder.labels, text_file) if labels else None
         return inputs, Y, Path(str(data)).name, encoder
     if text_file is not None and Path(str(data)).is_file():
         raise InputError(f"{run_dir} has no {TEXT_ENCODER_FILE} (it was trained on feature vectors, or by an older "
                          f"holoxmc), so it cannot encode the raw texts of {data}")
-    dataset = load(data, split, features="tfidf" if backbone == "fc" else "tokens")
-    return _model_inputs(dataset, backbone), dataset.Y, dataset.name, None
+    dataset = load(data, split, features="tfidf" if clf.backbone == "fc" else "tokens",
+                   widths=(clf.n_features_ if clf.backbone == "fc" else None, clf.n_labels_ if labels else None))
+    return _model_inputs(dataset, clf.backbone), dataset.Y, dataset.name, None
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -280,7 +281,7 @@ def run_predict(args: argparse.Namespace) -> int:
     from holoxmc.io import atomic_write_text
 
     clf = XMCClassifier.load(args.run_dir, device=args.device)
-    inputs, _, _, encoder = _run_inputs(args.run_dir, clf.backbone, args.input, "test", labels=False)
+    inputs, _, _, encoder = _run_inputs(args.run_dir, clf, args.input, "test", labels=False)
     if args.label_names and encoder is None:
         raise InputError(f"{args.run_dir} has no label names: it was not trained on raw text")
     names = encoder.labels if args.label_names else None

@@ -126,7 +126,13 @@ def _split_file(folder: Path, split: str, patterns: tuple[str, ...]) -> Path | N
     return None
 
 
-def _load_folder(folder: Path, split: str, name: str, features: str, text_options: dict[str, Any]) -> Dataset:
+#: ``(n_features, n_labels)`` a split is read at; ``None`` leaves a width to the file.
+Widths = tuple[int | None, int | None]
+
+
+def _load_folder(
+    folder: Path, split: str, name: str, features: str, text_options: dict[str, Any], widths: Widths
+) -> Dataset:
     """One split of the dataset stored in ``folder`` (format found from the file names)."""
     jsonl = {s: _split_file(folder, s, ("{split}.jsonl", "{split}.jsonl.gz")) for s in SPLITS}
     if jsonl["train"] is not None:
@@ -138,7 +144,7 @@ def _load_folder(folder: Path, split: str, name: str, features: str, text_option
     _check_bag_of_words(features, name)
     text_file = _split_file(folder, split, ("*{split}*.txt", "*{split}*.txt.gz"))
     if text_file is not None:
-        return _from_matrices(_read_text_matrices(text_file), name)
+        return _from_matrices(_read_text_matrices(text_file, widths), name)
     data_files = sorted(folder.glob("*_data.txt"))
     split_tag = {"train": "trSplit", "test": "tstSplit"}[split]
     split_files = sorted(p for p in folder.iterdir() if split_tag.lower() in p.name.lower())
@@ -155,8 +161,10 @@ def _check_bag_of_words(features: str, name: str) -> None:
         raise InputError(f"features={features!r} needs raw text; {name} only has bag-of-words features")
 
 
-def _read_text_matrices(path: Path) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    return read_xml_repo(path) if has_xml_repo_header(path) else read_svmlight(path)
+def _read_text_matrices(path: Path, widths: Widths) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """An XML-repository file (its header declares the widths) or a headerless svmlight
+    file, read at ``widths`` where given (its largest indices may be smaller)."""
+    return read_xml_repo(path) if has_xml_repo_header(path) else read_svmlight(path, *widths)
 
 
 def _from_matrices(matrices: tuple[sp.csr_matrix, sp.csr_matrix], name: str) -> Dataset:
@@ -219,7 +227,7 @@ def _sibling(train_path: Path, split: str) -> Path | None:
     return candidate if candidate.exists() else None
 
 
-def _load_file(path: Path, split: str, features: str, text_options: dict[str, Any]) -> Dataset:
+def _load_file(path: Path, split: str, features: str, text_options: dict[str, Any], widths: Widths) -> Dataset:
     """A single file: format from its name (``.mat``, ``.npz``, ``.jsonl``) or its first line."""
     name = path.name.split(".")[0]
     suffixes = [s.lower() for s in path.suffixes]
@@ -231,7 +239,7 @@ def _load_file(path: Path, split: str, features: str, text_options: dict[str, An
     _check_bag_of_words(features, name)
     if suffixes[-1:] == [".mat"]:
         return _from_matrices(read_mat(path, split), name)
-    return _from_matrices(_read_text_matrices(path), name)
+    return _from_matrices(_read_text_matrices(path, widths), name)
 
 
 def _check_statistics(dataset: Dataset, info: DatasetInfo, split: str) -> None:
@@ -261,6 +269,7 @@ def load(
     check_statistics: bool = True,
     download: bool = False,
     cache_dir: str | os.PathLike | None = None,
+    widths: Widths = (None, None),
     **options: Any,
 ) -> Dataset:
     """Load one split of a dataset by registry name, folder or file.
@@ -278,6 +287,12 @@ def load(
         download: fetch a registry set that is not found locally (see :func:`fetch`).
         cache_dir: keep the prepared split as ``.npz`` here and reuse it while the source
             files (names, sizes, modification times) and the arguments are unchanged.
+        widths: ``(n_features, n_labels)`` the split must have (``None``: any), e.g. the
+            train split's when loading the test split, or a trained model's. A headerless
+            svmlight file is read at these widths (a test file need not use the largest
+            feature or label id); an index beyond them is a :class:`DataFormatError` naming
+            the file and line; any other source must have exactly these widths
+            (:class:`InputError`).
         **options: ``synthetic``: ``preset`` (``"demo"``, ``"amazon-670k-like"``) and any
             :func:`make_synthetic` argument; text sets: ``min_df``, ``max_vocab``,
             ``max_length``; split-file sets: ``split_column``.
@@ -292,18 +307,30 @@ def load(
     """
     if split not in SPLITS:
         raise InputError(f"split must be one of {SPLITS}, got {split!r}")
+    widths = tuple(widths)
+    if len(widths) != 2 or any(w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1)
+                               for w in widths):
+        raise InputError(f"widths must be (n_features, n_labels), each a positive integer or None, got {widths!r}")
     key = os.fspath(name_or_path)
-    source, build = _resolve(key, split, features, check_statistics, download, options)
+    source, build = _resolve(key, split, features, check_statistics, download, options, widths)
     if cache_dir is None:
-        return build()
+        return _check_widths(build(), key, split, widths)
     fingerprint = hashlib.sha256(
-        repr((key.lower(), split, features, sorted(options.items()), _fingerprint(source))).encode()
+        repr((key.lower(), split, features, sorted(options.items()), _fingerprint(source), widths)).encode()
     ).hexdigest()[:16]
     cached = Path(cache_dir) / f"{Path(key).name.lower()}-{split}-{features}-{fingerprint}.npz"
     if cached.exists():
-        return load_npz(cached)
-    dataset = build()
+        return _check_widths(load_npz(cached), key, split, widths)
+    dataset = _check_widths(build(), key, split, widths)
     save_npz(dataset, cached)
+    return dataset
+
+
+def _check_widths(dataset: Dataset, key: str, split: str, widths: Widths) -> Dataset:
+    """``dataset``, once its feature and label counts equal the required ``widths``."""
+    for what, found, width in zip(("features", "labels"), (dataset.n_features, dataset.n_labels), widths):
+        if width is not None and found != width:
+            raise InputError(f"{key}: its {split} split has {found} {what}, expected {width}")
     return dataset
 
 
@@ -316,7 +343,8 @@ def _fingerprint(source: Path | None) -> list[tuple[str, int, int]]:
 
 
 def _resolve(
-    key: str, split: str, features: str, check_statistics: bool, download: bool, options: dict[str, Any]
+    key: str, split: str, features: str, check_statistics: bool, download: bool, options: dict[str, Any],
+    widths: Widths,
 ) -> tuple[Path | None, Callable[[], Dataset]]:
     """Where ``key`` is read from (``None`` for generated data) and how to build the split."""
     if key.lower() == "synthetic":
@@ -330,8 +358,8 @@ def _resolve(
     path = Path(key)
     if path.exists():
         if path.is_dir():
-            return path, lambda: _load_folder(path, split, path.name, features, options)
-        return path, lambda: _load_file(path, split, features, options)
+            return path, lambda: _load_folder(path, split, path.name, features, options, widths)
+        return path, lambda: _load_file(path, split, features, options, widths)
     info = REGISTRY.get(key.lower())
     if info is None:
         known = ", ".join([*REGISTRY, "synthetic"])
@@ -343,7 +371,7 @@ def _resolve(
         folder = fetch(info.name)
 
     def build() -> Dataset:
-        dataset = _load_folder(folder, split, info.name, features, options)
+        dataset = _load_folder(folder, split, info.name, features, options, widths)
         if check_statistics:
             _check_statistics(dataset, info, split)
         return dataset
