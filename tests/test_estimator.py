@@ -100,6 +100,26 @@ def test_parameter_counts_show_the_hrr_compression(fitted):
     assert hrr["total"] - hrr["output_layer"] == dense["total"] - dense["output_layer"]
 
 
+def test_the_estimator_and_loader_are_reachable_from_the_package_root():
+    import holoxmc
+    from holoxmc.data import load
+
+    assert holoxmc.XMCClassifier is XMCClassifier and holoxmc.load is load
+    with pytest.raises(AttributeError, match="no attribute 'fit'"):
+        holoxmc.fit
+
+
+@pytest.mark.parametrize("head", ["hrr", "dense", "solar"])
+def test_fewer_labels_than_the_metrics_cut_offs(head):
+    """Three labels: training validates and ``score`` reports P@1..5, ranks 4 and 5 as misses."""
+    train, test = make_synthetic(300, 3, 20, n_test=50, labels_per_point=1.0, seed=0)
+    clf = XMCClassifier(head=head, hidden=(16,), epochs=2, progress=False).fit(train.X, train.Y)
+    metrics = clf.score(test.X, test.Y)
+    top3 = evaluate(clf.predict(test.X, k=3)[0], test.Y, ks=(1, 2, 3))
+    assert {k: metrics[k] for k in top3} == top3
+    assert metrics["P@5"] == pytest.approx(metrics["P@3"] * 3 / 5)
+
+
 def test_same_seed_same_model(data):
     train, _ = data
     params = SMALL | {"epochs": 2}

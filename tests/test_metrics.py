@@ -14,6 +14,7 @@ from holoxmc.metrics import (
     evaluate,
     evaluate_scores,
     inverse_propensity,
+    pad_predictions,
     propensity_preset,
     top_k,
 )
@@ -63,6 +64,17 @@ def test_missing_predictions_marked_minus_one_score_zero():
     Y = sp.csr_matrix(np.array([[0, 1, 0]]))
     r = evaluate(np.array([[1, -1]]), Y, ks=(1, 2))
     assert r["P@1"] == 100.0 and r["P@2"] == 50.0
+
+
+def test_fewer_labels_than_k_count_the_missing_ranks_as_misses():
+    Y = sp.csr_matrix(np.array([[1, 0, 1], [0, 1, 0]]))
+    scores = np.array([[0.9, 0.1, 0.5], [0.2, 0.7, 0.1]])
+    by_scores = evaluate_scores(scores, Y)  # L = 3 < 5
+    assert pad_predictions(top_k(scores, 3), 5).tolist() == [[0, 2, 1, -1, -1], [1, 0, 2, -1, -1]]
+    assert by_scores == evaluate(pad_predictions(top_k(scores, 3), 5), Y)
+    assert by_scores["P@1"] == 100.0 and by_scores["P@3"] == pytest.approx(50.0) and by_scores["P@5"] == pytest.approx(30.0)
+    with pytest.raises(InputError, match="need k >= 5"):  # an explicit top-3 is still not taken for a top-5
+        evaluate(top_k(scores, 3), Y)
 
 
 def test_inverse_propensity_formula():

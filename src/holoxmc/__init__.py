@@ -1,7 +1,25 @@
-"""holoxmc: extreme multi-label classification with HRR and SOLAR label codes."""
+"""holoxmc: extreme multi-label classification with HRR and SOLAR label codes.
+
+The estimator and the data loader are also reachable from the package root
+(``from holoxmc import XMCClassifier, load``); they are imported on first use, so that
+``import holoxmc`` stays light.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 from holoxmc import hrr
 from holoxmc.errors import DataFormatError, HoloxmcError, InputError
 
 __version__ = "0.1.0"
-__all__ = ["hrr", "HoloxmcError", "DataFormatError", "InputError", "__version__"]
+__all__ = ["hrr", "XMCClassifier", "load", "HoloxmcError", "DataFormatError", "InputError", "__version__"]
+
+_LAZY = {"XMCClassifier": "holoxmc.estimator", "load": "holoxmc.data"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'holoxmc' has no attribute {name!r}")

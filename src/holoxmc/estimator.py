@@ -34,7 +34,7 @@ from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.distributed.data_parallel import process_group
 from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_json
-from holoxmc.metrics import evaluate, inverse_propensity
+from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
 from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, predict_topk
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
 from holoxmc.train.solar import DONE_FILE, SolarConfig, SolarModel, chunk_dir, fit_solar
@@ -484,8 +484,8 @@ class XMCClassifier(BaseEstimator):
         X = self._check_X(X)
         Y = _check_Y(Y, X.shape[0], n_labels=self.n_labels_)
         if self.head == "solar":
-            indices, _ = self.predict(X, k=max(ks))
-            return evaluate(indices, Y, inv_prop=self.inv_prop_, ks=tuple(ks))
+            indices, _ = self.predict(X, k=min(max(ks), self.n_labels_))
+            return evaluate(pad_predictions(indices, max(ks)), Y, inv_prop=self.inv_prop_, ks=tuple(ks))
         return evaluate_topk(
             self.network_, X, Y, inv_prop=self.inv_prop_, ks=tuple(ks), device=self.device
         )

@@ -34,6 +34,7 @@ __all__ = [
     "propensity_preset",
     "inverse_propensity",
     "top_k",
+    "pad_predictions",
     "evaluate",
     "evaluate_scores",
     "MetricAccumulator",
@@ -315,6 +316,18 @@ class MetricAccumulator:
         return out
 
 
+def pad_predictions(topk_indices: np.ndarray, k: int) -> np.ndarray:
+    """``topk_indices`` widened to ``k`` columns with ``-1`` ("no prediction"), for a model
+    with fewer than ``k`` labels: its missing ranks count as misses at every cut-off.
+
+    Example:
+        >>> pad_predictions(np.array([[2, 0]]), 4).tolist()
+        [[2, 0, -1, -1]]
+    """
+    missing = k - topk_indices.shape[1]
+    return np.pad(topk_indices, ((0, 0), (0, missing)), constant_values=-1) if missing > 0 else topk_indices
+
+
 def evaluate(
     topk_indices: np.ndarray,
     Y_true: sp.spmatrix,
@@ -352,5 +365,7 @@ def evaluate_scores(
     inv_prop: np.ndarray | None = None,
     ks: Sequence[int] = DEFAULT_KS,
 ) -> dict[str, float]:
-    """:func:`evaluate` on the top ``max(ks)`` of an ``(n, L)`` score matrix (see :func:`top_k`)."""
-    return evaluate(top_k(scores, max(_check_ks(ks))), Y_true, inv_prop=inv_prop, ks=ks)
+    """:func:`evaluate` on the top ``max(ks)`` of an ``(n, L)`` score matrix (see :func:`top_k`;
+    with fewer than ``max(ks)`` labels the missing ranks are misses)."""
+    k = max(_check_ks(ks))
+    return evaluate(pad_predictions(top_k(scores, min(k, scores.shape[1])), k), Y_true, inv_prop=inv_prop, ks=ks)

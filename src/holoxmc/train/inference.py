@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from holoxmc.data.batch import SparseBatch, input_batch
-from holoxmc.metrics import MetricAccumulator
+from holoxmc.metrics import MetricAccumulator, pad_predictions
 
 __all__ = ["TopKModel", "predict_topk", "evaluate_topk"]
 
@@ -85,8 +85,9 @@ def evaluate_topk(
         63.1
     """
     accumulator = MetricAccumulator(ks=ks, inv_prop=inv_prop)
-    for rows, _, batch_indices in _iter_topk(network, X, max(ks), batch_size, device):
-        accumulator.update(batch_indices, Y[rows])
+    k = max(ks)
+    for rows, _, batch_indices in _iter_topk(network, X, k, batch_size, device):
+        accumulator.update(pad_predictions(batch_indices, k), Y[rows])  # a model with fewer than k labels
     return accumulator.result()
 
 
