@@ -127,6 +127,17 @@ def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["busy"]
 
 
+@pytest.mark.parametrize("model", ["hrr-fc", "solar"])
+def test_a_set_with_fewer_labels_than_the_cut_offs_trains_and_reports_p_at_5(tmp_path, model):
+    train, test = make_synthetic(300, 4, 30, n_test=40, labels_per_point=1.5, seed=5)
+    folder = tmp_path / "four"
+    write_xml_repo(folder / "four_train.txt", train.X, train.Y)
+    write_xml_repo(folder / "four_test.txt", test.X, test.Y)
+    assert main(["train", str(folder), "--model", model, "--out", str(tmp_path / "run"), "--epochs", "2", "--quiet"]) == 0
+    reported = json.loads((tmp_path / "run" / "metrics.json").read_text())["test"]
+    assert reported["P@5"] == pytest.approx(reported["P@4"] * 4 / 5)  # rank 5 predicts nothing
+
+
 def test_headerless_files_are_read_at_the_widths_of_train_and_of_the_model(tmp_path, capsys):
     """svmlight files carry no widths: a test split without train's largest feature and
     label ids still trains, evaluates and predicts; an id beyond the model's is one error

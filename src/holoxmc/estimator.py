@@ -753,14 +753,15 @@ def fit_and_report(
     Y_test = _check_Y(Y_test, X_test.shape[0], n_labels=clf.n_labels_)
     X_test = clf._check_X(X_test)
     extra: dict[str, Any] = {}
+    k = min(max(ks), clf.n_labels_)  # the missing ranks of a model with fewer labels are misses
     started = time.perf_counter()
     if clf.head == "solar":
-        indices, _, candidates = clf.solar_.predict(X_test, k=max(ks))
+        indices, _, candidates = clf.solar_.predict(X_test, k=k)
         extra["candidates_per_point"] = float(candidates.mean())
     else:
-        indices, _ = clf.predict(X_test, k=max(ks))
+        indices, _ = clf.predict(X_test, k=k)
     predict_ms = 1000.0 * (time.perf_counter() - started) / X_test.shape[0]
-    metrics = evaluate(indices, Y_test, inv_prop=clf.inv_prop_, ks=ks)
+    metrics = evaluate(pad_predictions(indices, max(ks)), Y_test, inv_prop=clf.inv_prop_, ks=ks)
     if clf.head == "solar":
         results, best_epoch, sparse_updates = [clf.fit_result_], None, None
     else:
