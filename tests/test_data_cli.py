@@ -20,6 +20,18 @@ def test_info_prints_statistics_of_both_splits(tmp_path, capsys):
     assert out[4].split() == ["all", "3", "3", "2", "1.33", "2.00"]
 
 
+def test_info_reads_a_headerless_test_split_at_the_train_widths(tmp_path, capsys):
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    (folder / "plain_train.txt").write_bytes(b"0,3 0:1 8:1\n1 2:1\n")
+    (folder / "plain_test.txt").write_bytes(b"0 1:1\n")  # smaller ids than train's largest
+    assert main(["data", "info", str(folder)]) == 0
+    assert capsys.readouterr().out.splitlines()[3].split() == ["test", "1", "9", "4", "1.00", "0.25"]
+    (folder / "plain_test.txt").write_bytes(b"0 1:1\n4 1:1\n")  # a label train does not have
+    assert main(["data", "info", str(folder)]) == 2
+    assert "plain_test.txt:2: label index 4 >= declared L=4" in capsys.readouterr().err
+
+
 def test_info_of_synthetic_lists_registry_free_name(capsys):
     assert main(["data", "info", "synthetic"]) == 0
     assert capsys.readouterr().out.splitlines()[2].split()[:4] == ["train", "10000", "5000", "1500"]

@@ -13,7 +13,6 @@ import warnings
 from pathlib import Path
 
 from holoxmc.data import REGISTRY, Dataset, DatasetStats, load
-from holoxmc.data.registry import SPLITS
 
 __all__ = ["register"]
 
@@ -33,11 +32,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _splits_of(data: str) -> list[tuple[str, Dataset]]:
-    """``(split, dataset)`` for every split ``data`` has (one entry for a single text file)."""
+    """``(split, dataset)`` for every split ``data`` has (one entry for a single text file);
+    the test split is read at the train split's widths, as ``holoxmc train`` reads it."""
     path = Path(data)
     if path.is_file() and not path.name.lower().endswith(".mat"):
         return [("file", load(path))]
-    return [(split, load(data, split)) for split in SPLITS]
+    train = load(data, "train")
+    return [("train", train), ("test", load(data, "test", widths=(train.n_features, train.n_labels)))]
 
 
 def run_info(args: argparse.Namespace) -> int:
