@@ -136,6 +136,9 @@ def test_a_set_with_fewer_labels_than_the_cut_offs_trains_and_reports_p_at_5(tmp
     assert main(["train", str(folder), "--model", model, "--out", str(tmp_path / "run"), "--epochs", "2", "--quiet"]) == 0
     reported = json.loads((tmp_path / "run" / "metrics.json").read_text())["test"]
     assert reported["P@5"] == pytest.approx(reported["P@4"] * 4 / 5)  # rank 5 predicts nothing
+    predictions = tmp_path / "predictions.txt"
+    assert main(["predict", str(tmp_path / "run"), str(folder / "four_test.txt"), "--output", str(predictions)]) == 0
+    assert {len(line.split()) for line in predictions.read_text().splitlines()} == {4}  # the default top-5 is all 4
 
 
 def test_headerless_files_are_read_at_the_widths_of_train_and_of_the_model(tmp_path, capsys):

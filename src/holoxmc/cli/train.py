@@ -97,7 +97,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     predict.add_argument("input", metavar="INPUT",
                          help="data file or registry name (its test split); for a run trained on raw text, "
                               "a .jsonl file of {\"text\": ...} lines (labels optional) or a text set")
-    predict.add_argument("--top-k", type=int, default=5)
+    predict.add_argument("--top-k", type=int, default=None, help="labels per point (default: 5, or L if fewer)")
     predict.add_argument("--label-names", action="store_true",
                          help="write label names instead of indices (runs trained on raw text; name:score, "
                               "split at the last colon)")
@@ -285,7 +285,7 @@ def run_predict(args: argparse.Namespace) -> int:
     if args.label_names and encoder is None:
         raise InputError(f"{args.run_dir} has no label names: it was not trained on raw text")
     names = encoder.labels if args.label_names else None
-    indices, scores = clf.predict(inputs, k=args.top_k)
+    indices, scores = clf.predict(inputs, k=min(5, clf.n_labels_) if args.top_k is None else args.top_k)
     text = "".join(
         " ".join(f"{label if names is None else names[label]}:{score:.6g}"
                  for label, score in zip(row_labels, row_scores)) + "\n"
