@@ -163,6 +163,9 @@ def test_headerless_files_are_read_at_the_widths_of_train_and_of_the_model(tmp_p
     point.write_text("0:1\n2:1 40:1\n")
     assert main(["predict", str(run), str(point)]) == 2
     assert "point.txt:2: feature index 40 >= declared D=40" in capsys.readouterr().err
+    point.write_text("")
+    assert main(["predict", str(run), str(point)]) == 2
+    assert capsys.readouterr().err == f"holoxmc: error: {point}: no data points\n"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a machine without CUDA")

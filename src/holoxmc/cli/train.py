@@ -273,6 +273,8 @@ def _run_inputs(run_dir: Path, clf: Any, data: str, split: str, *, labels: bool)
                          f"holoxmc), so it cannot encode the raw texts of {data}")
     dataset = load(data, split, features="tfidf" if clf.backbone == "fc" else "tokens",
                    widths=(clf.n_features_ if clf.backbone == "fc" else None, clf.n_labels_ if labels else None))
+    if len(dataset) == 0:
+        raise InputError(f"{data}: no data points" + ("" if Path(str(data)).is_file() else f" in its {split} split"))
     return _model_inputs(dataset, clf.backbone), dataset.Y, dataset.name, None
 
 
