@@ -114,6 +114,9 @@ def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--n-models", "2"], "SOLAR already"),
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--linear-width", "8"], "fc backbone with the hrr"),
         (["train", "{toy}", "--out", "{tmp}/run", "--linear-width", "-1"], "non-negative integer"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--seed", "-5"], "seed must be a non-negative integer"),
+        (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--seed", "-1"], "seed must be"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--weight-decay", "inf"], "weight_decay must be a finite"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv, message):

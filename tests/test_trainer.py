@@ -218,7 +218,10 @@ def test_inference_scores_every_row_with_odd_batch_sizes():
     "bad, match",
     [({"epochs": 0}, "epochs"), ({"schedule": "exp"}, "schedule"), ({"val_fraction": 1.0}, "val_fraction"),
      ({"epochs": 4, "stop_epoch": 5}, "stop_epoch"), ({"stop_epoch": 0}, "stop_epoch"),
-     ({"sparse_updates": True, "weight_decay": 1e-4}, "weight decay"), ({"sparse_updates": "yes"}, "sparse_updates")],
+     ({"sparse_updates": True, "weight_decay": 1e-4}, "weight decay"), ({"sparse_updates": "yes"}, "sparse_updates"),
+     ({"weight_decay": float("nan")}, "weight_decay"), ({"warmup_epochs": -1.0}, "warmup_epochs"),
+     ({"grad_clip": 0.0}, "grad_clip"), ({"grad_clip": float("inf")}, "grad_clip"), ({"seed": -1}, "seed"),
+     ({"seed": 1.5}, "seed"), ({"seed": True}, "seed")],
 )
 def test_config_validation(bad, match):
     with pytest.raises(InputError, match=match):

@@ -338,6 +338,7 @@ class XMCClassifier(BaseEstimator):
             raise InputError(f"linear_width must be a non-negative integer, got {self.linear_width!r}")
         if self.linear_width and (self.backbone != "fc" or self.head == "solar"):
             raise InputError("linear_width applies to the fc backbone with the hrr and dense heads")
+        self._train_config()  # its checks: the training settings are valid before any work
         X = self._check_X(X, fitting=True)
         Y = _check_Y(Y, X.shape[0], n_labels=None)
         if (X_val is None) != (Y_val is None):

@@ -137,6 +137,14 @@ class TrainConfig:
             raise InputError(f"stop_epoch must be in [1, epochs={self.epochs}], got {self.stop_epoch}")
         if self.patience is not None and self.patience < 1:
             raise InputError(f"patience must be >= 1 or None, got {self.patience}")
+        if not 0.0 <= self.weight_decay < math.inf:
+            raise InputError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
+        if not 0.0 <= self.warmup_epochs < math.inf:
+            raise InputError(f"warmup_epochs must be a finite number >= 0, got {self.warmup_epochs}")
+        if self.grad_clip is not None and not 0.0 < self.grad_clip < math.inf:
+            raise InputError(f"grad_clip must be a finite number > 0 or None, got {self.grad_clip}")
+        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool) or self.seed < 0:
+            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.sparse_updates not in (True, False, "auto"):
             raise InputError(f"sparse_updates must be True, False or 'auto', got {self.sparse_updates!r}")
         if self.sparse_updates is True and self.weight_decay:
