@@ -9,6 +9,7 @@ import importlib
 import pytest
 
 MODULES = [
+    "holoxmc.errors",
     "holoxmc.devices",
     "holoxmc.metrics",
     "holoxmc.data.dataset",

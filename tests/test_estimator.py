@@ -178,6 +178,26 @@ def test_fit_validation_and_unfitted_use(data, tmp_path):
     assert set(NETWORK_FACTORIES) >= {"hrr", "dense"}
 
 
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"backbone": "mlp"}, "unknown backbone 'mlp'"),
+        ({"dim": 32.5}, "must be integers"),
+        ({"epochs": 2.5}, "epochs must be an int"),
+        ({"batch_size": "64"}, "batch_size must be an int"),
+        ({"lr": "0.01"}, "lr must be a number"),
+        ({"seed": -1}, "seed must be a non-negative integer"),
+        ({"propensity": (0.55,)}, "propensity must be two finite numbers"),
+        ({"head": "solar", "head_options": {"n_bucket": 4}}, r"options \['n_bucket'\] are not accepted by head 'solar'"),
+    ],
+)
+def test_bad_settings_are_one_input_error_before_any_training(data, params, match):
+    train, _ = data
+    with pytest.raises(InputError, match=match):
+        XMCClassifier(**SMALL | params).fit(train.X, train.Y)
+    XMCClassifier(**SMALL | {"epochs": np.int64(1), "dim": np.int64(16), "lr": np.float32(0.01)}).fit(train.X, train.Y)
+
+
 ENSEMBLE = SMALL | {"epochs": 4}
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import numbers
 import os
+from typing import Any
 
-__all__ = ["HoloxmcError", "DataFormatError", "InputError"]
+__all__ = ["HoloxmcError", "DataFormatError", "InputError", "check_number_types"]
 
 
 class HoloxmcError(Exception):
@@ -31,3 +34,30 @@ class DataFormatError(HoloxmcError, ValueError):
         if line is not None:
             where = f"{where}:{line}"
         super().__init__(f"{where}: {message}")
+
+
+_NUMBER_TYPES = {"int": numbers.Integral, "float": numbers.Real}
+
+
+def check_number_types(config: Any) -> None:
+    """Raise :class:`InputError` for a field of the dataclass ``config`` annotated ``int``
+    or ``float`` (optionally ``| None``) that holds another type, e.g. ``"64"`` or ``2.5``
+    for an ``int``; booleans are not numbers here.
+
+    Example:
+        >>> @dataclasses.dataclass
+        ... class Settings:
+        ...     epochs: int = 1
+        >>> check_number_types(Settings(epochs="3"))
+        Traceback (most recent call last):
+        ...
+        holoxmc.errors.InputError: epochs must be an int, got '3'
+    """
+    for field in dataclasses.fields(config):
+        kind, _, optional = str(field.type).partition(" | ")
+        value = getattr(config, field.name)
+        if kind not in _NUMBER_TYPES or (value is None and optional == "None"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, _NUMBER_TYPES[kind]):
+            raise InputError(f"{field.name} must be {'an int' if kind == 'int' else 'a number'}"
+                             f"{' or None' if optional == 'None' else ''}, got {value!r}")

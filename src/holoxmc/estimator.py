@@ -14,10 +14,12 @@ Example:
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ import torch
 from sklearn.base import BaseEstimator
 from torch import nn
 
-from holoxmc.backbones.network import Ensemble, Network, build_model, build_network
+from holoxmc.backbones.network import BACKBONES, Ensemble, Network, build_model, build_network
 from holoxmc.data.batch import input_batch
 from holoxmc.devices import check_device
 from holoxmc.distributed import run_jobs, threads_per_worker
@@ -74,6 +76,10 @@ def _hrr_or_dense_network(clf: "XMCClassifier", n_labels: int, input_size: int, 
     sizes = {"n_features": input_size} if clf.backbone == "fc" else {"vocab_size": input_size}
     seed = clf.seed if seed is None else seed
     return build_network(clf.backbone, clf.head, n_labels=n_labels, seed=seed, **sizes, **options)
+
+
+#: SolarConfig fields a user sets through ``head_options`` (the rest come from the classifier).
+SOLAR_OPTIONS = frozenset(f.name for f in fields(SolarConfig)) - {"hidden", "dropout", "seed", "device", "train"}
 
 
 #: Heads trained as one network: ``head name -> (classifier, n_labels, input size[, seed]) -> network``.
@@ -325,6 +331,10 @@ class XMCClassifier(BaseEstimator):
         """
         if self.head not in HEAD_DEFAULTS:
             raise InputError(f"unknown head {self.head!r}; choose from {sorted(HEAD_DEFAULTS)}")
+        if self.backbone not in BACKBONES:
+            raise InputError(f"unknown backbone {self.backbone!r}; choose from {sorted(BACKBONES)}")
+        if len(self.propensity) != 2 or not all(isinstance(v, numbers.Real) and math.isfinite(v) for v in self.propensity):
+            raise InputError(f"propensity must be two finite numbers (A, B), got {self.propensity!r}")
         if self.head == "solar" and self.backbone != "fc":
             raise InputError(f"head 'solar' takes sparse features (backbone 'fc'), not {self.backbone!r}")
         if self.head == "solar" and self.refit:
@@ -399,6 +409,9 @@ class XMCClassifier(BaseEstimator):
         """Train the K chunk models as independent jobs in ``run_dir`` (a temporary folder
         when ``None``); re-running on the same folder retrains only unfinished chunks."""
         options = dict(self.head_options or {})
+        unknown = sorted(set(options) - SOLAR_OPTIONS)
+        if unknown:
+            raise InputError(f"options {unknown} are not accepted by head 'solar' (accepted: {sorted(SOLAR_OPTIONS)})")
         config = SolarConfig(
             hidden=tuple(self.setting("hidden")),
             dropout=self.setting("dropout"),

@@ -33,6 +33,7 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterator
 
 import numpy as np
@@ -132,6 +133,8 @@ class HRRLabelCode:
         dtype: torch.dtype = torch.float32,
         circulant: bool = False,
     ) -> None:
+        if any(isinstance(v, bool) or not isinstance(v, numbers.Integral) for v in (n_labels, dim, chunk_size)):
+            raise InputError(f"n_labels, dim and chunk_size must be integers; got {n_labels!r}, {dim!r}, {chunk_size!r}")
         if n_labels < 1 or dim < 2 or chunk_size < 1:
             raise InputError(
                 f"need n_labels >= 1, dim >= 2, chunk_size >= 1; got {n_labels}, {dim}, {chunk_size}"

@@ -37,7 +37,7 @@ from holoxmc.backbones.network import Network
 from holoxmc.codes.solar import FeatureHash, InvertedIndex, SolarLabelCode, chunk_seed
 from holoxmc.data.batch import SparseBatch
 from holoxmc.distributed import run_jobs, threads_per_worker
-from holoxmc.errors import InputError
+from holoxmc.errors import InputError, check_number_types
 from holoxmc.heads.solar import SCORINGS, SolarChunkHead, solar_decode
 from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate
@@ -100,6 +100,9 @@ class SolarConfig:
     def __post_init__(self) -> None:
         if isinstance(self.train, dict):
             self.train = TrainConfig.from_dict(self.train)
+        check_number_types(self)
+        if self.seed < 0:
+            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
         self.hidden = tuple(int(h) for h in self.hidden)
         for name in ("n_chunks", "top_buckets"):
             if getattr(self, name) < 1:

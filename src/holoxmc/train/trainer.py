@@ -37,7 +37,7 @@ from holoxmc.distributed.data_parallel import (
     share_of_batch,
     sum_over_ranks,
 )
-from holoxmc.errors import InputError
+from holoxmc.errors import InputError, check_number_types
 from holoxmc.train.checkpoint import load_checkpoint, save_checkpoint
 from holoxmc.train.heap import reuse_freed_memory
 from holoxmc.train.inference import evaluate_topk
@@ -123,6 +123,7 @@ class TrainConfig:
     reuse_memory: bool = True
 
     def __post_init__(self) -> None:
+        check_number_types(self)
         if self.epochs < 1:
             raise InputError(f"epochs must be >= 1, got {self.epochs}")
         if self.batch_size < 1:
@@ -143,7 +144,7 @@ class TrainConfig:
             raise InputError(f"warmup_epochs must be a finite number >= 0, got {self.warmup_epochs}")
         if self.grad_clip is not None and not 0.0 < self.grad_clip < math.inf:
             raise InputError(f"grad_clip must be a finite number > 0 or None, got {self.grad_clip}")
-        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool) or self.seed < 0:
+        if self.seed < 0:
             raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.sparse_updates not in (True, False, "auto"):
             raise InputError(f"sparse_updates must be True, False or 'auto', got {self.sparse_updates!r}")
