@@ -54,7 +54,8 @@ def check_number_types(config: Any) -> None:
         holoxmc.errors.InputError: epochs must be an int, got '3'
     """
     for field in dataclasses.fields(config):
-        kind, _, optional = str(field.type).partition(" | ")
+        annotation = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", str(field.type))
+        kind, _, optional = annotation.partition(" | ")
         value = getattr(config, field.name)
         if kind not in _NUMBER_TYPES or (value is None and optional == "None"):
             continue

@@ -333,7 +333,8 @@ class XMCClassifier(BaseEstimator):
             raise InputError(f"unknown head {self.head!r}; choose from {sorted(HEAD_DEFAULTS)}")
         if self.backbone not in BACKBONES:
             raise InputError(f"unknown backbone {self.backbone!r}; choose from {sorted(BACKBONES)}")
-        if len(self.propensity) != 2 or not all(isinstance(v, numbers.Real) and math.isfinite(v) for v in self.propensity):
+        if not isinstance(self.propensity, (tuple, list)) or len(self.propensity) != 2 \
+                or not all(isinstance(v, numbers.Real) and math.isfinite(v) for v in self.propensity):
             raise InputError(f"propensity must be two finite numbers (A, B), got {self.propensity!r}")
         if self.head == "solar" and self.backbone != "fc":
             raise InputError(f"head 'solar' takes sparse features (backbone 'fc'), not {self.backbone!r}")

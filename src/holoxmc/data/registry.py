@@ -11,6 +11,7 @@ then a ``.mat`` file.
 from __future__ import annotations
 
 import hashlib
+import numbers
 import os
 import shutil
 import tempfile
@@ -308,9 +309,10 @@ def load(
     if split not in SPLITS:
         raise InputError(f"split must be one of {SPLITS}, got {split!r}")
     widths = tuple(widths)
-    if len(widths) != 2 or any(w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1)
+    if len(widths) != 2 or any(w is not None and (isinstance(w, bool) or not isinstance(w, numbers.Integral) or w < 1)
                                for w in widths):
         raise InputError(f"widths must be (n_features, n_labels), each a positive integer or None, got {widths!r}")
+    widths = tuple(None if w is None else int(w) for w in widths)
     key = os.fspath(name_or_path)
     source, build = _resolve(key, split, features, check_statistics, download, options, widths)
     if cache_dir is None:
