@@ -2,7 +2,9 @@
 ``steps`` training batches are prepared once (on ``--device``), then each model runs Adam
 (fused, as the trainer does) over all of them, models interleaved per repeat; the median
 time per step is printed: process time on one CPU thread, wall time with more threads
-(process time would add the threads' times up) and after a device synchronise on a GPU. It isolates the network's own cost from the epoch loop's noise.
+(process time would add the threads' times up) and after a device synchronise on a GPU.
+Freed CPU memory stays mapped while timing, as it does in the trainer
+(``holoxmc.train.heap.reuse_freed_memory``). It isolates the network's own cost from the epoch loop's noise.
 
 Usage:
     python benchmarks/step_time.py delicious --repeats 7 --steps 150
@@ -27,6 +29,7 @@ from torch.profiler import ProfilerActivity, profile
 from holoxmc.data import load
 from holoxmc.data.batch import LabelBatch, SparseBatch
 from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier, preset_params
+from holoxmc.train.heap import reuse_freed_memory
 
 
 def main() -> None:
@@ -84,12 +87,13 @@ def main() -> None:
             optimizer.step()
         return clock() - started
 
-    for name, (loss, optimizer) in models.items():  # warm-up; compiles the compiled ones
-        print(f"{name}: first pass {one_pass(loss, optimizer):.1f} s", flush=True)
     ms_per_step: dict[str, list[float]] = {name: [] for name in models}
-    for _ in range(args.repeats):
-        for name, (loss, optimizer) in models.items():
-            ms_per_step[name].append(1000 * one_pass(loss, optimizer) / len(batches))
+    with reuse_freed_memory(device.type == "cpu"):
+        for name, (loss, optimizer) in models.items():  # warm-up; compiles the compiled ones
+            print(f"{name}: first pass {one_pass(loss, optimizer):.1f} s", flush=True)
+        for _ in range(args.repeats):
+            for name, (loss, optimizer) in models.items():
+                ms_per_step[name].append(1000 * one_pass(loss, optimizer) / len(batches))
     for name, times in ms_per_step.items():
         print(f"{name}: {statistics.median(times):.2f} ms/step (median of {args.repeats}; "
               f"{', '.join(f'{t:.2f}' for t in times)})")
