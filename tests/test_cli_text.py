@@ -94,6 +94,7 @@ def test_text_encoder_is_the_one_the_dataset_was_made_with(text_set, tmp_path):
     ("unknown-label", "new.jsonl:1: label 'nope' is not in the label vocabulary"),
     ("broken-encoder", "not a text encoder file"),
     ("names-of-a-vectors-run", "has no label names"),
+    ("data-option-for-a-text-run", "encodes raw text with its saved text encoder; --data-option does not apply"),
 ])
 def test_text_mismatches_are_one_error(text_set, toy, tmp_path, capsys, case, message):
     text_run, vector_run = tmp_path / "text", tmp_path / "vectors"
@@ -107,6 +108,7 @@ def test_text_mismatches_are_one_error(text_set, toy, tmp_path, capsys, case, me
         "unknown-label": ["evaluate", str(text_run), str(new)],
         "broken-encoder": ["predict", str(text_run), str(new)],
         "names-of-a-vectors-run": ["predict", str(vector_run), str(toy / "toy_test.txt"), "--label-names"],
+        "data-option-for-a-text-run": ["predict", str(text_run), str(new), "--data-option", "max_length=8"],
     }[case]
     if case == "broken-encoder":
         (text_run / TEXT_ENCODER_FILE).write_text('{"format": "holoxmc-text-encoder/1"}')

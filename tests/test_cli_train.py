@@ -130,6 +130,30 @@ def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["busy"]
 
 
+def test_data_options_reach_the_loader_and_the_run_remembers_them(tmp_path, capsys):
+    sizes = ["--data-option", "n_points=300", "--data-option", "n_test=60", "--data-option", "n_labels=25",
+             "--data-option", "n_features=40", "--data-option", "labels_per_point=2.5"]
+    run = tmp_path / "run"
+    assert main(["train", "synthetic", "--model", "hrr-fc", "--dim", "32", "--out", str(run), *FAST, *sizes]) == 0
+    data = json.loads((run / "metrics.json").read_text())["data"]
+    assert (data["train"], data["test"], data["labels"], data["features"]) == (300, 60, 25, 40)
+    assert data["options"]["labels_per_point"] == 2.5 and data["source"] == "synthetic"
+    output = tmp_path / "eval.json"
+    assert main(["evaluate", str(run), "synthetic", "--output", str(output)]) == 0  # the run's own options
+    expected = json.loads((run / "metrics.json").read_text())["test"]
+    assert {k: v for k, v in json.loads(output.read_text())["metrics"].items() if k in expected} == expected
+    capsys.readouterr()
+    for argv, message in [
+        (["evaluate", str(run), "synthetic", "--data-option", "n_features=41"], "has 41 features, expected 40"),
+        (["train", "synthetic", "--out", str(tmp_path / "other"), "--data-option", "colour=red"],
+         "options ['colour'] do not apply to synthetic data"),
+        (["train", "synthetic", "--out", str(tmp_path / "other"), "--data-option", "n_points"], "takes KEY=VALUE"),
+    ]:
+        assert main(argv) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()
+
+
 @pytest.mark.parametrize("model", ["hrr-fc", "solar"])
 def test_a_set_with_fewer_labels_than_the_cut_offs_trains_and_reports_p_at_5(tmp_path, model):
     train, test = make_synthetic(300, 4, 30, n_test=40, labels_per_point=1.5, seed=5)

@@ -137,6 +137,26 @@ def test_splits_are_read_at_the_widths_asked_for(tmp_path):
     assert len(list((tmp_path / "cache").iterdir())) == 2
 
 
+def test_options_a_source_does_not_take_are_errors_not_ignored(tmp_path):
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    (folder / "plain_train.txt").write_bytes(b"0 0:1\n")
+    (folder / "plain_test.txt").write_bytes(b"0 0:1\n")
+    with pytest.raises(InputError, match=r"options \['max_length'\] do not apply to .*plain_test.txt \(feature vectors\)"):
+        load(folder, "test", max_length=8)
+    with pytest.raises(InputError, match=r"options \['split_column'\] do not apply"):
+        load(folder / "plain_test.txt", split_column=1)
+    with pytest.raises(InputError, match=r"options \['colour'\] do not apply to synthetic data"):
+        load("synthetic", colour="red")
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    for split in ("train", "test"):
+        (texts / f"{split}.jsonl").write_text('{"text": "alpha beta gamma", "labels": ["x"]}\n{"text": "beta gamma delta", "labels": ["y"]}\n')
+    assert load(texts, "test", features="tokens", max_length=2, min_df=1).tokens.shape == (2, 2)
+    with pytest.raises(InputError, match=r"options \['split_column'\] do not apply to .*train.jsonl \(raw texts\)"):
+        load(texts, "test", split_column=1)
+
+
 def test_unknown_name_and_missing_dataset(tmp_path, monkeypatch):
     monkeypatch.setenv("HOLOXMC_DATA", str(tmp_path))
     monkeypatch.chdir(tmp_path)

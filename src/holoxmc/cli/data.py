@@ -12,9 +12,36 @@ import sys
 import warnings
 from pathlib import Path
 
-from holoxmc.data import REGISTRY, Dataset, DatasetStats, load
+from typing import Any
 
-__all__ = ["register"]
+from holoxmc.data import REGISTRY, Dataset, DatasetStats, load
+from holoxmc.errors import InputError
+
+__all__ = ["register", "add_data_options", "data_options"]
+
+
+def add_data_options(parser: argparse.ArgumentParser) -> None:
+    """``--data-option KEY=VALUE`` (repeatable): the ``holoxmc.data.load`` options of DATA."""
+    parser.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a load option of DATA, repeatable: synthetic data takes preset=amazon-670k-like "
+                             "and make_synthetic's arguments (n_labels=20000, ...), raw-text sets min_df, "
+                             "max_vocab, max_length, split-file sets split_column")
+
+
+def data_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--data-option`` pairs as ``load`` keywords; numbers parsed as numbers."""
+    options: dict[str, Any] = {}
+    for pair in args.data_option:
+        key, equals, text = pair.partition("=")
+        if not equals or not key:
+            raise InputError(f"--data-option takes KEY=VALUE, got {pair!r}")
+        for parse in (int, float, str):
+            try:
+                options[key] = parse(text)
+                break
+            except ValueError:
+                continue
+    return options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,23 +55,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "a dataset folder or a single file (XML-repo/svmlight text, .mat, .jsonl, .npz).",
     )
     info.add_argument("data", metavar="DATA", help="registry name, folder or file")
+    add_data_options(info)
     info.set_defaults(run=run_info)
 
 
-def _splits_of(data: str) -> list[tuple[str, Dataset]]:
+def _splits_of(data: str, options: dict[str, Any]) -> list[tuple[str, Dataset]]:
     """``(split, dataset)`` for every split ``data`` has (one entry for a single text file);
     the test split is read at the train split's widths, as ``holoxmc train`` reads it."""
     path = Path(data)
     if path.is_file() and not path.name.lower().endswith(".mat"):
-        return [("file", load(path))]
-    train = load(data, "train")
-    return [("train", train), ("test", load(data, "test", widths=(train.n_features, train.n_labels)))]
+        return [("file", load(path, **options))]
+    train = load(data, "train", **options)
+    return [("train", train), ("test", load(data, "test", widths=(train.n_features, train.n_labels), **options))]
 
 
 def run_info(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        splits = _splits_of(args.data)
+        splits = _splits_of(args.data, data_options(args))
     for warning in caught:
         print(f"holoxmc: warning: {warning.message}", file=sys.stderr)
     print(f"{args.data}")

@@ -12,10 +12,12 @@ removed once the run is complete. Every file is written atomically.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from holoxmc.cli.data import add_data_options, data_options
 from holoxmc.errors import InputError
 from holoxmc.estimator import REPORT_FAMILIES
 
@@ -82,6 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "('auto', an address, or 'local')")
     train.add_argument("--resume", action="store_true", help="continue the checkpoint in RUN_DIR")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_data_options(train)
     train.set_defaults(run=run_train)
 
     evaluate = subparsers.add_parser("evaluate", help="evaluate a trained model on a dataset split")
@@ -90,6 +93,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--split", choices=["train", "test"], default="test")
     evaluate.add_argument("--output", type=Path, metavar="FILE", help="JSON output (default RUN_DIR/eval-<DATA>-<split>.json)")
     evaluate.add_argument("--device", help="override the saved device")
+    add_data_options(evaluate)
     evaluate.set_defaults(run=run_evaluate)
 
     predict = subparsers.add_parser("predict", help="write the top-k labels of every input point")
@@ -103,6 +107,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "split at the last colon)")
     predict.add_argument("--output", type=Path, metavar="FILE", help="output file (default: stdout)")
     predict.add_argument("--device", help="override the saved device")
+    add_data_options(predict)
     predict.set_defaults(run=run_predict)
 
 
@@ -191,8 +196,9 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
         raise InputError("SOLAR trains its chunks as independent jobs: use --workers or --ray-address, not torchrun")
     params["progress"] = False if args.quiet else None
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
-    train = load(args.data, "train", features=features)
-    test = load(args.data, "test", features=features, widths=(train.n_features, train.n_labels))
+    options = data_options(args)
+    train = load(args.data, "train", features=features, **options)
+    test = load(args.data, "test", features=features, widths=(train.n_features, train.n_labels), **options)
     X_train, X_test = _model_inputs(train, params["backbone"]), _model_inputs(test, params["backbone"])
 
     created = not run_dir.exists()
@@ -207,7 +213,8 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
             run_dir.rmdir()
         raise
     metrics["data"] = {"name": train.name, "train": len(train), "test": len(test),
-                       "features": train.n_features, "labels": train.n_labels}
+                       "features": train.n_features, "labels": train.n_labels,
+                       "source": str(args.data), "options": options}
     clf.save(run_dir)
     if train.encoder is not None:
         train.encoder.save(run_dir / TEXT_ENCODER_FILE)
@@ -240,7 +247,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from holoxmc.io import atomic_write_json
 
     clf = XMCClassifier.load(args.run_dir, device=args.device)
-    inputs, Y, name, _ = _run_inputs(args.run_dir, clf, args.data, args.split, labels=True)
+    options = _options_for(args.run_dir, args.data, data_options(args))
+    inputs, Y, name, _ = _run_inputs(args.run_dir, clf, args.data, args.split, options, labels=True)
     metrics = clf.score(inputs, Y)
     output = args.output or args.run_dir / f"eval-{Path(str(args.data)).name}-{args.split}.json"
     atomic_write_json(output, {"data": str(args.data), "split": args.split, "metrics": metrics})
@@ -249,11 +257,27 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_inputs(run_dir: Path, clf: Any, data: str, split: str, *, labels: bool) -> tuple[Any, Any, str, Any]:
+def _options_for(run_dir: Path, data: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The ``load`` options for ``data``: those given, or else, when ``data`` is what the run
+    trained on, the options it trained with (so ``evaluate RUN synthetic`` meets the same set)."""
+    metrics_path = run_dir / "metrics.json"
+    if given or not metrics_path.exists():
+        return given
+    try:
+        trained_on = json.loads(metrics_path.read_text()).get("data", {})
+    except (OSError, ValueError):
+        return given
+    return dict(trained_on.get("options") or {}) if trained_on.get("source") == str(data) else given
+
+
+def _run_inputs(
+    run_dir: Path, clf: Any, data: str, split: str, options: dict[str, Any], *, labels: bool
+) -> tuple[Any, Any, str, Any]:
     """``(model inputs, Y or None, name, text encoder or None)`` of ``split`` of ``data`` as
     the run at ``run_dir`` (its estimator ``clf``) saw its training data: raw texts go
-    through the run's saved text encoder, never one fitted on ``data`` itself; feature files
-    are read at the model's widths (labels only when they are scored)."""
+    through the run's saved text encoder, never one fitted on ``data`` itself (so ``options``,
+    the ``load`` options, apply to other data only); feature files are read at the model's
+    widths (labels only when they are scored)."""
     from holoxmc.data import TextEncoder, load, read_jsonl, text_split_file
     from holoxmc.data.text import labels_to_csr
 
@@ -263,6 +287,8 @@ def _run_inputs(run_dir: Path, clf: Any, data: str, split: str, *, labels: bool)
         if text_file is None:
             raise InputError(f"{run_dir} was trained on raw text, and {data} has none: give a .jsonl file of "
                              '{"text": ...} lines, a folder with train/test .jsonl files, or a text set such as debtags')
+        if options:
+            raise InputError(f"{run_dir} encodes raw text with its saved text encoder; --data-option does not apply")
         encoder = TextEncoder.load(encoder_file)
         records = read_jsonl(text_file, require_labels=labels)
         inputs = encoder.features(records.texts) if clf.backbone == "fc" else encoder.tokens(records.texts)
@@ -272,7 +298,8 @@ def _run_inputs(run_dir: Path, clf: Any, data: str, split: str, *, labels: bool)
         raise InputError(f"{run_dir} has no {TEXT_ENCODER_FILE} (it was trained on feature vectors, or by an older "
                          f"holoxmc), so it cannot encode the raw texts of {data}")
     dataset = load(data, split, features="tfidf" if clf.backbone == "fc" else "tokens",
-                   widths=(clf.n_features_ if clf.backbone == "fc" else None, clf.n_labels_ if labels else None))
+                   widths=(clf.n_features_ if clf.backbone == "fc" else None, clf.n_labels_ if labels else None),
+                   **options)
     if len(dataset) == 0:
         raise InputError(f"{data}: no data points" + ("" if Path(str(data)).is_file() else f" in its {split} split"))
     return _model_inputs(dataset, clf.backbone), dataset.Y, dataset.name, None
@@ -283,7 +310,8 @@ def run_predict(args: argparse.Namespace) -> int:
     from holoxmc.io import atomic_write_text
 
     clf = XMCClassifier.load(args.run_dir, device=args.device)
-    inputs, _, _, encoder = _run_inputs(args.run_dir, clf, args.input, "test", labels=False)
+    options = _options_for(args.run_dir, args.input, data_options(args))
+    inputs, _, _, encoder = _run_inputs(args.run_dir, clf, args.input, "test", options, labels=False)
     if args.label_names and encoder is None:
         raise InputError(f"{args.run_dir} has no label names: it was not trained on raw text")
     names = encoder.labels if args.label_names else None

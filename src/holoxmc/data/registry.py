@@ -11,6 +11,7 @@ then a ``.mat`` file.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import numbers
 import os
 import shutil
@@ -130,6 +131,19 @@ def _split_file(folder: Path, split: str, patterns: tuple[str, ...]) -> Path | N
 #: ``(n_features, n_labels)`` a split is read at; ``None`` leaves a width to the file.
 Widths = tuple[int | None, int | None]
 
+#: ``load`` options each kind of source takes; any other option is an error, never ignored.
+TEXT_DEFAULTS: dict[str, int] = {"min_df": 2, "max_vocab": 50_000, "max_length": 256}
+TEXT_OPTIONS = frozenset(TEXT_DEFAULTS)
+SPLIT_FILE_OPTIONS = frozenset({"split_column"})
+SYNTHETIC_OPTIONS = frozenset({"preset"} | set(inspect.signature(make_synthetic).parameters))
+
+
+def _check_options(options: dict[str, Any], accepted: frozenset[str], source: str) -> None:
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise InputError(f"options {unknown} do not apply to {source} "
+                         f"(it takes {', '.join(sorted(accepted)) if accepted else 'none'})")
+
 
 def _load_folder(
     folder: Path, split: str, name: str, features: str, text_options: dict[str, Any], widths: Widths
@@ -145,14 +159,17 @@ def _load_folder(
     _check_bag_of_words(features, name)
     text_file = _split_file(folder, split, ("*{split}*.txt", "*{split}*.txt.gz"))
     if text_file is not None:
+        _check_options(text_options, frozenset(), f"{text_file} (feature vectors)")
         return _from_matrices(_read_text_matrices(text_file, widths), name)
     data_files = sorted(folder.glob("*_data.txt"))
     split_tag = {"train": "trSplit", "test": "tstSplit"}[split]
     split_files = sorted(p for p in folder.iterdir() if split_tag.lower() in p.name.lower())
     if data_files and split_files:
+        _check_options(text_options, SPLIT_FILE_OPTIONS, f"{folder} (a data file with split files)")
         return _from_matrices(read_xml_repo_split(data_files[0], split_files[0], text_options.get("split_column", 0)), name)
     mat_files = sorted(folder.glob("*.mat"))
     if mat_files:
+        _check_options(text_options, frozenset(), f"{mat_files[0]}")
         return _from_matrices(read_mat(mat_files[0], split), name)
     raise InputError(f"no {split} data found in {folder} (expected *{split}*.txt[.gz], *_data.txt + splits, .mat or jsonl)")
 
@@ -178,13 +195,10 @@ def _load_text(
     labels_path: Path | None,
     name: str,
     features: str,
-    *,
-    min_df: int = 2,
-    max_vocab: int = 50_000,
-    max_length: int = 256,
-    split_column: int = 0,
+    **text_options: Any,
 ) -> Dataset:
     """A raw-text split: TF-IDF (and token ids) fitted on the train file only."""
+    _check_options(text_options, TEXT_OPTIONS, f"{train_path} (raw texts)")
     if features not in ("tfidf", "tokens"):
         raise InputError(f"features must be 'tfidf' or 'tokens', got {features!r}")
     train = read_jsonl(train_path)
@@ -194,8 +208,8 @@ def _load_text(
     else:
         other = read_jsonl(_sibling(train_path, "test")) if _sibling(train_path, "test") else None
         vocabulary = build_label_vocabulary(train.labels, *([other.labels] if other else []))
-    encoder = TextEncoder.fit(train.texts, vocabulary, min_df=min_df, tokens=features == "tokens",
-                              max_vocab=max_vocab, max_length=max_length)
+    encoder = TextEncoder.fit(train.texts, vocabulary, tokens=features == "tokens",
+                              **(TEXT_DEFAULTS | text_options))
     return Dataset(encoder.features(records.texts), labels_to_csr(records, vocabulary, split_path), name,
                    texts=records.texts, label_names=vocabulary,
                    tokens=encoder.tokens(records.texts) if features == "tokens" else None, encoder=encoder)
@@ -232,11 +246,12 @@ def _load_file(path: Path, split: str, features: str, text_options: dict[str, An
     """A single file: format from its name (``.mat``, ``.npz``, ``.jsonl``) or its first line."""
     name = path.name.split(".")[0]
     suffixes = [s.lower() for s in path.suffixes]
-    if suffixes[-1:] == [".npz"]:
-        return load_npz(path)
     if ".jsonl" in suffixes:
         labels_file = path.with_name("labels.txt")
         return _load_text(path, path, labels_file if labels_file.exists() else None, name, features, **text_options)
+    _check_options(text_options, frozenset(), str(path))
+    if suffixes[-1:] == [".npz"]:
+        return load_npz(path)
     _check_bag_of_words(features, name)
     if suffixes[-1:] == [".mat"]:
         return _from_matrices(read_mat(path, split), name)
@@ -296,7 +311,8 @@ def load(
             (:class:`InputError`).
         **options: ``synthetic``: ``preset`` (``"demo"``, ``"amazon-670k-like"``) and any
             :func:`make_synthetic` argument; text sets: ``min_df``, ``max_vocab``,
-            ``max_length``; split-file sets: ``split_column``.
+            ``max_length``; split-file sets: ``split_column``. Any other option, or one the
+            source does not take, is an :class:`InputError` (never silently ignored).
 
     Returns:
         The :class:`Dataset` split.
@@ -351,6 +367,7 @@ def _resolve(
     """Where ``key`` is read from (``None`` for generated data) and how to build the split."""
     if key.lower() == "synthetic":
         _check_bag_of_words(features, "synthetic")
+        _check_options(options, SYNTHETIC_OPTIONS, "synthetic data")
         settings = dict(options)
         preset = settings.pop("preset", "demo")
         if preset not in SYNTHETIC_PRESETS:
