@@ -242,6 +242,23 @@ def test_solar_model_trains_through_the_same_cli(toy, tmp_path):
     assert json.loads(output.read_text())["metrics"]["P@1"] == metrics["test"]["P@1"]
 
 
+def test_solar_predictions_list_only_the_candidates_it_found(tmp_path):
+    """One chunk of 200 buckets over 400 labels: the 10 best buckets hold about 20 labels,
+    fewer than the 40 asked for, and the unfilled ranks are left out of the lines."""
+    train, test = make_synthetic(400, 400, 60, n_test=30, labels_per_point=1.5, seed=6)
+    folder = tmp_path / "wide"
+    write_xml_repo(folder / "wide_train.txt", train.X, train.Y)
+    write_xml_repo(folder / "wide_test.txt", test.X, test.Y)
+    run = tmp_path / "run"
+    assert main(["train", str(folder), "--model", "solar", "--chunks", "1", "--buckets", "200", "--epochs", "1",
+                 "--out", str(run), "--quiet"]) == 0
+    predictions = tmp_path / "top40.txt"
+    assert main(["predict", str(run), str(folder / "wide_test.txt"), "--top-k", "40", "--output", str(predictions)]) == 0
+    rows = [[pair.rsplit(":", 1) for pair in line.split()] for line in predictions.read_text().splitlines()]
+    assert len(rows) == 30 and all(1 <= len(row) < 40 for row in rows)
+    assert all(0 <= int(label) < 400 and float(score) > float("-inf") for row in rows for label, score in row)
+
+
 @pytest.mark.parametrize("model, head", [("hrr-fc", "hrr"), ("fc", "dense")])
 def test_train_without_options_is_the_dataset_preset(model, head, tmp_path):
     """`holoxmc train bibtex --model M` gets the tuned preset, by registry name or folder name."""

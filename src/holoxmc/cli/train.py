@@ -316,9 +316,9 @@ def run_predict(args: argparse.Namespace) -> int:
         raise InputError(f"{args.run_dir} has no label names: it was not trained on raw text")
     names = encoder.labels if args.label_names else None
     indices, scores = clf.predict(inputs, k=min(5, clf.n_labels_) if args.top_k is None else args.top_k)
-    text = "".join(
+    text = "".join(  # SOLAR marks ranks its candidates could not fill with -1: those are left out
         " ".join(f"{label if names is None else names[label]}:{score:.6g}"
-                 for label, score in zip(row_labels, row_scores)) + "\n"
+                 for label, score in zip(row_labels, row_scores) if label >= 0) + "\n"
         for row_labels, row_scores in zip(indices.tolist(), scores.tolist())
     )
     if args.output is None:
