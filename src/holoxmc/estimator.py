@@ -450,7 +450,9 @@ class XMCClassifier(BaseEstimator):
 
     # ------------------------------------------------------------------ inference
     def predict(self, X: Any, k: int = 5, *, batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` labels per row, best first.
+        """Top-``k`` labels per row, best first. SOLAR ranks only the labels of its
+        inverted-index candidates: ranks they cannot fill hold label ``-1`` and score ``-inf``
+        (:mod:`holoxmc.metrics` counts them as misses).
 
         Shapes:
             X: ``(n, D)`` → indices ``(n, k)`` int64, scores ``(n, k)`` float32.
