@@ -10,6 +10,7 @@ import pytest
 
 MODULES = [
     "holoxmc.errors",
+    "holoxmc.io",
     "holoxmc.devices",
     "holoxmc.metrics",
     "holoxmc.data.dataset",

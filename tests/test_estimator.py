@@ -198,6 +198,17 @@ def test_bad_settings_are_one_input_error_before_any_training(data, params, matc
     XMCClassifier(**SMALL | {"epochs": np.int64(1), "dim": np.int64(16), "lr": np.float32(0.01)}).fit(train.X, train.Y)
 
 
+@pytest.mark.parametrize("head", ["hrr", "solar"])
+def test_numpy_scalar_settings_checkpoint_save_and_load(data, tmp_path, head):
+    train, test = data
+    numpy_settings = {"epochs": np.int64(2), "lr": np.float32(0.01), "hidden": (np.int64(16),), "seed": np.int64(3)}
+    clf = XMCClassifier(**SMALL | {"head": head} | numpy_settings).fit(train.X, train.Y, run_dir=tmp_path / "run")
+    clf.save(tmp_path / "model")
+    loaded = XMCClassifier.load(tmp_path / "model")
+    assert loaded.get_params()["epochs"] == 2 and loaded.get_params()["seed"] == 3
+    assert np.array_equal(loaded.predict(test.X, k=3)[0], clf.predict(test.X, k=3)[0])
+
+
 ENSEMBLE = SMALL | {"epochs": 4}
 
 

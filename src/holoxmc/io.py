@@ -8,7 +8,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json"]
+import numpy as np
+
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "to_json"]
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -32,6 +34,23 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def to_json(obj: Any, **options: Any) -> str:
+    """``json.dumps`` that also writes numpy scalars (settings such as ``epochs=np.int64(5)``)
+    as the Python numbers they hold.
+
+    Example:
+        >>> to_json({"epochs": np.int64(5), "lr": np.float32(0.5)})
+        '{"epochs": 5, "lr": 0.5}'
+    """
+    return json.dumps(obj, default=_numpy_scalar, **options)
+
+
+def _numpy_scalar(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     """Atomically write ``obj`` as indented JSON to ``path``."""
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    atomic_write_text(path, to_json(obj, indent=2, sort_keys=False) + "\n")

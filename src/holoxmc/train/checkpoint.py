@@ -19,7 +19,7 @@ from safetensors.torch import save as safetensors_bytes
 from torch import Tensor
 
 from holoxmc.errors import InputError
-from holoxmc.io import atomic_write_bytes, atomic_write_json
+from holoxmc.io import atomic_write_bytes, atomic_write_json, to_json
 
 __all__ = [
     "CHECKPOINT_TENSORS",
@@ -119,7 +119,7 @@ def save_checkpoint(
         tensors |= {f"optim{i}.{k}": v for k, v in optim_tensors.items()}
         optimizer_rest.append(optim_rest)
     full_state = {"format": CHECKPOINT_FORMAT, **state, "optimizers": optimizer_rest}
-    save_state_dict(run_dir / CHECKPOINT_TENSORS, tensors, metadata={_STATE_KEY: json.dumps(full_state)})
+    save_state_dict(run_dir / CHECKPOINT_TENSORS, tensors, metadata={_STATE_KEY: to_json(full_state)})
     atomic_write_json(run_dir / CHECKPOINT_JSON, full_state)
 
 

@@ -39,7 +39,7 @@ from holoxmc.data.batch import SparseBatch
 from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.heads.solar import SCORINGS, SolarChunkHead, solar_decode
-from holoxmc.io import atomic_write_json
+from holoxmc.io import atomic_write_json, to_json
 from holoxmc.metrics import evaluate
 from holoxmc.train.checkpoint import CHECKPOINT_JSON, CHECKPOINT_TENSORS, load_state_dict_file, save_state_dict
 from holoxmc.train.trainer import TrainConfig, Trainer, split_validation
@@ -347,7 +347,7 @@ def fit_solar(
 
     training = {k: v for k, v in config.to_dict().items() if k not in _INFERENCE_FIELDS}
     fingerprint = hashlib.sha256(
-        json.dumps({"config": training, "data": _data_digest(X, Y, X_val, Y_val)}, sort_keys=True).encode()
+        to_json({"config": training, "data": _data_digest(X, Y, X_val, Y_val)}, sort_keys=True).encode()
     ).hexdigest()
     run_dir = Path(run_dir)
     existing = _read_json(run_dir / CONFIG_FILE)
