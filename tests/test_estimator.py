@@ -147,6 +147,8 @@ def test_label_lists_and_explicit_validation_set(data):
         (lambda c, d: c.score(d.X, sp.hstack([d.Y, d.Y]).tocsr()), "label columns"),
         (lambda c, d: c.score(d.X, [[0, 999]] * len(d)), "out of range"),
         (lambda c, d: c.score(d.X, d.Y * 2), "binary"),
+        (lambda c, d: c.score(d.X, [[1.5]] * len(d)), "row 0: label ids must be integers"),
+        (lambda c, d: c.score(d.X, [["a", "b"]] * len(d)), "row 0: label ids must be integers"),
         (lambda c, d: c.predict("not a matrix"), "X must"),
         (lambda c, d: c.predict(sp.csr_matrix(np.full((1, d.n_features), np.nan))), "NaN"),
     ],

@@ -652,7 +652,11 @@ def _check_Y(Y: Any, n_rows: int, n_labels: int | None) -> sp.csr_matrix:
         if n_labels is not None and Y.shape[1] != n_labels:
             raise InputError(f"Y has {Y.shape[1]} label columns, the model has {n_labels}")
     elif isinstance(Y, Sequence):
-        rows = [np.asarray(list(labels), dtype=np.int64) for labels in Y]
+        rows = [np.asarray(list(labels)) for labels in Y]
+        for i, row in enumerate(rows):
+            if row.size and not np.issubdtype(row.dtype, np.integer):
+                raise InputError(f"Y row {i}: label ids must be integers, got {row.tolist()[:5]}")
+        rows = [row.astype(np.int64) for row in rows]
         ids = np.concatenate(rows) if rows else np.zeros(0, np.int64)
         if ids.size and ids.min() < 0:
             raise InputError(f"label id {int(ids.min())} is negative")
