@@ -11,7 +11,6 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
-
 from typing import Any
 
 from holoxmc.data import REGISTRY, Dataset, DatasetStats, load
@@ -35,13 +34,17 @@ def data_options(args: argparse.Namespace) -> dict[str, Any]:
         key, equals, text = pair.partition("=")
         if not equals or not key:
             raise InputError(f"--data-option takes KEY=VALUE, got {pair!r}")
-        for parse in (int, float, str):
-            try:
-                options[key] = parse(text)
-                break
-            except ValueError:
-                continue
+        options[key] = _number_or_text(text)
     return options
+
+
+def _number_or_text(text: str) -> int | float | str:
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            continue
+    return text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
