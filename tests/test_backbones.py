@@ -81,6 +81,19 @@ def test_fc_dropout_only_in_training():
     assert not torch.equal(net(batch), net(batch))  # 8 × 64 dropout draws: equal masks are impossible in practice
 
 
+@pytest.mark.parametrize("linear_width", [0, 6])
+def test_fc_inference_path_computes_what_the_autograd_path_computes(linear_width):
+    """Without autograd in eval mode the backbone adds the bias and applies ReLU in place:
+    the same operations in the same order, so bit for bit the same features."""
+    batch = SparseBatch.from_csr(sparse_rows(9, 300, 7))
+    net = FCBackbone(300, hidden=(16, 12, 8), dropout=0.5, linear_width=linear_width, seed=3).eval()
+    with_autograd = net(batch)
+    with torch.no_grad():
+        assert torch.equal(net(batch), with_autograd.detach())
+        net.train()  # dropout under no_grad in training mode still drops
+        assert not torch.equal(net(batch), with_autograd.detach())
+
+
 @pytest.mark.parametrize("length", [1, 3, 50])
 def test_xml_cnn_output_shape_for_short_and_long_texts(length):
     net = XMLCNNBackbone(500, embed_dim=16, filter_sizes=(2, 4, 8), n_filters=5, pooling_chunks=4, bottleneck=24)

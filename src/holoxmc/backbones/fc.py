@@ -95,10 +95,15 @@ class FCBackbone(nn.Module):
 
     def forward(self, x: SparseBatch) -> Tensor:
         weights = x.values.to(self.input_bias.dtype)
-        h = self.input_layer(x.indices, x.offsets, per_sample_weights=weights) + self.input_bias
-        h = self.dropout(self.activation(h))
-        for layer in self.layers:
-            h = self.dropout(self.activation(layer(h)))
+        h = self.input_layer(x.indices, x.offsets, per_sample_weights=weights)
+        if not (self.training or torch.is_grad_enabled()):  # inference: the same values, in place
+            h = h.add_(self.input_bias).relu_()
+            for layer in self.layers:
+                h = layer(h).relu_()
+        else:
+            h = self.dropout(self.activation(h + self.input_bias))
+            for layer in self.layers:
+                h = self.dropout(self.activation(layer(h)))
         if self.linear_width:
             h = torch.cat([h, self.linear_path(x.indices, x.offsets, per_sample_weights=weights)], dim=1)
         return h
