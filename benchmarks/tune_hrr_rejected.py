@@ -73,8 +73,8 @@ def contrast(options: dict) -> None:
 
     def keys(self):
         for start in range(0, self.n_labels, self.code.chunk_size):
-            rows = self.keys[start : start + self.code.chunk_size]
-            yield start, rows[:, : self.dim] - rows[:, self.dim :]
+            stop = start + self.code.chunk_size
+            yield start, self.present_keys[start:stop] - self.missing_keys[start:stop]
 
     HRRHead._decoding_keys = keys
 
@@ -98,7 +98,7 @@ def hinge(options: dict) -> None:
     def loss(self, out, labels):
         drawn = torch.randint(self.n_labels, (options.get("samples", 256),))
         candidates, inverse = torch.unique(torch.cat([labels.indices, drawn]), return_inverse=True)
-        cos = F.normalize(out, dim=-1) @ self.keys.index_select(0, candidates)[:, : self.dim].T
+        cos = F.normalize(out, dim=-1) @ self.present_keys.index_select(0, candidates).T
         present = torch.zeros_like(cos)
         present[labels.row_ids(), inverse[: labels.indices.shape[0]]] = 1.0
         penalty = (F.relu(cos) * (1 - present)).sum() / out.shape[0]

@@ -135,54 +135,60 @@ class _ExactRankingLoss(torch.autograd.Function):
     """``Σ_rows (J_p + J_n + λ·J_r)`` of :meth:`HRRHead.loss` in one autograd node, for the
     common case of a prebound cosine head with the exact ranking term.
 
-    Autograd would record some 40 small operations (the normalisation, the cosines, the
-    logsumexp, the bias sums) and replay each in backward; the gradient written out is
-    ``∂/∂ŝ = (g − u(u·g))/‖ŝ‖`` with ``u = ŝ/‖ŝ‖`` and
-    ``g = −(1 + λτ/|Y^p|)·Σ_{Y^p} p⊗c + Σ_{Y^p} m⊗c / ‖Σ_{Y^p} m⊗c‖ + λτ·Σ_i softmax_i (p⊗c_i)``,
+    The cosines ``u · (p ⊗ c_i)`` of every label (``u = ŝ/‖ŝ‖``) are computed once, for
+    the softmax; the present labels' sum ``J_p`` needs is gathered from them, and their
+    part of the gradient joins the softmax's in one adjoint product. Autograd would record
+    some 40 small operations and replay each in backward; the gradient written out is
+    ``∂/∂ŝ = (g − u(u·g))/‖ŝ‖`` with
+    ``g = Σ_i (λτ·softmax_i − [i ∈ Y^p]·(1 + λτ/|Y^p|))·(p⊗c_i) + Σ_{Y^p} m⊗c / ‖Σ_{Y^p} m⊗c‖``,
     and ``∂/∂b_i = λ·(Σ_rows softmax_i − Σ_{rows with i} 1/|Y^p|)`` (rows without labels
     have no ranking term). Checked against the autograd reference in the tests.
 
-    ``forward(out, bias, head, sum_p, sum_m, labels)``: ``bias`` may be None; ``sum_p``,
-    ``sum_m`` are the rows' summed present keys (no gradient).
+    ``forward(out, bias, head, labels)``: ``bias`` may be None.
     """
 
     @staticmethod
-    def forward(ctx, out: Tensor, bias: Tensor | None, head: "HRRHead", sum_p: Tensor, sum_m: Tensor,
-                labels: LabelBatch) -> Tensor:
+    def forward(ctx, out: Tensor, bias: Tensor | None, head: "HRRHead", labels: LabelBatch) -> Tensor:
         norm = out.norm(dim=1, keepdim=True).clamp_min(_NORM_EPS)
         unit = out / norm
+        sum_m = head._key_sums(head.missing_keys, labels, out.dtype)
         unit_m = sum_m / sum_m.norm(dim=1, keepdim=True).clamp_min(_NORM_EPS)
-        row_scores = (unit * sum_p).sum(1)
-        counts = labels.counts()
+        rows, counts = labels.row_ids(), labels.counts()
         per_row = counts.clamp_min(1).to(out.dtype)
         weight = head.ranking * (counts > 0).to(out.dtype)  # λ, or 0 for a row without labels
+        logits = head._exact_scores(unit)  # the cosines, scaled in place below
+        row_scores = out.new_zeros(len(out)).index_add_(0, rows, logits[rows, labels.indices])
         positive = head.ranking_scale * row_scores
-        logits = head._exact_scores(unit).mul_(head.ranking_scale)
+        logits.mul_(head.ranking_scale)
         if bias is not None:
             logits += bias
-            positive += torch.segment_reduce(bias.index_select(0, labels.indices), "sum", offsets=labels.indptr)
-        log_partition = torch.logsumexp(logits, 1)
+            positive.index_add_(0, rows, bias.index_select(0, labels.indices))
+        top = logits.amax(1, keepdim=True)
+        softmax = logits.sub_(top).exp_()
+        partition = softmax.sum(1, keepdim=True)
+        log_partition = (top + partition.log()).squeeze(1)
+        softmax /= partition
         total = (labels.indices.shape[0] - row_scores.sum() + (unit * unit_m).sum()
                  + (weight * (log_partition - positive / per_row)).sum())
-        softmax = logits.sub_(log_partition.unsqueeze(1)).exp_()
-        ctx.save_for_backward(unit, norm, sum_p, unit_m, softmax, weight, per_row, labels.indices, counts)
+        ctx.save_for_backward(unit, norm, unit_m, softmax, weight, per_row, labels.indices, rows)
         ctx.head, ctx.has_bias = head, bias is not None
         return total
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor | None, None, None, None, None]:
-        unit, norm, sum_p, unit_m, softmax, weight, per_row, indices, counts = ctx.saved_tensors
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor | None, None, None]:
+        unit, norm, unit_m, softmax, weight, per_row, indices, rows = ctx.saved_tensors
         tau = ctx.head.ranking_scale
-        weighted = softmax * weight.unsqueeze(1)
-        grad_unit = ((-1 - tau * weight / per_row).unsqueeze(1) * sum_p + unit_m
-                     + tau * ctx.head._exact_scores_adjoint(weighted))
-        tangent = grad_unit - unit * (unit * grad_unit).sum(1, keepdim=True)
-        grad_out = torch.where(norm > _NORM_EPS, tangent, grad_unit) / norm  # F.normalize's clamp
+        weighted = softmax.mul_(weight.unsqueeze(1))  # λ·softmax; the saved softmax is not needed again
+        present = (weight / per_row).index_select(0, rows)  # λ/|Y^p| per present label
         grad_bias = None
         if ctx.has_bias:
-            present = (weight / per_row).repeat_interleave(counts)
             grad_bias = grad * weighted.sum(0).index_add_(0, indices, present, alpha=-1)
-        return grad * grad_out, grad_bias, None, None, None, None
+        # λ·softmax_i − [i ∈ Y^p]·(1/τ + λ/|Y^p|), times τ after the adjoint product
+        weighted.index_put_((rows, indices), present.add_(1 / tau).neg_(), accumulate=True)
+        grad_unit = ctx.head._exact_scores_adjoint(weighted).mul_(tau).add_(unit_m)
+        tangent = grad_unit - unit * (unit * grad_unit).sum(1, keepdim=True)
+        grad_out = torch.where(norm > _NORM_EPS, tangent, grad_unit) / norm  # F.normalize's clamp
+        return grad * grad_out, grad_bias, None, None
 
 
 class HRRHead(nn.Module):
@@ -295,9 +301,9 @@ class HRRHead(nn.Module):
             # π(√d'·c) = c: the code itself, at Adam-friendly scale, as pre-projection values.
             self.labels_raw = nn.Parameter(self.code.full() * self.dim**0.5)
         elif cache_codes and not learn_pm:
-            # Row i is [p ⊗ c_i, m ⊗ c_i]: one gather serves both loss terms.
-            keys = [self.code.bound_chunk(j, self.roles_fixed).flatten(1) for j in range(self.code.n_chunks)]
-            self.register_buffer("keys", torch.cat(keys), persistent=False)
+            keys = torch.cat([self.code.bound_chunk(j, self.roles_fixed) for j in range(self.code.n_chunks)])
+            self.register_buffer("present_keys", keys[:, 0].contiguous(), persistent=False)  # p ⊗ c_i
+            self.register_buffer("missing_keys", keys[:, 1].contiguous(), persistent=False)  # m ⊗ c_i
         elif cache_codes:
             self.register_buffer("label_cache", self.code.full(), persistent=False)
         if self.code.circulant:
@@ -321,7 +327,7 @@ class HRRHead(nn.Module):
     def prebound(self) -> bool:
         """Whether the code is cached already bound to the fixed roles (``p ⊗ c_i``,
         ``m ⊗ c_i``), which removes every FFT from the loss and from decoding."""
-        return hasattr(self, "keys")
+        return hasattr(self, "present_keys")
 
     def forward(self, h: Tensor) -> Tensor:
         return self.linear(h)
@@ -385,7 +391,7 @@ class HRRHead(nn.Module):
         """
         if self.prebound and self.loss_kind == "cosine" and self.ranking and self.n_labels <= self.ranking_candidates:
             bias = None if self.label_bias is None else self.label_bias.to(out.dtype)
-            return _ExactRankingLoss.apply(out, bias, self, *self._present_key_sums(labels, out.dtype), labels) / len(out)
+            return _ExactRankingLoss.apply(out, bias, self, labels) / len(out)
         if self.prebound:
             unit = F.normalize(out, dim=-1, eps=_NORM_EPS)
             query_p = query_m = unit
@@ -453,13 +459,13 @@ class HRRHead(nn.Module):
         if self.code.circulant:
             spectra = torch.view_as_complex(self.group_keys)
             return _shift_correlation(torch.fft.rfft(query, dim=-1), spectra, self.dim, self.n_labels)
-        return query @ self.keys[:, : self.dim].T
+        return query @ self.present_keys.T
 
     def _exact_scores_adjoint(self, grad: Tensor) -> Tensor:
         """The transpose of :meth:`_exact_scores`: ``Σ_i grad_i (p ⊗ c_i)``, ``(B, L)`` → ``(B, dim)``."""
         if self.code.circulant:
             return _shift_convolution(grad, torch.view_as_complex(self.group_keys), self.dim)
-        return grad @ self.keys[:, : self.dim]
+        return grad @ self.present_keys
 
     def _ranking_keys(self, label_ids: Tensor) -> Tensor:
         """The vectors the decoding score dots the query with (``p ⊗ c`` when prebound,
@@ -469,7 +475,7 @@ class HRRHead(nn.Module):
             label_ids: ``(n,)`` → ``(n, dim)``.
         """
         if self.prebound:
-            return self.keys[:, : self.dim].index_select(0, label_ids)
+            return self.present_keys.index_select(0, label_ids)
         return self.label_vectors(label_ids)
 
     def _present_keys(self, labels: LabelBatch) -> tuple[Tensor, Tensor]:
@@ -479,8 +485,7 @@ class HRRHead(nn.Module):
             → two ``(n_present, dim)`` tensors (the same tensor unless prebound).
         """
         if self.prebound:
-            keys = self.keys.index_select(0, labels.indices)
-            return keys[:, : self.dim], keys[:, self.dim :]
+            return self.present_keys.index_select(0, labels.indices), self.missing_keys.index_select(0, labels.indices)
         vectors = self.label_vectors(labels.indices)
         return vectors, vectors
 
@@ -490,14 +495,20 @@ class HRRHead(nn.Module):
         Shapes:
             → two ``(B, dim)`` tensors.
         """
-        offsets = labels.indptr[:-1]
-        if self.prebound or hasattr(self, "label_cache"):
-            table = self.keys if self.prebound else self.label_cache
-            sums = F.embedding_bag(labels.indices, table.to(dtype), offsets, mode="sum")
-            return (sums[:, : self.dim], sums[:, self.dim :]) if self.prebound else (sums, sums)
+        if self.prebound:
+            return self._key_sums(self.present_keys, labels, dtype), self._key_sums(self.missing_keys, labels, dtype)
+        if hasattr(self, "label_cache"):
+            sums = self._key_sums(self.label_cache, labels, dtype)
+            return sums, sums
         vectors = self.label_vectors(labels.indices).to(dtype)
         sums = vectors.new_zeros(len(labels), self.dim).index_add(0, labels.row_ids(), vectors)
         return sums, sums
+
+    @staticmethod
+    def _key_sums(table: Tensor, labels: LabelBatch, dtype: torch.dtype) -> Tensor:
+        """Per example, the sum of ``table``'s rows of its present labels (one
+        ``embedding_bag``), ``(L, dim)`` → ``(B, dim)``."""
+        return F.embedding_bag(labels.indices, table.to(dtype), labels.indptr[:-1], mode="sum")
 
     # ------------------------------------------------------------------ decoding
     def _query(self, out: Tensor, *, unit: bool) -> Tensor:
@@ -511,7 +522,7 @@ class HRRHead(nn.Module):
         if self.prebound:
             step = self.code.chunk_size
             for start in range(0, self.n_labels, step):
-                yield start, self.keys[start : start + step, : self.dim]
+                yield start, self.present_keys[start : start + step]
         else:
             yield from self.label_chunks()
 
@@ -603,9 +614,9 @@ class HRRHead(nn.Module):
 
     def _folded_decoder(self) -> tuple[Tensor, Tensor]:
         weight, bias = self.linear.weight, self.linear.bias
-        version = (weight._version, bias._version, weight.data_ptr(), bias.data_ptr(), self.keys.data_ptr())
+        version = (weight._version, bias._version, weight.data_ptr(), bias.data_ptr(), self.present_keys.data_ptr())
         if self._folded is None or self._folded[0] != version:
-            keys = self.keys[:, : self.dim].to(weight.dtype)
+            keys = self.present_keys.to(weight.dtype)
             self._folded = (version, keys @ weight, keys @ bias)
         return self._folded[1], self._folded[2]
 
