@@ -82,6 +82,30 @@ def test_large_blocks_come_from_the_heap_inside_and_from_mmap_outside():
     """)
 
 
+def test_after_the_block_blocks_up_to_32_mib_stay_on_the_heap():
+    """Leaving cannot restore glibc's dynamic thresholds (any mallopt turns them off), so it
+    leaves them where they would grow to: a score-buffer-sized block (8 MiB) comes from the
+    heap afterwards and freeing it trims nothing, so filling the next one faults no page in;
+    a block above 32 MiB is mmap-ed again."""
+    in_fresh_process("""
+        import resource
+
+        def faults_while_filling(n_floats):
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            tensor = torch.ones(n_floats)
+            del tensor
+            return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+        medium = 8 * 2**20 // 4  # 2,048 pages
+        with reuse_freed_memory():
+            pass
+        assert mapped_blocks_while_holding(medium) == 0
+        faults_while_filling(medium)
+        assert faults_while_filling(medium) < 100
+        assert mapped_blocks_while_holding(64 * 2**20 // 4) == 1
+    """)
+
+
 def test_disabled_or_user_settings_leave_the_allocator_alone():
     body = """
         with reuse_freed_memory(enabled={}) as applied:

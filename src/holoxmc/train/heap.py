@@ -7,7 +7,15 @@ one page fault at a time, and threads wait on each other's faults. With an FC ne
 Debtags (a 19,749 × 2,048 input table, dense Adam, 2 threads) an epoch took 23.0 s this
 way and 10.8 s inside this block (``python benchmarks/heap_reuse.py``). Inside :func:`reuse_freed_memory` large blocks come
 from the heap and stay there when freed, so the next step finds them mapped; on leaving,
-glibc's defaults come back and the free memory is returned to the system.
+mmap is allowed again and the free memory is returned to the system.
+
+Leaving cannot give back glibc's *dynamic* thresholds: any ``mallopt`` switches them off for
+the rest of the process, and the fixed defaults (mmap above 128 KiB, trim above 128 KiB)
+would then page-fault through every score buffer a prediction allocates after ``fit``
+(≈ 10,000 faults per pass over the Delicious test split). So the block leaves the
+thresholds where glibc's own adjustment ends up in a process that has freed a large block:
+blocks up to 32 MiB come from the heap, blocks above it from ``mmap``, and the heap is
+trimmed once more than 64 MiB of it is free.
 
 Only on Linux with glibc, and only when the user has not set glibc's malloc variables
 (``MALLOC_MMAP_MAX_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_MMAP_THRESHOLD_``, ``GLIBC_TUNABLES``);
@@ -26,9 +34,13 @@ from contextlib import contextmanager
 __all__ = ["reuse_freed_memory"]
 
 _M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
 _M_MMAP_MAX = -4
-_DEFAULT_TRIM_THRESHOLD = 128 * 1024  # glibc's defaults, restored on leaving
-_DEFAULT_MMAP_MAX = 65536
+_DEFAULT_MMAP_MAX = 65536  # glibc's default, restored on leaving
+# glibc's DEFAULT_MMAP_THRESHOLD_MAX (32 MiB on 64-bit) and the trim threshold its dynamic
+# adjustment pairs with it (twice that): where the thresholds are left on leaving.
+_GROWN_MMAP_THRESHOLD = 4 * 1024 * 1024 * ctypes.sizeof(ctypes.c_long)
+_GROWN_TRIM_THRESHOLD = 2 * _GROWN_MMAP_THRESHOLD
 _USER_SETTINGS = ("MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")
 
 _lock = threading.Lock()
@@ -51,8 +63,9 @@ def reuse_freed_memory(enabled: bool = True) -> Iterator[bool]:
         enabled: ``False`` leaves the allocator as it is (the block does nothing).
 
     Yields whether the setting applies here (enabled, glibc, no user malloc settings).
-    Nested blocks restore glibc's defaults when the outermost one ends. Results do not
-    depend on it: only where memory comes from changes.
+    When the outermost block ends, mmap is allowed again for blocks above 32 MiB, smaller
+    ones keep coming from the heap (module docstring), and free memory goes back to the
+    system. Results do not depend on it: only where memory comes from changes.
 
     Example:
         >>> with reuse_freed_memory() as applied:
@@ -75,5 +88,6 @@ def reuse_freed_memory(enabled: bool = True) -> Iterator[bool]:
             _depth -= 1
             if _depth == 0:
                 libc.mallopt(_M_MMAP_MAX, _DEFAULT_MMAP_MAX)
-                libc.mallopt(_M_TRIM_THRESHOLD, _DEFAULT_TRIM_THRESHOLD)
+                libc.mallopt(_M_MMAP_THRESHOLD, _GROWN_MMAP_THRESHOLD)
+                libc.mallopt(_M_TRIM_THRESHOLD, _GROWN_TRIM_THRESHOLD)
                 libc.malloc_trim(ctypes.c_size_t(0))
