@@ -85,7 +85,7 @@ def test_large_blocks_come_from_the_heap_inside_and_from_mmap_outside():
 def test_after_the_block_blocks_up_to_32_mib_stay_on_the_heap():
     """Leaving cannot restore glibc's dynamic thresholds (any mallopt turns them off), so it
     leaves them where they would grow to: a score-buffer-sized block (8 MiB) comes from the
-    heap afterwards and freeing it trims nothing, so filling the next one faults no page in;
+    heap afterwards and freeing it trims nothing, so once warm, filling another faults no page in;
     a block above 32 MiB is mmap-ed again."""
     in_fresh_process("""
         import resource
@@ -100,8 +100,9 @@ def test_after_the_block_blocks_up_to_32_mib_stay_on_the_heap():
         with reuse_freed_memory():
             pass
         assert mapped_blocks_while_holding(medium) == 0
-        faults_while_filling(medium)
-        assert faults_while_filling(medium) < 100
+        warm_up = [faults_while_filling(medium) for _ in range(2)]  # the free lists may alternate two chunks
+        faults = [faults_while_filling(medium) for _ in range(3)]
+        assert max(faults) < 100, (warm_up, faults)
         assert mapped_blocks_while_holding(64 * 2**20 // 4) == 1
     """)
 
