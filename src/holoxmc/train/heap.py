@@ -13,10 +13,9 @@ Leaving cannot give back glibc's *dynamic* thresholds: any ``mallopt`` switches 
 the rest of the process, and the fixed defaults (mmap above 128 KiB, trim above 128 KiB)
 would then page-fault through every score buffer a prediction allocates after ``fit``
 (up to 11,700 faults per top-5 pass of HRR-FC over the Delicious test split, measured).
-So the block leaves the
-thresholds where glibc's own adjustment ends up in a process that has freed a large block:
-blocks up to 32 MiB come from the heap, blocks above it from ``mmap``, and the heap is
-trimmed once more than 64 MiB of it is free.
+So the block leaves the thresholds where glibc's own adjustment ends up in a process that
+has freed a large block: blocks up to 32 MiB come from the heap, blocks above it from
+``mmap``, and the heap is trimmed once more than 64 MiB of it is free.
 
 Only on Linux with glibc, and only when the user has not set glibc's malloc variables
 (``MALLOC_MMAP_MAX_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_MMAP_THRESHOLD_``, ``GLIBC_TUNABLES``);
