@@ -12,6 +12,10 @@ Usage:
     python benchmarks/step_time.py bibtex --hrr-params '{"hidden": [1024]}'       # other HRR-FC keywords
     python benchmarks/step_time.py delicious --device cuda --compile --launches     # on a GPU
     python benchmarks/step_time.py delicious --torch-dropout   # also each model with nn.Dropout
+    python benchmarks/step_time.py bibtex --hrr-params '{"batch_size": 256}'  # µs/row compares batch sizes
+
+Each run steps through batches of its own ``batch_size`` (the presets': 64), covering the
+same training rows, so µs/row (time per step / batch size) is what an epoch costs per row.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ def main() -> None:
                         help="extra HRR-FC runs: JSON head_options replacing the preset's")
     parser.add_argument("--hrr-params", nargs="*", default=[],
                         help="extra HRR-FC runs: JSON XMCClassifier keywords over the preset")
+    parser.add_argument("--fc-params", nargs="*", default=[],
+                        help="extra FC runs: JSON XMCClassifier keywords over the preset")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--threads", type=int, default=1)
@@ -52,26 +58,34 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     train = load(args.dataset, "train")
-    batch_size = 64
-    batches = [(SparseBatch.from_csr(train.X[i : i + batch_size]).to(device),
-                LabelBatch.from_csr(train.Y[i : i + batch_size]).to(device))
-               for i in range(0, batch_size * args.steps, batch_size)]
+    rows = min(64 * args.steps, train.X.shape[0])
+
+    def prepared(batch_size: int) -> list[tuple[SparseBatch, LabelBatch]]:
+        return [(SparseBatch.from_csr(train.X[i : min(i + batch_size, rows)]).to(device),
+                 LabelBatch.from_csr(train.Y[i : min(i + batch_size, rows)]).to(device))
+                for i in range(0, rows, batch_size)]
+
+    batches_of: dict[int, list[tuple[SparseBatch, LabelBatch]]] = {}
     runs = {"fc": preset_params(args.dataset, "fc"), "hrr-fc": preset_params(args.dataset, "hrr-fc")}
     for variant in args.variants:
         runs[f"hrr-fc {variant}"] = runs["hrr-fc"] | {"head_options": json.loads(variant)}
     for params in args.hrr_params:
         runs[f"hrr-fc {params}"] = runs["hrr-fc"] | json.loads(params)
-    models: dict[str, tuple[Callable, torch.optim.Optimizer]] = {}
+    for params in args.fc_params:
+        runs[f"fc {params}"] = runs["fc"] | json.loads(params)
+    models: dict[str, tuple[Callable, torch.optim.Optimizer, list]] = {}
     for name, params in runs.items():
         for compiled in (False, True) if args.compile else (False,):
             for torch_dropout in (False, True) if args.torch_dropout else (False,):
                 clf = XMCClassifier(**params)
+                batch_size = clf.setting("batch_size")
+                batches = batches_of.setdefault(batch_size, prepared(batch_size))
                 network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1]).to(device)
                 if torch_dropout:
                     network.backbone.dropout = torch.nn.Dropout(network.backbone.dropout.p)
                 loss = torch.compile(network.loss, dynamic=True) if compiled else network.loss
                 label = name + (" compiled" if compiled else "") + (" nn.Dropout" if torch_dropout else "")
-                models[label] = (loss, torch.optim.Adam(network.parameters(), lr=1e-3, fused=True))
+                models[label] = (loss, torch.optim.Adam(network.parameters(), lr=1e-3, fused=True), batches)
 
     def clock() -> float:
         if device.type == "cuda":
@@ -79,7 +93,7 @@ def main() -> None:
             return time.perf_counter()
         return time.process_time() if args.threads == 1 else time.perf_counter()
 
-    def one_pass(loss: Callable, optimizer: torch.optim.Optimizer) -> float:
+    def one_pass(loss: Callable, optimizer: torch.optim.Optimizer, batches: list) -> float:
         started = clock()
         for x, y in batches:
             optimizer.zero_grad(set_to_none=True)
@@ -89,18 +103,20 @@ def main() -> None:
 
     ms_per_step: dict[str, list[float]] = {name: [] for name in models}
     with reuse_freed_memory(device.type == "cpu"):
-        for name, (loss, optimizer) in models.items():  # warm-up; compiles the compiled ones
-            print(f"{name}: first pass {one_pass(loss, optimizer):.1f} s", flush=True)
+        for name, (loss, optimizer, batches) in models.items():  # warm-up; compiles the compiled ones
+            print(f"{name}: first pass {one_pass(loss, optimizer, batches):.1f} s", flush=True)
         for _ in range(args.repeats):
-            for name, (loss, optimizer) in models.items():
-                ms_per_step[name].append(1000 * one_pass(loss, optimizer) / len(batches))
+            for name, (loss, optimizer, batches) in models.items():
+                ms_per_step[name].append(1000 * one_pass(loss, optimizer, batches) / len(batches))
     for name, times in ms_per_step.items():
-        print(f"{name}: {statistics.median(times):.2f} ms/step (median of {args.repeats}; "
+        steps = len(models[name][2])
+        print(f"{name}: {statistics.median(times):.2f} ms/step, "
+              f"{1000 * statistics.median(times) * steps / rows:.1f} µs/row (median of {args.repeats}; "
               f"{', '.join(f'{t:.2f}' for t in times)})")
     if args.launches:
-        for name, (loss, optimizer) in models.items():
+        for name, (loss, optimizer, batches) in models.items():
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
-                one_pass(loss, optimizer)
+                one_pass(loss, optimizer, batches)
             events = trace.key_averages()
             launches = sum(e.count for e in events if e.key.startswith("cudaLaunchKernel"))
             busy_ms = sum(e.self_device_time_total for e in events) / 1000
