@@ -7,6 +7,9 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 from holoxmc.errors import InputError
 from holoxmc.metrics import (
@@ -149,6 +152,17 @@ def test_top_k_sparse_pads_rows_with_few_scores():
     assert top_k(np.array([[0.2, 0.2, 0.5]]), 3).tolist() == [[2, 0, 1]]
     with pytest.raises(InputError, match="NaN"):
         top_k(np.array([[np.nan, 1.0]]), 1)
+
+
+@given(arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(1, 40)), elements=st.sampled_from([0.0, 0.5, 1.0, -np.inf])),
+       st.integers(1, 40))
+def test_top_k_ranks_ties_by_label_index_dense_and_sparse_alike(scores, k):
+    k = min(k, scores.shape[1])
+    by_score_then_index = np.lexsort((np.broadcast_to(np.arange(scores.shape[1]), scores.shape), -scores), axis=1)
+    assert top_k(scores, k).tolist() == by_score_then_index[:, :k].tolist()
+    finite = np.where(np.isfinite(scores), scores + 1.0, 0.0)  # sparse: zeros are absent, never predicted
+    expected = [[int(j) for j in row if finite[i, j] != 0][:k] for i, row in enumerate(by_score_then_index)]
+    assert [[int(j) for j in row if j >= 0] for row in top_k(sp.csr_matrix(finite), k)] == expected
 
 
 @pytest.mark.parametrize(

@@ -123,7 +123,8 @@ def _top_per_row(indptr: np.ndarray, cols: np.ndarray, vals: np.ndarray, k: int)
 
 
 def top_k(scores: np.ndarray | sp.spmatrix, k: int) -> np.ndarray:
-    """Indices of the ``k`` highest scores per row, best first.
+    """Indices of the ``k`` highest scores per row, best first; equal scores rank the
+    smaller label index first (on every numpy version, dense or sparse).
 
     Args:
         scores: ``(n, L)`` dense array (or torch tensor on CPU) or sparse matrix; absent
@@ -154,7 +155,12 @@ def top_k(scores: np.ndarray | sp.spmatrix, k: int) -> np.ndarray:
         raise InputError(f"k={k} exceeds the number of labels {S.shape[1]}")
     if np.isnan(S).any():
         raise InputError("scores contain NaN")
-    candidates = np.argpartition(-S, k - 1, axis=1)[:, :k]
+    # argpartition leaves the order of equal scores to the numpy version: sort the chosen
+    # indices, and choose rows whose k-th score is tied beyond the k-th place by a stable sort
+    candidates = np.sort(np.argpartition(-S, k - 1, axis=1)[:, :k], axis=1)
+    kth = np.take_along_axis(S, candidates, axis=1).min(axis=1, keepdims=True)
+    for row in np.flatnonzero((S >= kth).sum(axis=1) > k):
+        candidates[row] = np.sort(np.argsort(-S[row], kind="stable")[:k])
     order = np.argsort(-np.take_along_axis(S, candidates, axis=1), axis=1, kind="stable")
     return np.take_along_axis(candidates, order, axis=1).astype(np.int64)
 

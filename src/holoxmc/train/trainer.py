@@ -225,7 +225,7 @@ def lr_factor(schedule: Schedule, step: int, total_steps: int, warmup_steps: int
 
 
 def _epoch_seed(seed: int, epoch: int) -> int:
-    return int(np.random.SeedSequence([seed, epoch]).generate_state(1, dtype=np.uint64)[0] >> 1)
+    return int(np.random.SeedSequence([seed, epoch]).generate_state(1, dtype=np.uint64)[0]) >> 1
 
 
 def _copy_state(module: nn.Module) -> dict[str, Tensor]:
