@@ -14,6 +14,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
+from holoxmc.data.batch import LabelBatch, SparseBatch
 from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier
 from holoxmc.train import TrainConfig, Trainer
 from test_estimator import SMALL, data, popularity_p1  # noqa: F401  (data is a fixture)
@@ -151,3 +152,29 @@ def test_dropout_on_cuda_keeps_the_scaling_and_the_mask_is_drawn_there():
     assert abs(float((dropped > 0).float().mean()) - 0.5) < 0.02
     mask = dropout_mask((1000, 100), 0.5, device="cuda")
     assert mask.is_cuda and abs(float(mask.mean()) - 1.0) < 0.02
+
+
+@pytest.mark.parametrize(
+    "head, options",
+    [
+        ("dense", {}),
+        ("hrr", {}),
+        ("hrr", {"ranking": 1.0, "label_bias": True, "code": "circulant", "ranking_candidates": 4096}),
+    ],
+)
+def test_cuda_training_step_never_waits_for_the_gpu(data, head, options):
+    """A step that synchronises (a value read back, a size the host must learn) costs the
+    host its lead over the GPU; the presets' steps have none (``benchmarks/sync_points.py``)."""
+    train, _ = data
+    clf = XMCClassifier(**SMALL | {"head": head, "head_options": options})
+    network = NETWORK_FACTORIES[head](clf, train.Y.shape[1], train.X.shape[1]).to("cuda")
+    optimizer = torch.optim.Adam(network.parameters(), lr=1e-3, fused=True)
+    x, y = SparseBatch.from_csr(train.X[:64]).to("cuda"), LabelBatch.from_csr(train.Y[:64]).to("cuda")
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(2):
+            optimizer.zero_grad(set_to_none=True)
+            network.loss(x, y).backward()
+            optimizer.step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")

@@ -82,12 +82,14 @@ class LabelBatch:
     def row_ids(self) -> Tensor:
         """Row of every entry of ``indices``, ``(n_pos,)``."""
         rows = torch.arange(len(self), device=self.indices.device)
-        return torch.repeat_interleave(rows, self.counts())
+        # output_size: the entry count is known, so a GPU need not report it back (no sync)
+        return torch.repeat_interleave(rows, self.counts(), output_size=self.indices.shape[0])
 
     def to_dense(self, dtype: torch.dtype = torch.float32) -> Tensor:
         """Multi-hot ``(B, n_labels)`` matrix; only for small label spaces (dense head, tests)."""
         out = torch.zeros(len(self), self.n_labels, dtype=dtype, device=self.indices.device)
-        out[self.row_ids(), self.indices] = 1
+        # index_fill_ with a number: no host value to copy to a GPU, so no synchronisation
+        out.view(-1).index_fill_(0, self.row_ids() * self.n_labels + self.indices, 1)
         return out
 
     @classmethod

@@ -71,9 +71,7 @@ class DenseHead(nn.Module):
 
         The multi-hot target is built per batch: it is no larger than ``out``.
         """
-        target = torch.zeros_like(out)
-        target[labels.row_ids(), labels.indices] = 1.0
-        return F.binary_cross_entropy_with_logits(out, target)
+        return F.binary_cross_entropy_with_logits(out, labels.to_dense(out.dtype))
 
     def scores(self, out: Tensor) -> Tensor:
         """Score of every label: the logits themselves, ``(B, L)``."""
