@@ -2,8 +2,9 @@
 machine: omikuji (Parabel-like balanced 2-means trees of linear classifiers, its default
 hyper-parameters), napkinXC's probabilistic label tree (``PLT``, its defaults) and PECOS's
 XR-Linear (PIFA label embeddings, hierarchical k-means, its default training and beam
-search, over L2-normalised rows as PECOS's own datasets are: on the raw Bibtex and Delicious
-counts it lost about 10 P@1), against holoxmc's FC and HRR-FC with the presets ``holoxmc train DATA`` uses.
+search, over L2-normalised rows as PECOS's own datasets are: on the raw Bibtex and
+Delicious counts it lost about 10 P@1), against holoxmc's FC and HRR-FC with the presets
+``holoxmc train DATA`` uses.
 
 Every model sees the same training split and is scored on the whole test split with
 ``holoxmc.metrics.evaluate`` (P@k; PSP@k with the training-label propensities, A = 0.55,

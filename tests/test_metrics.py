@@ -154,7 +154,8 @@ def test_top_k_sparse_pads_rows_with_few_scores():
         top_k(np.array([[np.nan, 1.0]]), 1)
 
 
-@given(arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(1, 40)), elements=st.sampled_from([0.0, 0.5, 1.0, -np.inf])),
+@given(arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(1, 40)),
+              elements=st.sampled_from([0.0, 0.5, 1.0, -np.inf])),
        st.integers(1, 40))
 def test_top_k_ranks_ties_by_label_index_dense_and_sparse_alike(scores, k):
     k = min(k, scores.shape[1])
