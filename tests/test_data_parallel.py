@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 from holoxmc.backbones import build_network
 from holoxmc.data import make_synthetic
 from holoxmc.data.batch import input_batch, label_batch
-from holoxmc.distributed.data_parallel import process_group, share_of_batch
+from holoxmc.distributed.data_parallel import leave, process_group, share_of_batch
 from holoxmc.estimator import XMCClassifier
 from holoxmc.train import TrainConfig, Trainer
 
@@ -54,7 +54,7 @@ def _rank(rank: int, world: int, init_file: str, case: str, folder: str) -> None
         assert process_group() == (rank, world)
         _fit(case, Path(folder) / f"rank{rank}.safetensors")
     finally:
-        dist.destroy_process_group()
+        leave()
 
 
 @pytest.mark.parametrize("case", list(CASES))

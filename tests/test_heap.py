@@ -100,8 +100,10 @@ def test_after_the_block_blocks_up_to_32_mib_stay_on_the_heap():
         with reuse_freed_memory():
             pass
         assert mapped_blocks_while_holding(medium) == 0
-        warm_up = [faults_while_filling(medium) for _ in range(2)]  # the free lists may alternate two chunks
-        faults = [faults_while_filling(medium) for _ in range(3)]
+        # small allocations between fills can split the freed chunk, so the heap grows a few
+        # times before a hole fits the block: up to the 5th fill in 100 runs (torch 2.2 and 2.13)
+        warm_up = [faults_while_filling(medium) for _ in range(6)]
+        faults = [faults_while_filling(medium) for _ in range(4)]
         assert max(faults) < 100, (warm_up, faults)
         assert mapped_blocks_while_holding(64 * 2**20 // 4) == 1
     """)

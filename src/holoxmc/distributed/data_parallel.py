@@ -74,8 +74,14 @@ def join_from_environment(device: str | None) -> tuple[int, int, str | None]:
 
 
 def leave() -> None:
-    """Leave the process group, if one was joined."""
+    """Leave the process group, if one was joined.
+
+    The ranks meet at a barrier first, waiting with the GIL released: on torch 2.2 a rank that
+    destroyed its gloo group right after a collective could deadlock, its worker thread
+    needing the GIL (held by the destroying thread) to free that collective's tensors.
+    """
     if dist.is_available() and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 
