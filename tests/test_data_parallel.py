@@ -53,8 +53,10 @@ def _rank(rank: int, world: int, init_file: str, case: str, folder: str) -> None
     try:
         assert process_group() == (rank, world)
         _fit(case, Path(folder) / f"rank{rank}.safetensors")
-    finally:
-        leave()
+    except BaseException:
+        leave(meet=False)
+        raise
+    leave()
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -167,9 +167,12 @@ def run_train(args: argparse.Namespace) -> int:
 
     rank, world, args.device = join_from_environment(args.device)
     try:
-        return _train(args, rank, world)
-    finally:
-        leave()
+        code = _train(args, rank, world)
+    except BaseException:
+        leave(meet=False)
+        raise
+    leave()
+    return code
 
 
 def _train(args: argparse.Namespace, rank: int, world: int) -> int:

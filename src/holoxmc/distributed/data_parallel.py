@@ -73,15 +73,19 @@ def join_from_environment(device: str | None) -> tuple[int, int, str | None]:
     return rank, world, device
 
 
-def leave() -> None:
+def leave(*, meet: bool = True) -> None:
     """Leave the process group, if one was joined.
 
-    The ranks meet at a barrier first, waiting with the GIL released: on torch 2.2 a rank that
-    destroyed its gloo group right after a collective could deadlock, its worker thread
-    needing the GIL (held by the destroying thread) to free that collective's tensors.
+    Args:
+        meet: first wait for the other ranks at a barrier (with the GIL released): on torch 2.2
+            a rank that destroyed its gloo group right after a collective could deadlock, its
+            worker thread needing the GIL (held by the destroying thread) to free that
+            collective's tensors. ``False`` after an error, which the other ranks may not share:
+            they would never reach the barrier.
     """
     if dist.is_available() and dist.is_initialized():
-        dist.barrier()
+        if meet:
+            dist.barrier()
         dist.destroy_process_group()
 
 
