@@ -11,9 +11,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
 from holoxmc.data import make_synthetic
 from holoxmc.data.readers import write_xml_repo
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_restored():
+    """Every test ends with torch's thread count as it began: a test that trains at one
+    thread would otherwise change the float sums, and so the weights, of later tests."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 from holoxmc.backbones import build_network
 from holoxmc.data import make_synthetic
 from holoxmc.data.batch import input_batch, label_batch
-from holoxmc.distributed.data_parallel import leave, process_group, share_of_batch
+from holoxmc.distributed.data_parallel import leaving_at_exit, process_group, share_of_batch
 from holoxmc.estimator import XMCClassifier
 from holoxmc.train import TrainConfig, Trainer
 
@@ -50,13 +50,9 @@ def _fit(case: str, out: Path) -> None:
 
 def _rank(rank: int, world: int, init_file: str, case: str, folder: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    try:
+    with leaving_at_exit():
         assert process_group() == (rank, world)
         _fit(case, Path(folder) / f"rank{rank}.safetensors")
-    except BaseException:
-        leave(meet=False)
-        raise
-    leave()
 
 
 @pytest.mark.parametrize("case", list(CASES))

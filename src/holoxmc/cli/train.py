@@ -163,16 +163,11 @@ def train_params(data: str, model: str, overrides: dict[str, Any]) -> dict[str, 
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from holoxmc.distributed.data_parallel import join_from_environment, leave
+    from holoxmc.distributed.data_parallel import join_from_environment, leaving_at_exit
 
     rank, world, args.device = join_from_environment(args.device)
-    try:
-        code = _train(args, rank, world)
-    except BaseException:
-        leave(meet=False)
-        raise
-    leave()
-    return code
+    with leaving_at_exit():
+        return _train(args, rank, world)
 
 
 def _train(args: argparse.Namespace, rank: int, world: int) -> int:

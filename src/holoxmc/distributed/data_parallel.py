@@ -23,6 +23,8 @@ training runs in a single process as usual.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from inspect import signature
 from typing import Any
 
@@ -34,8 +36,8 @@ from torch.nn.parallel import DistributedDataParallel
 from holoxmc.devices import check_device
 from holoxmc.errors import InputError
 
-__all__ = ["process_group", "join_from_environment", "leave", "LossModule", "data_parallel", "share_of_batch",
-           "from_rank_zero", "sum_over_ranks"]
+__all__ = ["process_group", "join_from_environment", "leaving_at_exit", "LossModule", "data_parallel",
+           "share_of_batch", "from_rank_zero", "sum_over_ranks"]
 
 
 def process_group() -> tuple[int, int]:
@@ -73,20 +75,28 @@ def join_from_environment(device: str | None) -> tuple[int, int, str | None]:
     return rank, world, device
 
 
-def leave(*, meet: bool = True) -> None:
-    """Leave the process group, if one was joined.
+@contextmanager
+def leaving_at_exit() -> Iterator[None]:
+    """Leave the process group, if one was joined, when the block ends.
 
-    Args:
-        meet: first wait for the other ranks at a barrier (with the GIL released): on torch 2.2
-            a rank that destroyed its gloo group right after a collective could deadlock, its
-            worker thread needing the GIL (held by the destroying thread) to free that
-            collective's tensors. ``False`` after an error, which the other ranks may not share:
-            they would never reach the barrier.
+    After a normal end the ranks first meet at a barrier (waiting with the GIL released): on
+    torch 2.2 a rank that destroyed its gloo group right after a collective could deadlock, its
+    worker thread needing the GIL (held by the destroying thread) to free that collective's
+    tensors. After an error, which the other ranks may not share, it leaves at once: they would
+    never reach the barrier.
     """
-    if dist.is_available() and dist.is_initialized():
-        if meet:
-            dist.barrier()
-        dist.destroy_process_group()
+    def leave(meet: bool) -> None:
+        if dist.is_available() and dist.is_initialized():
+            if meet:
+                dist.barrier()
+            dist.destroy_process_group()
+
+    try:
+        yield
+    except BaseException:
+        leave(meet=False)
+        raise
+    leave(meet=True)
 
 
 class LossModule(nn.Module):
