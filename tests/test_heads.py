@@ -12,8 +12,10 @@ from holoxmc import hrr
 from holoxmc.backbones import FCBackbone, Network
 from holoxmc.data.batch import LabelBatch, SparseBatch
 from holoxmc.errors import InputError
+from holoxmc.heads import OutputHead
 from holoxmc.heads.dense import DenseHead
 from holoxmc.heads.hrr import HRRHead
+from holoxmc.heads.solar import SolarChunkHead
 
 N_LABELS = 37
 LABEL_ROWS = [[0, 5, 36], [], [7], [1, 2, 3, 4, 30], [], [36]]
@@ -274,6 +276,27 @@ def test_chunked_topk_equals_full_matrix_topk(options, k):
     assert torch.equal(indices, expected_indices)
     assert torch.allclose(scores, expected_scores, atol=1e-5)
     assert torch.allclose(head.scores(out), full, atol=1e-5)
+
+
+@pytest.mark.parametrize("make_head", [
+    lambda: DenseHead(10, N_LABELS, seed=1),
+    lambda: HRRHead(10, N_LABELS, dim=48, seed=1, cache_codes=False, label_chunk=8),
+    lambda: HRRHead(10, N_LABELS, dim=48, seed=1, code="circulant"),
+    lambda: SolarChunkHead(10, torch.arange(N_LABELS) % 7, n_buckets=7, seed=1),
+], ids=["dense", "hrr-chunked", "hrr-circulant", "solar-chunk"])
+def test_every_head_keeps_the_output_head_contract(make_head):
+    """``score_chunks(h)`` covers, chunk by chunk, the ``scores(head(h))`` that ``topk``
+    ranks by: what ``Network.score_chunks``, ``Ensemble`` and the trainer rely on."""
+    head: OutputHead = make_head()
+    h = torch.randn(5, 10, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        full = head.scores(head(h))
+        chunks = list(head.score_chunks(h))
+        top_scores, top_ids = head.topk(head(h), 4)
+    assert [start for start, _ in chunks] == list(np.cumsum([0] + [c.shape[1] for _, c in chunks[:-1]]))
+    assert torch.allclose(torch.cat([c for _, c in chunks], 1), full, atol=1e-5)
+    assert torch.allclose(top_scores, full.gather(1, top_ids), atol=1e-5)
+    assert torch.equal(top_ids, torch.topk(full, 4, dim=1).indices)
 
 
 @pytest.mark.parametrize("loss", ["cosine", "abs"])

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -35,11 +35,13 @@ from holoxmc.devices import check_device
 from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.distributed.data_parallel import process_group
 from holoxmc.errors import InputError
+from holoxmc.heads.solar import SCORE_OF_LOGIT
 from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
 from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, predict_topk
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
 from holoxmc.train.solar import DONE_FILE, SolarConfig, SolarModel, chunk_dir, fit_solar
+from holoxmc.train.trainer import Schedule
 
 __all__ = [
     "XMCClassifier",
@@ -62,7 +64,7 @@ MEMBER_DIR = "member"
 MAX_DENSE_SCORES = 50_000_000
 
 
-def _hrr_or_dense_network(clf: "XMCClassifier", n_labels: int, input_size: int, seed: int | None = None) -> nn.Module:
+def _hrr_or_dense_network(clf: "XMCClassifier", n_labels: int, input_size: int, seed: int | None = None) -> Network:
     """Backbone + HRR/dense head through :func:`holoxmc.backbones.build_network`
     (seeded with ``seed``, by default the classifier's)."""
     options: dict[str, Any] = {"hidden": list(clf.setting("hidden")), "dropout": clf.setting("dropout")}
@@ -87,7 +89,7 @@ SOLAR_OPTIONS = frozenset(f.name for f in fields(SolarConfig)) - {"hidden", "dro
 #: ``loss(x, labels)``, ``topk(x, k)`` and a JSON-able ``config`` that ``build_network``
 #: turns back into the same module. SOLAR is not one network but K independent chunk jobs
 #: (``holoxmc.train.solar``); the classifier hands it to :func:`fit_solar` instead.
-NETWORK_FACTORIES: dict[str, Callable[..., nn.Module]] = {
+NETWORK_FACTORIES: dict[str, Callable[..., Network]] = {
     "hrr": _hrr_or_dense_network,
     "dense": _hrr_or_dense_network,
 }
@@ -178,13 +180,13 @@ def output_layer_parameters(network: nn.Module) -> int:
     """Parameters of the head (the output layer), excluding the backbone; of every
     member's head for an ensemble."""
     if isinstance(network, Ensemble):
-        return sum(output_layer_parameters(member) for member in network.members)
+        return sum(output_layer_parameters(member) for member in network.networks)
     head = getattr(network, "head", network)
     return sum(p.numel() for p in head.parameters())
 
 
 def _members(network: Network | Ensemble) -> list[Network]:
-    return list(network.members) if isinstance(network, Ensemble) else [network]
+    return network.networks if isinstance(network, Ensemble) else [network]
 
 
 class XMCClassifier(BaseEstimator):
@@ -261,8 +263,8 @@ class XMCClassifier(BaseEstimator):
         batch_size: int | None = None,
         lr: float | None = None,
         weight_decay: float = 0.0,
-        sparse_updates: bool | str = "auto",
-        schedule: str = "cosine",
+        sparse_updates: bool | Literal["auto"] = "auto",
+        schedule: Schedule = "cosine",
         warmup_epochs: float = 0.0,
         grad_clip: float | None = None,
         val_fraction: float = 0.1,
@@ -373,10 +375,10 @@ class XMCClassifier(BaseEstimator):
         networks = [network.eval() for network, _ in trained]
         self.fit_results_ = [result for _, result in trained]
         self.fit_result_: FitResult = self.fit_results_[0]
-        self.network_ = networks[0] if len(networks) == 1 else Ensemble(networks).eval()
+        self.network_: Network | Ensemble = networks[0] if len(networks) == 1 else Ensemble(networks).eval()
         return self
 
-    def _train_members_apart(self, jobs: list["_MemberJob"], data: "_MemberData") -> list[tuple[nn.Module, FitResult]]:
+    def _train_members_apart(self, jobs: list["_MemberJob"], data: "_MemberData") -> list[tuple[Network, FitResult]]:
         """An ensemble's networks as independent jobs: local worker processes or Ray tasks."""
         if self.n_models == 1:
             raise InputError("workers and ray_address train SOLAR's chunks or an ensemble's networks "
@@ -437,7 +439,7 @@ class XMCClassifier(BaseEstimator):
             lr=self.setting("lr"),
             weight_decay=self.weight_decay,
             sparse_updates=self.sparse_updates,
-            schedule=self.schedule,  # type: ignore[arg-type]
+            schedule=self.schedule,
             warmup_epochs=self.warmup_epochs,
             grad_clip=self.grad_clip,
             val_fraction=self.val_fraction,
@@ -561,7 +563,7 @@ class XMCClassifier(BaseEstimator):
             raise InputError(f"{config_path}: invalid JSON ({exc})") from exc
         if config.get("format") != FORMAT:
             raise InputError(f"{config_path}: unsupported format {config.get('format')!r}, expected {FORMAT!r}")
-        params = {k: tuple(v) if isinstance(v, list) else v for k, v in config["params"].items()}
+        params: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in config["params"].items()}
         if device is not None:
             params["device"] = device
         try:
@@ -691,10 +693,11 @@ def _solar_label_scores(model: SolarModel, X: sp.csr_matrix) -> np.ndarray:
     """``(n, L)`` SOLAR scores of every label: the configured scoring of the label's bucket,
     summed over the K chunks."""
     logits = model.chunk_logits(X)  # (n, K, B)
-    transform = {"prob": torch.sigmoid, "logprob": torch.nn.functional.logsigmoid, "logit": lambda t: t}
-    per_bucket = transform[model.config.scoring](logits)
+    per_bucket = SCORE_OF_LOGIT[model.config.scoring](logits)
     buckets = torch.from_numpy(model.code.buckets).long()  # (K, L)
-    scores = sum(per_bucket[:, k, buckets[k]] for k in range(buckets.shape[0]))
+    scores = per_bucket[:, 0, buckets[0]]  # a gather: a new tensor, safe to add into
+    for k in range(1, buckets.shape[0]):
+        scores += per_bucket[:, k, buckets[k]]
     return scores.float().numpy()
 
 
@@ -720,7 +723,7 @@ class _MemberData:
     resume: bool
 
 
-def _train_member(job: _MemberJob, data: _MemberData) -> tuple[nn.Module, FitResult]:
+def _train_member(job: _MemberJob, data: _MemberData) -> tuple[Network, FitResult]:
     """Build and train the network of seed ``job.seed`` (one network, or one member)."""
     clf = XMCClassifier(**data.params)
     network = NETWORK_FACTORIES[clf.head](clf, data.n_labels, data.n_features, job.seed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -15,18 +15,19 @@ from holoxmc.backbones.fc import FCBackbone
 from holoxmc.backbones.lstm import AttentionLSTMBackbone
 from holoxmc.data.batch import LabelBatch, SparseBatch
 from holoxmc.errors import InputError
+from holoxmc.heads import OutputHead
 from holoxmc.heads.decoding import running_topk
 from holoxmc.heads.dense import DenseHead
 from holoxmc.heads.hrr import HRRHead
 
 __all__ = ["Network", "Ensemble", "build_network", "build_model", "BACKBONES", "HEADS"]
 
-BACKBONES: dict[str, type[nn.Module]] = {
+BACKBONES: dict[str, type[FCBackbone] | type[XMLCNNBackbone] | type[AttentionLSTMBackbone]] = {
     "fc": FCBackbone,
     "cnn": XMLCNNBackbone,
     "lstm": AttentionLSTMBackbone,
 }
-HEADS: dict[str, type[nn.Module]] = {"dense": DenseHead, "hrr": HRRHead}
+HEADS: dict[str, type[DenseHead] | type[HRRHead]] = {"dense": DenseHead, "hrr": HRRHead}
 
 Input = SparseBatch | Tensor
 
@@ -36,7 +37,8 @@ class Network(nn.Module):
 
     Args:
         backbone: module with ``forward(x) -> (B, out_features)`` and ``out_features``.
-        head: module with ``forward``, ``loss(out, labels)`` and ``topk(out, k)``.
+        head: an :class:`~holoxmc.heads.OutputHead` module (``forward``, ``loss``, ``topk``,
+            ``scores``, ``score_chunks``).
         config: the :func:`build_network` keywords that rebuild this model, if known.
 
     Example:
@@ -45,7 +47,9 @@ class Network(nn.Module):
         ('hrr', 32)
     """
 
-    def __init__(self, backbone: nn.Module, head: nn.Module, config: dict[str, Any] | None = None) -> None:
+    head: OutputHead
+
+    def __init__(self, backbone: nn.Module, head: OutputHead, config: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.backbone = backbone
         self.head = head
@@ -104,13 +108,18 @@ class Ensemble(nn.Module):
         self.members = nn.ModuleList(members)
 
     @property
+    def networks(self) -> list[Network]:
+        """The members as networks (``nn.ModuleList`` types them as plain modules)."""
+        return [cast(Network, member) for member in self.members]
+
+    @property
     def config(self) -> dict[str, Any]:
         """What :func:`build_model` rebuilds this ensemble from."""
-        return {"members": [member.config for member in self.members]}
+        return {"members": [member.config for member in self.networks]}
 
     def score_chunks(self, x: Input) -> Iterator[tuple[int, Tensor]]:
         """``(start, scores)`` label chunks of the members' mean score."""
-        for parts in zip(*(member.score_chunks(x) for member in self.members), strict=True):
+        for parts in zip(*(member.score_chunks(x) for member in self.networks), strict=True):
             start, first = parts[0]
             if any(s != start or scores.shape != first.shape for s, scores in parts):
                 raise InputError("the ensemble's members split their labels into different chunks")

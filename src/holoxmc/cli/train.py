@@ -194,9 +194,9 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
         raise InputError("SOLAR trains its chunks as independent jobs: use --workers or --ray-address, not torchrun")
     params["progress"] = False if args.quiet else None
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
-    options = data_options(args)
-    train = load(args.data, "train", features=features, **options)
-    test = load(args.data, "test", features=features, widths=(train.n_features, train.n_labels), **options)
+    load_options = data_options(args)
+    train = load(args.data, "train", features=features, **load_options)
+    test = load(args.data, "test", features=features, widths=(train.n_features, train.n_labels), **load_options)
     X_train, X_test = _model_inputs(train, params["backbone"]), _model_inputs(test, params["backbone"])
 
     created = not run_dir.exists()
@@ -212,7 +212,7 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
         raise
     metrics["data"] = {"name": train.name, "train": len(train), "test": len(test),
                        "features": train.n_features, "labels": train.n_labels,
-                       "source": str(args.data), "options": options}
+                       "source": str(args.data), "options": load_options}
     clf.save(run_dir)
     if train.encoder is not None:
         train.encoder.save(run_dir / TEXT_ENCODER_FILE)

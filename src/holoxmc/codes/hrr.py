@@ -218,19 +218,19 @@ class HRRLabelCode:
         if self._cache is not None:
             return self._cache[start:stop]
         if self._group_vectors is not None:
-            return self._circulant_rows(torch.arange(start, stop))
+            return self._circulant_rows(self._group_vectors, torch.arange(start, stop))
         return torch.fft.irfft(self._chunk_spectrum(j), n=self.dim, dim=-1)
 
-    def _circulant_rows(self, labels: Tensor) -> Tensor:
+    def _circulant_rows(self, group_vectors: Tensor, labels: Tensor) -> Tensor:
         """Vectors of a circulant code's labels as rolled group vectors, ``c_{g·d'+s}[t] =
         b_g[(t − s) mod d']``: a gather, ``O(n·d')``, with no chunk generated.
 
         Shapes:
-            labels: ``(n,)`` int64 → ``(n, dim)``.
+            group_vectors: ``(n_groups, dim)``; labels: ``(n,)`` int64 → ``(n, dim)``.
         """
         groups, shifts = torch.div(labels, self.dim, rounding_mode="floor"), labels % self.dim
         positions = (torch.arange(self.dim) - shifts[:, None]) % self.dim
-        return torch.gather(self._group_vectors.index_select(0, groups), 1, positions)
+        return torch.gather(group_vectors.index_select(0, groups), 1, positions)
 
     def bound_chunk(self, j: int, roles: Tensor) -> Tensor:
         """``roles ⊗ c_i`` for the labels of chunk ``j`` (e.g. the keys ``p ⊗ c_i``,
@@ -289,7 +289,7 @@ class HRRLabelCode:
         if self._cache is not None:
             return self._cache.index_select(0, labels)
         if self._group_vectors is not None:
-            return self._circulant_rows(labels)
+            return self._circulant_rows(self._group_vectors, labels)
         out = torch.empty(labels.shape[0], self.dim, dtype=self.dtype)
         chunk_of = torch.div(labels, self.chunk_size, rounding_mode="floor")
         for j in torch.unique(chunk_of).tolist():

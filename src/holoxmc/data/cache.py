@@ -7,6 +7,7 @@ import json
 import os
 import zipfile
 import zlib
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -32,7 +33,7 @@ def save_npz(dataset: Dataset, path: str | os.PathLike) -> None:
         >>> load_npz(p).n_labels
         1
     """
-    arrays: dict[str, np.ndarray] = {"format_version": np.array(_FORMAT_VERSION), "name": np.array(dataset.name)}
+    arrays: dict[str, Any] = {"format_version": np.array(_FORMAT_VERSION), "name": np.array(dataset.name)}
     for key, matrix in (("X", dataset.X), ("Y", dataset.Y)):
         arrays.update({
             f"{key}_data": matrix.data, f"{key}_indices": matrix.indices,

@@ -24,6 +24,7 @@ import zlib
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.io
@@ -462,7 +463,7 @@ np.savez(sys.argv[2], **arrays)
 """
 
 
-def _as_matrix(path: PathLike, key: str, value: object) -> sp.csr_matrix:
+def _as_matrix(path: PathLike, key: str, value: Any) -> sp.csr_matrix:
     if sp.issparse(value):
         # a corrupt file can give out-of-range indices, on which scipy's conversions crash
         if value.dtype.kind not in "biuf":

@@ -149,12 +149,12 @@ def _load_folder(
     folder: Path, split: str, name: str, features: str, text_options: dict[str, Any], widths: Widths
 ) -> Dataset:
     """One split of the dataset stored in ``folder`` (format found from the file names)."""
-    jsonl = {s: _split_file(folder, s, ("{split}.jsonl", "{split}.jsonl.gz")) for s in SPLITS}
-    if jsonl["train"] is not None:
-        if jsonl[split] is None:
+    jsonl_train, jsonl_split = (_split_file(folder, s, ("{split}.jsonl", "{split}.jsonl.gz")) for s in ("train", split))
+    if jsonl_train is not None:
+        if jsonl_split is None:
             raise InputError(f"{folder} has train.jsonl but no {split}.jsonl")
         labels_file = folder / "labels.txt"
-        return _load_text(jsonl["train"], jsonl[split], labels_file if labels_file.exists() else None,
+        return _load_text(jsonl_train, jsonl_split, labels_file if labels_file.exists() else None,
                           name, features, **text_options)
     _check_bag_of_words(features, name)
     text_file = _split_file(folder, split, ("*{split}*.txt", "*{split}*.txt.gz"))
@@ -206,7 +206,8 @@ def _load_text(
     if labels_path is not None:
         vocabulary = read_label_vocabulary(labels_path)
     else:
-        other = read_jsonl(_sibling(train_path, "test")) if _sibling(train_path, "test") else None
+        test_path = _sibling(train_path, "test")
+        other = read_jsonl(test_path) if test_path else None
         vocabulary = build_label_vocabulary(train.labels, *([other.labels] if other else []))
     encoder = TextEncoder.fit(train.texts, vocabulary, tokens=features == "tokens",
                               **(TEXT_DEFAULTS | text_options))
@@ -324,11 +325,11 @@ def load(
     """
     if split not in SPLITS:
         raise InputError(f"split must be one of {SPLITS}, got {split!r}")
-    widths = tuple(widths)
-    if len(widths) != 2 or any(w is not None and (isinstance(w, bool) or not isinstance(w, numbers.Integral) or w < 1)
-                               for w in widths):
-        raise InputError(f"widths must be (n_features, n_labels), each a positive integer or None, got {widths!r}")
-    widths = tuple(None if w is None else int(w) for w in widths)
+    given = tuple(widths)
+    if len(given) != 2 or any(w is not None and (isinstance(w, bool) or not isinstance(w, numbers.Integral) or w < 1)
+                               for w in given):
+        raise InputError(f"widths must be (n_features, n_labels), each a positive integer or None, got {given!r}")
+    widths = (None if given[0] is None else int(given[0]), None if given[1] is None else int(given[1]))
     key = os.fspath(name_or_path)
     source, build = _resolve(key, split, features, check_statistics, download, options, widths)
     if cache_dir is None:

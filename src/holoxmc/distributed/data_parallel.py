@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from inspect import signature
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -35,6 +35,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 from holoxmc.devices import check_device
 from holoxmc.errors import InputError
+
+if TYPE_CHECKING:
+    from holoxmc.backbones.network import Network
 
 __all__ = ["process_group", "join_from_environment", "leaving_at_exit", "LossModule", "data_parallel",
            "share_of_batch", "from_rank_zero", "sum_over_ranks"]
@@ -102,7 +105,7 @@ def leaving_at_exit() -> Iterator[None]:
 class LossModule(nn.Module):
     """``forward(x, labels) = network.loss(x, labels)``: DDP synchronises what ``forward`` runs."""
 
-    def __init__(self, network: nn.Module):
+    def __init__(self, network: Network):
         super().__init__()
         self.network = network
 
@@ -110,7 +113,7 @@ class LossModule(nn.Module):
         return self.network.loss(x, labels)
 
 
-def data_parallel(network: nn.Module, device: torch.device) -> DistributedDataParallel:
+def data_parallel(network: Network, device: torch.device) -> DistributedDataParallel:
     """Wrap ``network``'s loss for data-parallel training; broadcasts rank 0's weights.
 
     Buffers (the HRR code's keys, regenerated from the seed on every rank) are not
@@ -120,9 +123,11 @@ def data_parallel(network: nn.Module, device: torch.device) -> DistributedDataPa
     if device.type == "cuda":
         device_ids = [device.index if device.index is not None else torch.cuda.current_device()]
     # torch >= 2.13 names the per-step buffer broadcast ``forward_sync_buffers``
-    no_buffer_sync = ("forward_sync_buffers" if "forward_sync_buffers" in signature(DistributedDataParallel).parameters
-                      else "broadcast_buffers")
-    return DistributedDataParallel(LossModule(network), device_ids=device_ids, **{no_buffer_sync: False})
+    no_buffer_sync: dict[str, Any] = (
+        {"forward_sync_buffers": False} if "forward_sync_buffers" in signature(DistributedDataParallel).parameters
+        else {"broadcast_buffers": False}
+    )
+    return DistributedDataParallel(LossModule(network), device_ids=device_ids, **no_buffer_sync)
 
 
 def share_of_batch(rows: Any, rank: int, world: int) -> tuple[Any, float]:

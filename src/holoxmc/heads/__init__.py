@@ -1,0 +1,37 @@
+"""Output layers: each one a loss and a decoding over the backbone's output.
+
+Every head satisfies :class:`OutputHead`, the contract :class:`holoxmc.backbones.network.Network`
+relies on: :class:`~holoxmc.heads.dense.DenseHead` and :class:`~holoxmc.heads.hrr.HRRHead`
+score labels, :class:`~holoxmc.heads.solar.SolarChunkHead` scores one SOLAR chunk's buckets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from torch import Tensor
+
+from holoxmc.data.batch import LabelBatch
+
+__all__ = ["OutputHead"]
+
+
+class OutputHead(Protocol):
+    """What a network needs of its output head.
+
+    Shapes:
+        ``__call__``: ``(B, in_features)`` → ``(B, out)`` raw outputs; ``loss``: scalar;
+        ``topk``: ``(B, k)`` scores and ids; ``scores``: ``(B, n)``; ``score_chunks``:
+        ``(start, (B, n_chunk))`` pairs from the backbone output, covering all ``n`` ids.
+    """
+
+    def __call__(self, h: Tensor) -> Tensor: ...
+
+    def loss(self, out: Tensor, labels: LabelBatch) -> Tensor: ...
+
+    def topk(self, out: Tensor, k: int) -> tuple[Tensor, Tensor]: ...
+
+    def scores(self, out: Tensor) -> Tensor: ...
+
+    def score_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]: ...

@@ -28,17 +28,16 @@ def running_topk(chunks: Iterable[tuple[int, Tensor]], k: int) -> tuple[Tensor, 
     Shapes:
         → scores ``(B, k)``, label indices ``(B, k)`` int64, best first.
     """
-    best_scores: Tensor | None = None
-    best_indices: Tensor | None = None
+    best: tuple[Tensor, Tensor] | None = None
     for start, chunk_scores in chunks:
         scores, indices = torch.topk(chunk_scores, min(k, chunk_scores.shape[1]), dim=1)
         indices = indices + start
-        if best_scores is not None:
-            scores = torch.cat([best_scores, scores], 1)
-            indices = torch.cat([best_indices, indices], 1)
+        if best is not None:
+            scores = torch.cat([best[0], scores], 1)
+            indices = torch.cat([best[1], indices], 1)
             scores, order = torch.topk(scores, min(k, scores.shape[1]), dim=1)
             indices = indices.gather(1, order)
-        best_scores, best_indices = scores, indices
-    if best_scores is None:
+        best = scores, indices
+    if best is None:
         raise ValueError("running_topk needs at least one chunk of scores")
-    return best_scores, best_indices
+    return best

@@ -35,11 +35,12 @@ def reset_linear_(layer: nn.Module, generator: torch.Generator) -> None:
     """Re-draw a layer's ``weight`` and ``bias`` from U(-1/√fan_in, 1/√fan_in) with a
     local generator (PyTorch's default ``nn.Linear``/``nn.Conv1d`` distribution, made
     reproducible without the global RNG). ``fan_in`` is ``weight[0].numel()``."""
-    bound = 1.0 / math.sqrt(layer.weight[0].numel())
+    weight, bias = layer.get_parameter("weight"), getattr(layer, "bias", None)
+    bound = 1.0 / math.sqrt(weight[0].numel())
     with torch.no_grad():
-        nn.init.uniform_(layer.weight, -bound, bound, generator=generator)
-        if getattr(layer, "bias", None) is not None:
-            nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
+        nn.init.uniform_(weight, -bound, bound, generator=generator)
+        if bias is not None:
+            nn.init.uniform_(bias, -bound, bound, generator=generator)
 
 
 class DenseHead(nn.Module):

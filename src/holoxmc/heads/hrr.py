@@ -244,6 +244,18 @@ class HRRHead(nn.Module):
         torch.Size([2, 5])
     """
 
+    # Declared so that type checkers know what ``nn.Module.__getattr__`` returns; the
+    # buffers and parameters exist only in the configurations that register them.
+    linear: nn.Linear
+    label_bias: nn.Parameter | None
+    roles_raw: nn.Parameter
+    labels_raw: nn.Parameter
+    roles_fixed: Tensor
+    present_keys: Tensor
+    missing_keys: Tensor
+    label_cache: Tensor
+    group_keys: Tensor
+
     def __init__(
         self,
         in_features: int,
@@ -306,11 +318,11 @@ class HRRHead(nn.Module):
             self.register_buffer("missing_keys", keys[:, 1].contiguous(), persistent=False)  # m ⊗ c_i
         elif cache_codes:
             self.register_buffer("label_cache", self.code.full(), persistent=False)
-        if self.code.circulant:
+        group_keys = self.code.group_spectra  # set exactly when the code is circulant
+        if group_keys is not None:
             # The spectra a decoding query is unbound with, per group: F(p ⊗ b_g) for the
             # prebound query ŝ, F(b_g) for the unbound query p* ⊗ ŝ. Stored as real
             # (…, 2) pairs so that ``module.to(dtype)`` converts them like any buffer.
-            group_keys = self.code.group_spectra
             if self.prebound:
                 group_keys = group_keys * torch.fft.rfft(self.roles_fixed[0], dim=-1)
             self.register_buffer("group_keys", torch.view_as_real(group_keys).contiguous(), persistent=False)

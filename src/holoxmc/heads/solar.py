@@ -11,6 +11,7 @@ candidates.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import torch
@@ -21,12 +22,15 @@ from holoxmc.data.batch import LabelBatch
 from holoxmc.errors import InputError
 from holoxmc.heads.dense import DenseHead
 
-__all__ = ["SolarChunkHead", "bucket_label_batch", "solar_decode", "SCORINGS"]
+__all__ = ["SolarChunkHead", "bucket_label_batch", "solar_decode", "SCORINGS", "SCORE_OF_LOGIT"]
 
 Scoring = Literal["prob", "logprob", "logit"]
 # Per-chunk score of a candidate's bucket, summed over the K chunks.
-_SCORE_OF_LOGIT = {"prob": torch.sigmoid, "logprob": F.logsigmoid, "logit": torch.clone}
-SCORINGS: tuple[str, ...] = tuple(_SCORE_OF_LOGIT)
+#: A chunk's bucket logit → the score it adds to each of the bucket's labels, per ``Scoring``.
+SCORE_OF_LOGIT: dict[str, Callable[[Tensor], Tensor]] = {
+    "prob": torch.sigmoid, "logprob": F.logsigmoid, "logit": torch.clone,
+}
+SCORINGS: tuple[str, ...] = tuple(SCORE_OF_LOGIT)
 
 
 def bucket_label_batch(labels: LabelBatch, bucket_of_label: Tensor, n_buckets: int) -> LabelBatch:
@@ -74,6 +78,8 @@ class SolarChunkHead(nn.Module):
         torch.Size([2, 3])
     """
 
+    bucket_of_label: Tensor  # a buffer: declared for type checkers
+
     def __init__(self, in_features: int, bucket_of_label: Tensor, n_buckets: int, *, seed: int = 0) -> None:
         super().__init__()
         bucket_of_label = torch.as_tensor(bucket_of_label, dtype=torch.int64)
@@ -96,6 +102,14 @@ class SolarChunkHead(nn.Module):
     def topk(self, out: Tensor, k: int) -> tuple[Tensor, Tensor]:
         """Top-k buckets ``(scores, bucket ids)``."""
         return self.dense.topk(out, k)
+
+    def scores(self, out: Tensor) -> Tensor:
+        """Score of every bucket: the logits, ``(B, n_buckets)``."""
+        return self.dense.scores(out)
+
+    def score_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]:
+        """The bucket logits of the backbone output ``h`` as one chunk, ``(0, (B, n_buckets))``."""
+        return self.dense.score_chunks(h)
 
 
 def buckets_by_label(buckets: Tensor) -> Tensor:
@@ -183,7 +197,7 @@ def solar_decode(
     slots = torch.arange(rows.numel(), device=device) - first[rows]  # position among the point's candidates
     width = int(kept.max()) if n else 0
     scores = torch.full((n, width), -torch.inf, dtype=logits.dtype, device=device)
-    scores[rows, slots] = _SCORE_OF_LOGIT[scoring](kept_logits).sum(1)
+    scores[rows, slots] = SCORE_OF_LOGIT[scoring](kept_logits).sum(1)
     slot_labels = torch.full((n, width), -1, dtype=torch.int64, device=device)
     slot_labels[rows, slots] = labels
     top_scores, top_slots = scores.topk(min(k, width), dim=1)

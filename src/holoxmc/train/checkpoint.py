@@ -145,7 +145,8 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
             "start again in a new run directory"
         )
     rests = state.pop("optimizers")
-    groups: dict[str, dict[str, Tensor]] = {"model": {}, "best": {}} | {f"optim{i}": {} for i in range(len(rests))}
+    names = ("model", "best", *(f"optim{i}" for i in range(len(rests))))
+    groups: dict[str, dict[str, Tensor]] = {name: {} for name in names}
     for name, tensor in tensors.items():
         group, key = name.split(".", 1)
         groups[group][key] = tensor

@@ -182,7 +182,7 @@ class CatchUpAdam(torch.optim.Optimizer):
     #: rows brought up per block in :meth:`flush` (bounds its work tensors)
     FLUSH_ROWS = 1 << 13
 
-    def __init__(self, params: Iterable[nn.Parameter], lr: float = 1e-3,
+    def __init__(self, params: Iterable[Tensor], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
         beta1, beta2 = betas
         if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0 and beta1 * beta1 < beta2):
@@ -203,7 +203,7 @@ class CatchUpAdam(torch.optim.Optimizer):
     def _group_of(self, p: Tensor) -> dict:
         return next(group for group in self.param_groups if any(q is p for q in group["params"]))
 
-    def _buffer(self, slot: int, shape: torch.Size, like: Tensor) -> Tensor:
+    def _buffer(self, slot: int, shape: tuple[int, ...], like: Tensor) -> Tensor:
         """A reused work tensor of ``shape``: a fresh large tensor in every step costs page
         faults on CPU that took as long as the arithmetic."""
         need = math.prod(shape)
@@ -217,7 +217,8 @@ class CatchUpAdam(torch.optim.Optimizer):
         return torch.index_select(source, 0, rows, out=self._buffer(slot, (len(rows), *source.shape[1:]), source))
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+        # (torch's stub splits this signature into two overloads, on whether a closure is given)
         loss = None
         if closure is not None:
             with torch.enable_grad():

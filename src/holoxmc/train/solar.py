@@ -23,22 +23,22 @@ import os
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 from sklearn.preprocessing import normalize
-from torch import Tensor
+from torch import Tensor, nn
 
 from holoxmc.backbones.fc import FCBackbone
 from holoxmc.backbones.network import Network
-from holoxmc.codes.solar import FeatureHash, InvertedIndex, SolarLabelCode, chunk_seed
+from holoxmc.codes.solar import CodeMethod, FeatureHash, InvertedIndex, SolarLabelCode, chunk_seed
 from holoxmc.data.batch import SparseBatch
 from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.errors import InputError, check_number_types
-from holoxmc.heads.solar import SCORINGS, SolarChunkHead, solar_decode
+from holoxmc.heads.solar import SCORINGS, Scoring, SolarChunkHead, solar_decode
 from holoxmc.io import atomic_write_json, to_json
 from holoxmc.metrics import evaluate
 from holoxmc.train.checkpoint import CHECKPOINT_JSON, CHECKPOINT_TENSORS, load_state_dict_file, save_state_dict
@@ -84,7 +84,7 @@ class SolarConfig:
 
     n_chunks: int = 8
     n_buckets: int | None = None
-    code_method: str = "balanced"
+    code_method: CodeMethod = "balanced"
     feature_dim: int | None = None
     alternate_sign: bool = True
     normalize_rows: bool = True
@@ -92,7 +92,7 @@ class SolarConfig:
     dropout: float = 0.0
     top_buckets: int = 10
     min_freq: int | None = None
-    scoring: str = "prob"
+    scoring: Scoring = "prob"
     seed: int = 0
     device: str = "auto"
     train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=15, batch_size=256, lr=5e-3))
@@ -139,6 +139,13 @@ class SolarConfig:
         return cls(**{k: v for k, v in values.items() if k in names})
 
 
+def _resolved(value: int | None, name: str) -> int:
+    """A :meth:`SolarConfig.resolved` setting (never ``None`` once resolved)."""
+    if value is None:
+        raise ValueError(f"SolarConfig.{name} is unset: use SolarConfig.resolved() first")
+    return value
+
+
 @dataclass(frozen=True)
 class SolarData:
     """Read-only data shared by every chunk job (shipped once per worker / once to Ray)."""
@@ -178,7 +185,8 @@ def _hashed(hasher: FeatureHash | None, X: sp.csr_matrix) -> sp.csr_matrix:
 def _chunk_network(config: SolarConfig, n_features: int, bucket_of_label: np.ndarray, chunk: int) -> Network:
     init_seed = chunk_seed(config.seed, chunk, "init")
     backbone = FCBackbone(config.feature_dim or n_features, config.hidden, dropout=config.dropout, seed=init_seed)
-    head = SolarChunkHead(backbone.out_features, torch.from_numpy(bucket_of_label), config.n_buckets, seed=init_seed)
+    head = SolarChunkHead(backbone.out_features, torch.from_numpy(bucket_of_label),
+                          _resolved(config.n_buckets, "n_buckets"), seed=init_seed)
     return Network(backbone, head)
 
 
@@ -240,7 +248,7 @@ def train_chunk(job: ChunkJob, data: SolarData) -> dict[str, Any]:
     X_val = Y_val = None
     if data.X_val is not None:
         X_val = _hashed(hasher, data.X_val)
-        Y_val = _bucket_matrix(data.Y_val, data.buckets[k], config.n_buckets)
+        Y_val = _bucket_matrix(data.Y_val, data.buckets[k], _resolved(config.n_buckets, "n_buckets"))
     else:
         train_config = replace(train_config, val_fraction=0.0)
     result = Trainer(train_config).fit(
@@ -343,7 +351,8 @@ def fit_solar(
     if X_val is None and config.train.val_fraction > 0:
         train_rows, val_rows = split_validation(X.shape[0], config.train.val_fraction, config.seed)
         X, Y, X_val, Y_val = X[train_rows], Y[train_rows], X[val_rows], Y[val_rows]
-    code = SolarLabelCode(Y.shape[1], config.n_chunks, config.n_buckets, config.seed, config.code_method)
+    code = SolarLabelCode(Y.shape[1], config.n_chunks, _resolved(config.n_buckets, "n_buckets"), config.seed,
+                          config.code_method)
 
     training = {k: v for k, v in config.to_dict().items() if k not in _INFERENCE_FIELDS}
     fingerprint = hashlib.sha256(
@@ -396,24 +405,25 @@ class _StackedChunks:
     """
 
     def __init__(self, hashers: list[FeatureHash | None], networks: list[Network], n_features: int) -> None:
-        backbones = [network.backbone for network in networks]
-        outputs = [network.head.dense.linear for network in networks]
+        backbones = [cast(FCBackbone, network.backbone) for network in networks]
+        hidden = [[cast(nn.Linear, layer) for layer in backbone.layers] for backbone in backbones]
+        outputs = [cast(SolarChunkHead, network.head).dense.linear for network in networks]
         self.n_chunks = len(networks)
         self.input_width = backbones[0].n_features  # F: hashed width (or D without hashing)
-        if hashers[0] is None:  # every chunk sees the raw input: K identity blocks
-            blocks = [sp.identity(n_features, dtype=np.float32, format="csr")] * self.n_chunks
-        else:
-            blocks = [hasher.matrix() for hasher in hashers]
+        blocks = [  # without hashing every chunk sees the raw input: K identity blocks
+            sp.identity(n_features, dtype=np.float32, format="csr") if hasher is None else hasher.matrix()
+            for hasher in hashers
+        ]
         self.hash_matrix = sp.hstack(blocks, format="csr", dtype=np.float32)  # (D, K * F)
         with torch.no_grad():
             self.input_weight = torch.cat([b.input_layer.weight for b in backbones])  # (K * F, h0)
             self.input_bias = torch.stack([b.input_bias for b in backbones]).unsqueeze(1)  # (K, 1, h0)
             self.hidden_layers = [
                 (
-                    torch.stack([b.layers[i].weight for b in backbones]).transpose(1, 2),  # (K, a, b)
-                    torch.stack([b.layers[i].bias for b in backbones]).unsqueeze(1),  # (K, 1, b)
+                    torch.stack([layers[i].weight for layers in hidden]).transpose(1, 2),  # (K, a, b)
+                    torch.stack([layers[i].bias for layers in hidden]).unsqueeze(1),  # (K, 1, b)
                 )
-                for i in range(len(backbones[0].layers))
+                for i in range(len(hidden[0]))
             ]
             self.output_weight = torch.stack([linear.weight for linear in outputs]).transpose(1, 2)  # (K, h, B)
             self.output_bias = torch.stack([linear.bias for linear in outputs]).unsqueeze(1)  # (K, 1, B)
@@ -503,7 +513,8 @@ class SolarModel:
         if meta is None or meta.get("format") != FORMAT:
             raise InputError(f"{directory}: not a SOLAR model directory (no {CONFIG_FILE} of format {FORMAT})")
         config = SolarConfig.from_dict(meta["config"])
-        code = SolarLabelCode(meta["n_labels"], config.n_chunks, config.n_buckets, config.seed, config.code_method)
+        code = SolarLabelCode(meta["n_labels"], config.n_chunks, _resolved(config.n_buckets, "n_buckets"), config.seed,
+                          config.code_method)
         tensors, _ = load_state_dict_file(directory / INDEX_FILE)
         if not np.array_equal(tensors["buckets"].numpy(), code.buckets):
             raise InputError(f"{directory}: stored label codes differ from the ones the seed regenerates")
@@ -520,7 +531,8 @@ class SolarModel:
         if not 1 <= n_chunks <= self.config.n_chunks:
             raise InputError(f"n_chunks must lie in [1, {self.config.n_chunks}], got {n_chunks}")
         config = replace(self.config, n_chunks=n_chunks, min_freq=max(1, n_chunks // 2))
-        code = SolarLabelCode(self.n_labels, n_chunks, config.n_buckets, config.seed, config.code_method)
+        code = SolarLabelCode(self.n_labels, n_chunks, _resolved(config.n_buckets, "n_buckets"), config.seed,
+                          config.code_method)
         model = SolarModel(config, code, self.n_features)
         for mine, theirs in zip(model.networks, self.networks):
             mine.load_state_dict(theirs.state_dict())
@@ -546,7 +558,7 @@ class SolarModel:
         *,
         top_buckets: int | None = None,
         min_freq: int | None = None,
-        scoring: str | None = None,
+        scoring: Scoring | None = None,
         batch_size: int = 1024,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Top-k labels of every row of ``X`` via the inverted index.
@@ -576,7 +588,7 @@ class SolarModel:
                 self._buckets,
                 k,
                 top_buckets=top_buckets or self.config.top_buckets,
-                min_freq=min_freq or self.config.min_freq,
+                min_freq=min_freq or _resolved(self.config.min_freq, "min_freq"),
                 scoring=scoring or self.config.scoring,
             )
             indices[rows], scores[rows], candidates[rows] = top_labels.numpy(), top_scores.numpy(), kept.numpy()

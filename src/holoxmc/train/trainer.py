@@ -28,6 +28,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from holoxmc.backbones.network import Network
 from holoxmc.data.batch import LabelBatch, SparseBatch, input_batch, label_batch
 from holoxmc.devices import check_device
 from holoxmc.distributed.data_parallel import (
@@ -233,7 +234,7 @@ def _copy_state(module: nn.Module) -> dict[str, Tensor]:
 
 
 class Trainer:
-    """Train any network with ``loss(x, labels)`` and ``topk(x, k)`` (e.g. ``Network``).
+    """Train a :class:`~holoxmc.backbones.network.Network` (any backbone with any head).
 
     Args:
         config: a :class:`TrainConfig` (defaults when omitted).
@@ -249,7 +250,7 @@ class Trainer:
 
     def fit(
         self,
-        network: nn.Module,
+        network: Network,
         X_train: sp.csr_matrix | np.ndarray,
         Y_train: sp.csr_matrix,
         X_val: sp.csr_matrix | np.ndarray | None = None,
@@ -277,7 +278,7 @@ class Trainer:
 
     def _fit(
         self,
-        network: nn.Module,
+        network: Network,
         X_train: sp.csr_matrix | np.ndarray,
         Y_train: sp.csr_matrix,
         X_val: sp.csr_matrix | np.ndarray | None,
@@ -404,7 +405,7 @@ class Trainer:
 
     def _train_epoch(
         self,
-        network: nn.Module,
+        network: Network,
         loss_of: Callable[[SparseBatch | Tensor, LabelBatch], Tensor],
         optimizers: list[torch.optim.Optimizer],
         X: sp.csr_matrix | np.ndarray,
