@@ -184,7 +184,8 @@ def test_fit_validation_and_unfitted_use(data, tmp_path):
     "params, match",
     [
         ({"backbone": "mlp"}, "unknown backbone 'mlp'"),
-        ({"dim": 32.5}, "must be integers"),
+        ({"dim": 32.5}, r"dim \(the HRR dimension d'\) must be an integer >= 2, got 32.5"),
+        ({"dim": -5}, "must be an integer >= 2, got -5"),
         ({"epochs": 2.5}, "epochs must be an int"),
         ({"batch_size": "64"}, "batch_size must be an int"),
         ({"lr": "0.01"}, "lr must be a number"),

@@ -339,6 +339,9 @@ class XMCClassifier(BaseEstimator):
         if not isinstance(self.propensity, (tuple, list)) or len(self.propensity) != 2 \
                 or not all(isinstance(v, numbers.Real) and math.isfinite(v) for v in self.propensity):
             raise InputError(f"propensity must be two finite numbers (A, B), got {self.propensity!r}")
+        if self.head == "hrr" and (not isinstance(self.dim, (int, np.integer)) or isinstance(self.dim, bool)
+                                   or self.dim < 2):
+            raise InputError(f"dim (the HRR dimension d') must be an integer >= 2, got {self.dim!r}")
         if self.head == "solar" and self.backbone != "fc":
             raise InputError(f"head 'solar' takes sparse features (backbone 'fc'), not {self.backbone!r}")
         if self.head == "solar" and self.refit:
