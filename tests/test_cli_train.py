@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+import holoxmc
 from holoxmc.cli import main
 from holoxmc.cli.train import train_params
 from holoxmc.data import make_synthetic
@@ -43,6 +45,15 @@ def test_train_writes_config_model_and_metrics(trained):
     assert metrics["params"]["total"] > metrics["params"]["output_layer"]
     config = json.loads((trained / "config.json").read_text())
     assert config["params"]["dim"] == 64 and config["params"]["head"] == "hrr"
+    assert config["written_by"] == {"holoxmc": holoxmc.__version__, "torch": torch.__version__}
+
+
+def test_version_is_the_package_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"holoxmc {holoxmc.__version__}"
+    assert importlib.metadata.version("holoxmc") == holoxmc.__version__  # one source: pyproject reads it
 
 
 def test_evaluate_reproduces_the_training_metrics(trained, toy, capsys):

@@ -29,6 +29,7 @@ import torch
 from sklearn.base import BaseEstimator
 from torch import nn
 
+from holoxmc import __version__
 from holoxmc.backbones.network import BACKBONES, Ensemble, Network, build_model, build_network
 from holoxmc.data.batch import input_batch
 from holoxmc.devices import check_device
@@ -533,6 +534,7 @@ class XMCClassifier(BaseEstimator):
             path / CONFIG_FILE,
             {
                 "format": FORMAT,
+                "written_by": {"holoxmc": __version__, "torch": torch.__version__},
                 "params": _json_params(self.get_params()),
                 "network": None if self.head == "solar" else self.network_.config,
                 "n_features": self.n_features_,

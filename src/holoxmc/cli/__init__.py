@@ -8,6 +8,7 @@ import argparse
 import importlib
 import sys
 
+from holoxmc import __version__
 from holoxmc.errors import HoloxmcError
 
 # Modules of this package that add subcommands, in --help order.
@@ -19,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="holoxmc",
         description="Extreme multi-label classification with HRR and SOLAR label codes.",
     )
+    parser.add_argument("--version", action="version", version=f"holoxmc {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(f"holoxmc.cli.{name}").register(subparsers)
