@@ -79,6 +79,29 @@ def test_predict_writes_one_line_per_point(trained, toy, tmp_path):
     np.testing.assert_allclose([[float(s) for _, s in row] for row in parsed], scores, rtol=1e-5)
 
 
+def test_predict_with_a_threshold_writes_each_point_its_labels_above_it(trained, toy, tmp_path, capsys):
+    output = tmp_path / "above.txt"
+    assert main(["predict", str(trained), str(toy / "toy_test.txt"), "--threshold", "0.5", "--output", str(output)]) == 0
+    lines = output.read_text().split("\n")[:-1]  # one line per point, an empty one where no label clears 0.5
+    assert len(lines) == 200
+    parsed = [[pair.split(":") for pair in line.split()] for line in lines]
+    _, test = make_synthetic(800, 30, 120, n_test=200, labels_per_point=2.0, seed=2)
+    found = XMCClassifier.load(trained).predict_above(test.X, 0.5)  # relative to each point's best label
+    for row, (start, stop) in zip(parsed, zip(found.indptr[:-1], found.indptr[1:])):
+        assert sorted(int(label) for label, _ in row) == found.indices[start:stop].tolist()
+        scores = [float(score) for _, score in row]
+        assert scores == sorted(scores, reverse=True) and all(score > 0.5 * scores[0] for score in scores)
+    assert len({len(row) for row in parsed}) > 1
+    assert main(["predict", str(trained), str(toy / "toy_test.txt"), "--threshold", "0.5", "--absolute",
+                 "--output", str(output)]) == 0
+    absolute = [[float(pair.split(":")[1]) for pair in line.split()] for line in output.read_text().split("\n")[:-1]]
+    assert all(score > 0.5 for row in absolute for score in row)
+    assert sum(map(len, absolute)) == XMCClassifier.load(trained).predict_above(test.X, 0.5, relative=False).nnz
+    with pytest.raises(SystemExit) as exit_info:  # a top-k and a threshold at once: argparse's usage error
+        main(["predict", str(trained), str(toy / "toy_test.txt"), "--threshold", "0.5", "--top-k", "3"])
+    assert exit_info.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("flag, expected", [([], True), (["--no-sparse-updates"], False)])
 def test_train_chooses_sparse_updates_for_wide_inputs_and_reports_it(tmp_path, flag, expected):
     train, test = make_synthetic(300, 10, 20_000, n_test=50, labels_per_point=2.0, seed=4)
@@ -111,6 +134,7 @@ def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
         (["train", "{toy}", "--out", "{tmp}/run", "--epochs", "0"], "epochs must be"),
         (["evaluate", "{tmp}/missing", "{toy}"], "not a saved model"),
         (["predict", "{tmp}/missing", "{toy}"], "not a saved model"),
+        (["predict", "{tmp}/missing", "{toy}", "--absolute"], "--absolute applies to --threshold"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--dim", "8"], "HRR models only"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--ranking", "1"], "HRR models only"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--label-code", "circulant"], "HRR models only"),

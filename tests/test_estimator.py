@@ -9,7 +9,9 @@ import pytest
 import scipy.sparse as sp
 import torch
 
+from holoxmc import hrr
 from holoxmc.data import make_synthetic
+from holoxmc.data.batch import input_batch
 from holoxmc.distributed import threads_per_worker
 from holoxmc import estimator
 from holoxmc.errors import InputError
@@ -76,6 +78,55 @@ def test_predict_matches_score_and_decision_function(data, fitted):
     assert full.shape == (20, train.n_labels)
     assert np.array_equal(np.argsort(-full, axis=1, kind="stable")[:, 0], indices[:20, 0])
     np.testing.assert_allclose(np.take_along_axis(full, indices[:20], 1), scores[:20], rtol=1e-5, atol=1e-6)
+
+
+def reference_confidences(clf: XMCClassifier, X: sp.csr_matrix) -> np.ndarray:
+    """Every label's confidence, from scratch: the HRR cosine cos(p* ⊗ ŝ, c_i) over the
+    full code (|cos| with loss="abs"), or the dense head's sigmoid of its logits."""
+    if clf.head == "dense":
+        return 1 / (1 + np.exp(-clf.decision_function(X).astype(np.float64)))
+    network = clf.network_
+    with torch.no_grad():
+        out = network.head(network.backbone(input_batch(X, np.arange(X.shape[0]))))
+        query = hrr.unbind(out, network.head.roles()[0])
+        codes = torch.cat([vectors for _, vectors in network.head.label_chunks()])
+        cosines = torch.nn.functional.normalize(query, dim=1) @ codes.T  # the codes have unit norm
+    return (cosines.abs() if network.head.loss_kind == "abs" else cosines).numpy()
+
+
+@pytest.mark.parametrize("head", ["hrr", "dense", "hrr-circulant"])
+@pytest.mark.parametrize("threshold, relative", [(0.5, True), (0.8, True), (0.5, False), (0.2, False)])
+def test_predict_above_keeps_every_label_whose_confidence_exceeds_the_cut(data, fitted, head, threshold, relative):
+    _, test = data
+    clf = fitted[head]
+    found = clf.predict_above(test.X, threshold, relative=relative, batch_size=64)  # 3 batches, the last short
+    assert sp.isspmatrix_csr(found) and found.shape == (len(test), test.n_labels) and found.has_sorted_indices
+    expected = reference_confidences(clf, test.X)
+    cut = threshold * expected.max(1, keepdims=True) if relative else threshold
+    kept = expected > cut
+    np.testing.assert_array_equal(found.toarray() != 0, kept)
+    np.testing.assert_allclose(found.data, expected[kept], rtol=1e-4, atol=1e-5)
+    sizes = np.diff(found.indptr)
+    assert sizes.min() < sizes.max()  # a label set of its own size per row
+    if relative:
+        assert sizes.min() >= 1  # the best label always clears a relative cut below 1
+
+
+def test_hrr_confidences_above_one_half_are_mostly_present_labels(data, fitted):
+    """Appendix H of the HRR paper: cos ≈ 1 for present labels, ≈ 0 for absent ones."""
+    _, test = data
+    found = fitted["hrr"].predict_above(test.X, 0.5, relative=False)
+    hits = found.multiply(test.Y).count_nonzero()
+    assert hits / found.nnz > 0.6 and hits / test.Y.nnz > 0.3
+
+
+def test_predict_above_refuses_solar_and_thresholds_that_are_not_numbers(data, fitted, solar):
+    _, test = data
+    with pytest.raises(InputError, match="no per-label confidence"):
+        solar.predict_above(test.X)
+    for bad in (float("nan"), "0.5", True, None):
+        with pytest.raises(InputError, match="threshold must be a finite number"):
+            fitted["hrr"].predict_above(test.X, bad)
 
 
 @pytest.mark.parametrize("head", ["hrr", "dense", "hrr-circulant"])
@@ -235,6 +286,11 @@ def test_ensemble_is_the_mean_of_the_networks_its_seeds_train_alone(tmp_path, da
     assert (np.sort(mean, 1)[:, ::-1][:, :5] - scores).max() < 1e-5  # the top five by the mean score
     assert ensemble.score(test.X, test.Y) == evaluate(indices, test.Y, inv_prop=ensemble.inv_prop_)
     assert ensemble.n_parameters() == {key: 3 * value for key, value in alone[0].n_parameters().items()}
+    everything = -2.0  # below every cosine and probability: predict_above keeps all confidences
+    mean_confidence = np.mean([clf.predict_above(test.X, everything, relative=False).toarray() for clf in alone],
+                              axis=0)
+    found = ensemble.predict_above(test.X, 0.3, relative=False).toarray()
+    np.testing.assert_allclose(found, np.where(mean_confidence > 0.3, mean_confidence, 0.0), rtol=1e-5, atol=1e-6)
     assert [untimed(r) for r in ensemble.fit_results_] == [untimed(clf.fit_result_) for clf in alone]
 
     ensemble.save(tmp_path)

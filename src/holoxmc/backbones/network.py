@@ -78,6 +78,11 @@ class Network(nn.Module):
         """``(start, scores)`` label chunks of the scores :meth:`topk` ranks by."""
         return self.head.score_chunks(self.backbone(x))
 
+    def confidence_chunks(self, x: Input) -> Iterator[tuple[int, Tensor]]:
+        """``(start, confidences)`` label chunks: the head's cosines or probabilities, which
+        0.5 cuts into present and absent labels."""
+        return self.head.confidence_chunks(self.backbone(x))
+
     def scores(self, x: Input) -> Tensor:
         """Score of every label, ``(B, L)``; for small L only."""
         return self.head.scores(self(x))
@@ -119,11 +124,11 @@ class Ensemble(nn.Module):
 
     def score_chunks(self, x: Input) -> Iterator[tuple[int, Tensor]]:
         """``(start, scores)`` label chunks of the members' mean score."""
-        for parts in zip(*(member.score_chunks(x) for member in self.networks), strict=True):
-            start, first = parts[0]
-            if any(s != start or scores.shape != first.shape for s, scores in parts):
-                raise InputError("the ensemble's members split their labels into different chunks")
-            yield start, torch.stack([scores for _, scores in parts]).mean(0)
+        return _mean_chunks([member.score_chunks(x) for member in self.networks])
+
+    def confidence_chunks(self, x: Input) -> Iterator[tuple[int, Tensor]]:
+        """``(start, confidences)`` label chunks of the members' mean confidence."""
+        return _mean_chunks([member.confidence_chunks(x) for member in self.networks])
 
     def topk(self, x: Input, k: int) -> tuple[Tensor, Tensor]:
         """``(scores (B, k), label indices (B, k))`` by the members' mean score, best first."""
@@ -132,6 +137,15 @@ class Ensemble(nn.Module):
     def scores(self, x: Input) -> Tensor:
         """The members' mean score of every label, ``(B, L)``; for small L only."""
         return torch.cat([scores for _, scores in self.score_chunks(x)], 1)
+
+
+def _mean_chunks(members: list[Iterator[tuple[int, Tensor]]]) -> Iterator[tuple[int, Tensor]]:
+    """The element-wise mean of the members' ``(start, values)`` label chunks, chunk by chunk."""
+    for parts in zip(*members, strict=True):
+        start, first = parts[0]
+        if any(s != start or values.shape != first.shape for s, values in parts):
+            raise InputError("the ensemble's members split their labels into different chunks")
+        yield start, torch.stack([values for _, values in parts]).mean(0)
 
 
 # Keywords build_network fills itself; never taken from ``options``.

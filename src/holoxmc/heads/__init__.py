@@ -23,7 +23,9 @@ class OutputHead(Protocol):
     Shapes:
         ``__call__``: ``(B, in_features)`` → ``(B, out)`` raw outputs; ``loss``: scalar;
         ``topk``: ``(B, k)`` scores and ids; ``scores``: ``(B, n)``; ``score_chunks``:
-        ``(start, (B, n_chunk))`` pairs from the backbone output, covering all ``n`` ids.
+        ``(start, (B, n_chunk))`` pairs from the backbone output, covering all ``n`` ids;
+        ``confidence_chunks``: the same layout, of confidences that 0.5 cuts into present
+        and absent (an HRR head's cosines, a dense head's probabilities).
     """
 
     def __call__(self, h: Tensor) -> Tensor: ...
@@ -35,3 +37,5 @@ class OutputHead(Protocol):
     def scores(self, out: Tensor) -> Tensor: ...
 
     def score_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]: ...
+
+    def confidence_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]: ...

@@ -1,20 +1,25 @@
-"""Top-k over label scores that arrive in chunks, so that no ``(B, L)`` matrix is needed.
+"""Decoding label scores that arrive in chunks, so that no ``(B, L)`` matrix is needed:
+the top k per row, or every label above a threshold.
 
 Example:
     >>> import torch
     >>> chunks = [(0, torch.tensor([[0.1, 0.9]])), (2, torch.tensor([[0.5, 0.7]]))]
     >>> running_topk(chunks, 2)[1].tolist()
     [[1, 3]]
+    >>> above_threshold(chunks, 0.6, n_labels=4).indices.tolist()
+    [1, 3]
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-__all__ = ["running_topk"]
+__all__ = ["running_topk", "above_threshold"]
 
 
 def running_topk(chunks: Iterable[tuple[int, Tensor]], k: int) -> tuple[Tensor, Tensor]:
@@ -41,3 +46,26 @@ def running_topk(chunks: Iterable[tuple[int, Tensor]], k: int) -> tuple[Tensor, 
     if best is None:
         raise ValueError("running_topk needs at least one chunk of scores")
     return best
+
+
+def above_threshold(chunks: Iterable[tuple[int, Tensor]], threshold: float | Tensor, n_labels: int) -> sp.csr_matrix:
+    """Every label whose score exceeds ``threshold`` (one for all rows, or one per row),
+    over ``(start, scores)`` label chunks, as a CPU CSR matrix of those scores (column
+    indices sorted).
+
+    Shapes:
+        chunks: ``(B, n)`` scores covering labels ``[start, start + n)``; threshold: a float
+        or ``(B, 1)`` → CSR ``(B, n_labels)``.
+    """
+    rows, cols, values = [np.empty(0, np.int64)], [np.empty(0, np.int64)], [np.empty(0, np.float32)]
+    n_rows = 0
+    for start, scores in chunks:
+        n_rows = scores.shape[0]
+        r, c = torch.nonzero(scores > threshold, as_tuple=True)
+        rows.append(r.cpu().numpy())
+        cols.append((c + start).cpu().numpy())
+        values.append(scores[r, c].detach().float().cpu().numpy())
+    found = sp.csr_matrix((np.concatenate(values), (np.concatenate(rows), np.concatenate(cols))),
+                          shape=(n_rows, n_labels))
+    found.sort_indices()
+    return found

@@ -82,6 +82,11 @@ class DenseHead(nn.Module):
         """The logits of the backbone output ``h`` as one label chunk, ``(0, (B, L))``."""
         return iter([(0, self(h))])
 
+    def confidence_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]:
+        """The labels' probabilities ``sigmoid(logit)`` for the backbone output ``h``, as one
+        chunk ``(0, (B, L))``; 0.5 is the cut BCE training aims at."""
+        return iter([(0, torch.sigmoid(self(h)))])
+
     def topk(self, out: Tensor, k: int) -> tuple[Tensor, Tensor]:
         """The ``k`` largest logits per row, best first: ``(scores (B, k), indices (B, k))``."""
         scores, indices = torch.topk(out, min(k, self.n_labels), dim=-1)

@@ -68,7 +68,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Literal
 
-import numpy as np
 import scipy.sparse as sp
 import torch
 from torch import Tensor, nn
@@ -78,7 +77,7 @@ from holoxmc import hrr
 from holoxmc.codes.hrr import HRRLabelCode, local_generator
 from holoxmc.data.batch import LabelBatch
 from holoxmc.errors import InputError
-from holoxmc.heads.decoding import running_topk
+from holoxmc.heads.decoding import above_threshold, running_topk
 from holoxmc.heads.dense import reset_linear_
 
 __all__ = ["HRRHead"]
@@ -640,13 +639,14 @@ class HRRHead(nn.Module):
         Shapes:
             out: ``(B, dim)`` → CSR ``(B, L)``.
         """
-        rows, cols, values = [], [], []
-        for start, scores in self._label_scores(self._query(out, unit=True)):
-            r, c = torch.nonzero(scores > threshold, as_tuple=True)
-            rows.append(r.cpu().numpy())
-            cols.append((c + start).cpu().numpy())
-            values.append(scores[r, c].detach().cpu().numpy())
-        shape = (out.shape[0], self.n_labels)
-        predicted = sp.csr_matrix((np.concatenate(values), (np.concatenate(rows), np.concatenate(cols))), shape=shape)
-        predicted.sort_indices()
-        return predicted
+        return above_threshold(self._label_scores(self._query(out, unit=True)), threshold, self.n_labels)
+
+    def confidence_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]:
+        """``(start, cos)`` label chunks of the cosines :meth:`threshold` compares, computed
+        from the backbone output ``h``: ``cos(p* ⊗ ŝ, c_i)`` (``|cos|`` with ``loss="abs"``),
+        ≈ 1 for a present label and ≈ 0 for an absent one, so 0.5 separates them.
+
+        Shapes:
+            h: ``(B, in_features)`` → chunks ``(B, n)`` covering labels ``[start, start + n)``.
+        """
+        return self._label_scores(self._query(self(h), unit=True))

@@ -111,6 +111,10 @@ class SolarChunkHead(nn.Module):
         """The bucket logits of the backbone output ``h`` as one chunk, ``(0, (B, n_buckets))``."""
         return self.dense.score_chunks(h)
 
+    def confidence_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]:
+        """The buckets' probabilities for the backbone output ``h`` as one chunk."""
+        return self.dense.confidence_chunks(h)
+
 
 def buckets_by_label(buckets: Tensor) -> Tensor:
     """``(L, K)`` contiguous view of the ``(K, L)`` codes: one row gather per label."""

@@ -1,4 +1,5 @@
-"""Batched top-k prediction and evaluation of any network with a ``topk(x, k)`` method.
+"""Batched prediction (top-k, or every label above a confidence threshold) and evaluation
+of a network or an ensemble.
 
 Every row is scored (no dropped last batch), so metrics cover the full set.
 """
@@ -6,6 +7,7 @@ Every row is scored (no dropped last batch), so metrics cover the full set.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
 import numpy as np
@@ -14,23 +16,27 @@ import torch
 from torch import Tensor
 
 from holoxmc.data.batch import SparseBatch, input_batch
+from holoxmc.heads.decoding import above_threshold
 from holoxmc.metrics import MetricAccumulator, pad_predictions
 
-__all__ = ["TopKModel", "predict_topk", "evaluate_topk"]
+__all__ = ["InferenceModel", "predict_topk", "predict_above", "evaluate_topk"]
 
 
-class TopKModel(Protocol):
-    """What inference needs from a network (``holoxmc.backbones.Network`` satisfies it)."""
+class InferenceModel(Protocol):
+    """What inference needs from a network (``holoxmc.backbones.Network`` and ``Ensemble``
+    satisfy it)."""
 
     def topk(self, x: SparseBatch | Tensor, k: int) -> tuple[Tensor, Tensor]: ...
 
-    def eval(self) -> "TopKModel": ...
+    def confidence_chunks(self, x: SparseBatch | Tensor) -> Iterator[tuple[int, Tensor]]: ...
 
-    def train(self, mode: bool = True) -> "TopKModel": ...
+    def eval(self) -> "InferenceModel": ...
+
+    def train(self, mode: bool = True) -> "InferenceModel": ...
 
 
 def predict_topk(
-    network: TopKModel,
+    network: InferenceModel,
     X: sp.csr_matrix | np.ndarray,
     k: int = 5,
     *,
@@ -61,8 +67,38 @@ def predict_topk(
     return indices, scores
 
 
+def predict_above(
+    network: InferenceModel,
+    X: sp.csr_matrix | np.ndarray,
+    threshold: float,
+    n_labels: int,
+    *,
+    relative: bool = False,
+    batch_size: int = 1024,
+    device: torch.device | str = "cpu",
+) -> sp.csr_matrix:
+    """Every label whose confidence (``network.confidence_chunks``) exceeds ``threshold``,
+    or with ``relative`` ``threshold`` times its row's best confidence, for every row of
+    ``X``, in eval mode without gradients; a row may get none.
+
+    Shapes:
+        X: ``(n, D)`` → CSR ``(n, n_labels)`` of the confidences kept, column indices sorted.
+    """
+    parts = []
+    with _evaluating(network):
+        for start in range(0, X.shape[0], batch_size):
+            rows = np.arange(start, min(start + batch_size, X.shape[0]))
+            x = input_batch(X, rows).to(device)
+            cut: float | Tensor = threshold
+            if relative:  # a first pass over the chunks for the row's best confidence
+                best = torch.stack([chunk.amax(1) for _, chunk in network.confidence_chunks(x)]).amax(0)
+                cut = threshold * best[:, None]
+            parts.append(above_threshold(network.confidence_chunks(x), cut, n_labels))
+    return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, n_labels), dtype=np.float32)
+
+
 def evaluate_topk(
-    network: TopKModel,
+    network: InferenceModel,
     X: sp.csr_matrix | np.ndarray,
     Y: sp.csr_matrix,
     *,
@@ -92,20 +128,27 @@ def evaluate_topk(
 
 
 def _iter_topk(
-    network: TopKModel,
+    network: InferenceModel,
     X: sp.csr_matrix | np.ndarray,
     k: int,
     batch_size: int,
     device: torch.device | str,
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Yield ``(rows, scores, indices)`` for consecutive batches covering every row of ``X``."""
+    with _evaluating(network):
+        for start in range(0, X.shape[0], batch_size):
+            rows = np.arange(start, min(start + batch_size, X.shape[0]))
+            scores, indices = network.topk(input_batch(X, rows).to(device), k)
+            yield rows, scores.float().cpu().numpy(), indices.cpu().numpy()
+
+
+@contextmanager
+def _evaluating(network: InferenceModel) -> Iterator[None]:
+    """Eval mode without gradients inside; the network's own mode again after."""
     was_training = bool(getattr(network, "training", False))
     network.eval()
     try:
         with torch.no_grad():
-            for start in range(0, X.shape[0], batch_size):
-                rows = np.arange(start, min(start + batch_size, X.shape[0]))
-                scores, indices = network.topk(input_batch(X, rows).to(device), k)
-                yield rows, scores.float().cpu().numpy(), indices.cpu().numpy()
+            yield
     finally:
         network.train(was_training)

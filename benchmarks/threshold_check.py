@@ -1,0 +1,83 @@
+"""Label sets by a threshold (``XMCClassifier.predict_above``): absolute against relative
+cuts, on a pseudo-test carved from the training split (the test split is never loaded).
+
+For each dataset, 10 % of the training rows (``split_validation`` with ``--seed``) are
+held out; FC and HRR-FC are fitted on the rest with the presets ``holoxmc train DATA``
+uses, and their confidences on the held-out rows (HRR: the cosine; FC: the probability)
+are cut at each ``--thresholds`` value, absolutely (``confidence > t``) and relative to
+each row's best label (``confidence > t · best``). Reported: micro-F1 and example-based F1
+(the mean over rows of each row's F1; a row with no true and no predicted label counts
+1) in percent, the labels predicted per row, and the held-out P@1 (a check on the fits).
+
+Usage:
+    HOLOXMC_DATA=../shared/data python benchmarks/threshold_check.py --datasets bibtex delicious --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from holoxmc.data import load
+from holoxmc.estimator import XMCClassifier, preset_params
+from holoxmc.train.trainer import split_validation
+
+RESULTS = Path(__file__).parent / "results" / "threshold_check.jsonl"
+
+
+def f1_scores(predicted: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[float, float, float]:
+    """``(micro-F1 %, example-based F1 %, labels predicted per row)``."""
+    predicted = (predicted != 0).astype(np.float64)
+    hits = np.asarray(predicted.multiply(Y).sum(1)).ravel()
+    n_predicted, n_true = np.asarray(predicted.sum(1)).ravel(), np.asarray(Y.sum(1)).ravel()
+    per_row = np.where(n_predicted + n_true > 0, 2 * hits / np.maximum(n_predicted + n_true, 1), 1.0)
+    micro = 2 * hits.sum() / (n_predicted.sum() + n_true.sum())
+    return 100 * float(micro), 100 * float(per_row.mean()), float(n_predicted.mean())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", nargs="+", default=["bibtex", "delicious"])
+    parser.add_argument("--models", nargs="+", default=["fc", "hrr-fc"])
+    parser.add_argument("--thresholds", type=float, nargs="+", default=[0.3, 0.5, 0.7])
+    parser.add_argument("--seed", type=int, default=12345, help="the pseudo-test's split seed")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"{platform.machine()}, {os.cpu_count()} cores, {args.threads} threads, torch {torch.__version__}")
+    print("| dataset | model | held-out P@1 | cut | micro-F1 | example F1 | labels per row |")
+    print("|---|---|---|---|---|---|---|")
+    for name in args.datasets:
+        train = load(name, "train")
+        kept, held = split_validation(train.X.shape[0], 0.1, args.seed)
+        Y_held = train.Y[held]
+        for model in args.models:
+            started = time.perf_counter()
+            clf = XMCClassifier(**preset_params(name, model) | {"progress": False}).fit(train.X[kept], train.Y[kept])
+            p_at_1 = clf.score(train.X[held], Y_held, ks=(1,))["P@1"]
+            for relative in (False, True):
+                for threshold in args.thresholds:
+                    found = clf.predict_above(train.X[held], threshold, relative=relative)
+                    micro, example, per_row = f1_scores(found, Y_held)
+                    cut = f"> {threshold} · best" if relative else f"> {threshold}"
+                    print(f"| {name} | {model} | {p_at_1:.2f} | {cut} | {micro:.2f} | {example:.2f} | {per_row:.2f} |",
+                          flush=True)
+                    record = {"dataset": name, "model": model, "seed": args.seed, "threads": args.threads,
+                              "held_out_p_at_1": p_at_1, "threshold": threshold, "relative": relative,
+                              "micro_f1": micro, "example_f1": example, "labels_per_row": per_row,
+                              "labels_per_row_true": float(Y_held.sum() / Y_held.shape[0]),
+                              "fit_and_cut_seconds": time.perf_counter() - started}
+                    with RESULTS.open("a") as out:
+                        out.write(json.dumps(record) + "\n")
+
+
+if __name__ == "__main__":
+    main()
