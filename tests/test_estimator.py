@@ -120,10 +120,21 @@ def test_hrr_confidences_above_one_half_are_mostly_present_labels(data, fitted):
     assert hits / found.nnz > 0.6 and hits / test.Y.nnz > 0.3
 
 
-def test_predict_above_refuses_solar_and_thresholds_that_are_not_numbers(data, fitted, solar):
+@pytest.mark.parametrize("threshold, relative", [(0.5, True), (0.3, False)])
+def test_solar_confidence_is_the_mean_bucket_probability_of_every_label(data, solar, threshold, relative):
     _, test = data
-    with pytest.raises(InputError, match="no per-label confidence"):
-        solar.predict_above(test.X)
+    expected = solar.decision_function(test.X) / solar.solar_.config.n_chunks  # "prob": a sum over the K chunks
+    cut = threshold * expected.max(1, keepdims=True) if relative else threshold
+    found = solar.predict_above(test.X, threshold, relative=relative, batch_size=64)
+    np.testing.assert_array_equal(found.toarray() != 0, expected > cut)
+    np.testing.assert_allclose(found.data, expected[expected > cut], rtol=1e-5, atol=1e-6)
+    chunks = list(solar.solar_.confidence_chunks(test.X[:9], label_chunk=7))  # 40 labels: 6 chunks, the last short
+    assert [start for start, _ in chunks] == list(range(0, 40, 7))
+    np.testing.assert_allclose(torch.cat([c for _, c in chunks], 1).numpy(), expected[:9], rtol=1e-5, atol=1e-6)
+
+
+def test_predict_above_refuses_thresholds_that_are_not_numbers(data, fitted):
+    _, test = data
     for bad in (float("nan"), "0.5", True, None):
         with pytest.raises(InputError, match="threshold must be a finite number"):
             fitted["hrr"].predict_above(test.X, bad)

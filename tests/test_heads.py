@@ -286,7 +286,8 @@ def test_chunked_topk_equals_full_matrix_topk(options, k):
 ], ids=["dense", "hrr-chunked", "hrr-circulant", "solar-chunk"])
 def test_every_head_keeps_the_output_head_contract(make_head):
     """``score_chunks(h)`` covers, chunk by chunk, the ``scores(head(h))`` that ``topk``
-    ranks by: what ``Network.score_chunks``, ``Ensemble`` and the trainer rely on."""
+    ranks by, and ``confidence_chunks(h)`` the same labels: what ``Network``, ``Ensemble``
+    and batched inference rely on."""
     head: OutputHead = make_head()
     h = torch.randn(5, 10, generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
@@ -297,6 +298,10 @@ def test_every_head_keeps_the_output_head_contract(make_head):
     assert torch.allclose(torch.cat([c for _, c in chunks], 1), full, atol=1e-5)
     assert torch.allclose(top_scores, full.gather(1, top_ids), atol=1e-5)
     assert torch.equal(top_ids, torch.topk(full, 4, dim=1).indices)
+    with torch.no_grad():
+        confidences = list(head.confidence_chunks(h))
+    assert [(s, c.shape) for s, c in confidences] == [(s, c.shape) for s, c in chunks]
+    assert all(c.abs().max() <= 1 + 1e-6 for _, c in confidences)  # cosines or probabilities
 
 
 @pytest.mark.parametrize("loss", ["cosine", "abs"])

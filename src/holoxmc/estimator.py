@@ -39,7 +39,7 @@ from holoxmc.errors import InputError
 from holoxmc.heads.solar import SCORE_OF_LOGIT
 from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
-from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, predict_above, predict_topk
+from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, labels_above, predict_above, predict_topk
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
 from holoxmc.train.solar import DONE_FILE, SolarConfig, SolarModel, chunk_dir, fit_solar
 from holoxmc.train.trainer import Schedule
@@ -479,13 +479,15 @@ class XMCClassifier(BaseEstimator):
         row, as a CSR matrix of those confidences.
 
         The confidence is the HRR head's ``cos(p* ⊗ ŝ, c_i)`` (``|cos|`` with ``loss="abs"``),
-        the dense head's ``sigmoid(logit)``, an ensemble's mean of its members' confidences.
+        the dense head's ``sigmoid(logit)``, an ensemble's mean of its members' confidences,
+        SOLAR's mean over its K chunks of the probability of the label's bucket (over every
+        label, not only its inverted index's candidates).
+
         Appendix H of the HRR paper cuts at 0.5, as the HRR of a row's labels answers ≈ 1
         for each present label and ≈ 0 for the others; a network trained with the
         scale-free cosine loss answers well below 1 (in cosine at best ``1/√k`` for ``k``
         present labels), so the relative cut divides its scale out (README, "Label sets by
-        a threshold": on Delicious, 19 labels a row, almost no cosine reaches 0.5). SOLAR
-        has no per-label confidence and refuses: use :meth:`predict`.
+        a threshold": on Delicious, 19 labels a row, almost no cosine reaches 0.5).
 
         Shapes:
             X: ``(n, D)`` → CSR ``(n, L)`` float32, column indices sorted.
@@ -497,10 +499,10 @@ class XMCClassifier(BaseEstimator):
         self._check_fitted()
         if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(threshold):
             raise InputError(f"threshold must be a finite number, got {threshold!r}")
-        if self.head == "solar":
-            raise InputError("SOLAR scores buckets, not labels one by one: it has no per-label confidence "
-                             "to threshold; use predict(X, k)")
         X = self._check_X(X)
+        if self.head == "solar":
+            return labels_above(lambda rows: self.solar_.confidence_chunks(X[rows]), X.shape[0], float(threshold),
+                                self.n_labels_, relative=bool(relative), batch_size=batch_size)
         return predict_above(self.network_, X, float(threshold), self.n_labels_, relative=bool(relative),
                              batch_size=batch_size, device=self.device)
 

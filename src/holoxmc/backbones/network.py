@@ -79,8 +79,8 @@ class Network(nn.Module):
         return self.head.score_chunks(self.backbone(x))
 
     def confidence_chunks(self, x: Input) -> Iterator[tuple[int, Tensor]]:
-        """``(start, confidences)`` label chunks: the head's cosines or probabilities, which
-        0.5 cuts into present and absent labels."""
+        """``(start, confidences)`` label chunks: the head's cosines or probabilities, which a
+        threshold cuts into label sets."""
         return self.head.confidence_chunks(self.backbone(x))
 
     def scores(self, x: Input) -> Tensor:

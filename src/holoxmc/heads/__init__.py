@@ -24,8 +24,8 @@ class OutputHead(Protocol):
         ``__call__``: ``(B, in_features)`` → ``(B, out)`` raw outputs; ``loss``: scalar;
         ``topk``: ``(B, k)`` scores and ids; ``scores``: ``(B, n)``; ``score_chunks``:
         ``(start, (B, n_chunk))`` pairs from the backbone output, covering all ``n`` ids;
-        ``confidence_chunks``: the same layout, of confidences that 0.5 cuts into present
-        and absent (an HRR head's cosines, a dense head's probabilities).
+        ``confidence_chunks``: the same layout, of confidences that a threshold cuts into
+        label sets (an HRR head's cosines, a dense head's probabilities).
     """
 
     def __call__(self, h: Tensor) -> Tensor: ...

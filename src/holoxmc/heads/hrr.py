@@ -632,9 +632,9 @@ class HRRHead(nn.Module):
         return self._folded[1], self._folded[2]
 
     def threshold(self, out: Tensor, threshold: float = 0.5) -> sp.csr_matrix:
-        """Every label whose cosine ``cos(p* ⊗ ŝ, c_i)`` exceeds ``threshold`` (appendix
-        H: ≈1 when present, ≈0 when absent; ``|cos|`` with ``loss="abs"``), as a CPU
-        ``scipy.sparse`` CSR matrix of those cosines.
+        """Every label whose cosine ``cos(p* ⊗ ŝ, c_i)`` exceeds ``threshold`` (appendix H's
+        cut, 0.5 by default; ``|cos|`` with ``loss="abs"``; see :meth:`confidence_chunks` for
+        what a trained network's cosines are), as a CPU ``scipy.sparse`` CSR matrix of them.
 
         Shapes:
             out: ``(B, dim)`` → CSR ``(B, L)``.
@@ -643,8 +643,9 @@ class HRRHead(nn.Module):
 
     def confidence_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]:
         """``(start, cos)`` label chunks of the cosines :meth:`threshold` compares, computed
-        from the backbone output ``h``: ``cos(p* ⊗ ŝ, c_i)`` (``|cos|`` with ``loss="abs"``),
-        ≈ 1 for a present label and ≈ 0 for an absent one, so 0.5 separates them.
+        from the backbone output ``h``: ``cos(p* ⊗ ŝ, c_i)`` (``|cos|`` with ``loss="abs"``).
+        An absent label's is ≈ 0; a present one's ≈ 1 when it is the row's only label, and at
+        best ``1/√k`` among ``k`` (hence the relative cut of ``XMCClassifier.predict_above``).
 
         Shapes:
             h: ``(B, in_features)`` → chunks ``(B, n)`` covering labels ``[start, start + n)``.

@@ -6,7 +6,7 @@ Every row is scored (no dropped last batch), so metrics cover the full set.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -19,7 +19,7 @@ from holoxmc.data.batch import SparseBatch, input_batch
 from holoxmc.heads.decoding import above_threshold
 from holoxmc.metrics import MetricAccumulator, pad_predictions
 
-__all__ = ["InferenceModel", "predict_topk", "predict_above", "evaluate_topk"]
+__all__ = ["InferenceModel", "predict_topk", "predict_above", "labels_above", "evaluate_topk"]
 
 
 class InferenceModel(Protocol):
@@ -79,21 +79,45 @@ def predict_above(
 ) -> sp.csr_matrix:
     """Every label whose confidence (``network.confidence_chunks``) exceeds ``threshold``,
     or with ``relative`` ``threshold`` times its row's best confidence, for every row of
-    ``X``, in eval mode without gradients; a row may get none.
+    ``X``, in eval mode without gradients (:func:`labels_above` over the network).
 
     Shapes:
         X: ``(n, D)`` → CSR ``(n, n_labels)`` of the confidences kept, column indices sorted.
     """
-    parts = []
     with _evaluating(network):
-        for start in range(0, X.shape[0], batch_size):
-            rows = np.arange(start, min(start + batch_size, X.shape[0]))
-            x = input_batch(X, rows).to(device)
-            cut: float | Tensor = threshold
-            if relative:  # a first pass over the chunks for the row's best confidence
-                best = torch.stack([chunk.amax(1) for _, chunk in network.confidence_chunks(x)]).amax(0)
-                cut = threshold * best[:, None]
-            parts.append(above_threshold(network.confidence_chunks(x), cut, n_labels))
+        return labels_above(lambda rows: network.confidence_chunks(input_batch(X, rows).to(device)), X.shape[0],
+                            threshold, n_labels, relative=relative, batch_size=batch_size)
+
+
+def labels_above(
+    confidences: Callable[[np.ndarray], Iterable[tuple[int, Tensor]]],
+    n_rows: int,
+    threshold: float,
+    n_labels: int,
+    *,
+    relative: bool = False,
+    batch_size: int = 1024,
+) -> sp.csr_matrix:
+    """Every label whose confidence exceeds ``threshold`` (or with ``relative``, ``threshold``
+    times its row's best confidence), batch by batch; a row may get none.
+
+    Args:
+        confidences: ``rows -> (start, (len(rows), n))`` label chunks of those rows'
+            confidences; called twice per batch with ``relative`` (the first pass finds
+            each row's best).
+        n_rows: rows in all; threshold, n_labels, relative, batch_size: as named.
+
+    Shapes:
+        → CSR ``(n_rows, n_labels)`` of the confidences kept, column indices sorted.
+    """
+    parts = []
+    for start in range(0, n_rows, batch_size):
+        rows = np.arange(start, min(start + batch_size, n_rows))
+        cut: float | Tensor = threshold
+        if relative:
+            best = torch.stack([chunk.amax(1) for _, chunk in confidences(rows)]).amax(0)
+            cut = threshold * best[:, None]
+        parts.append(above_threshold(confidences(rows), cut, n_labels))
     return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, n_labels), dtype=np.float32)
 
 

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, cast
@@ -550,6 +551,20 @@ class SolarModel:
         if self._stacked is None:
             self._stacked = _StackedChunks(self.hashers, self.networks, self.n_features)
         return self._stacked(sp.csr_matrix(X, dtype=np.float32))
+
+    def confidence_chunks(self, X: sp.csr_matrix, label_chunk: int = 16384) -> Iterator[tuple[int, Tensor]]:
+        """``(start, confidences)`` label chunks for the rows of ``X``: a label's mean over the
+        K chunks of its bucket's probability, in ``[0, 1]``; every label, not only the inverted
+        index's candidates (``O(K · L)`` per row).
+
+        Shapes:
+            X: ``(n, D)`` → chunks ``(n, m)`` covering labels ``[start, start + m)``.
+        """
+        probabilities = torch.sigmoid(self.chunk_logits(X))  # (n, K, B)
+        for start in range(0, self.n_labels, label_chunk):
+            buckets = self._buckets[:, start : start + label_chunk]  # (K, m)
+            gathered = torch.stack([probabilities[:, k, buckets[k]] for k in range(self.config.n_chunks)])
+            yield start, gathered.mean(0)
 
     def predict(
         self,
