@@ -5,9 +5,10 @@ For each dataset, 10 % of the training rows (``split_validation`` with ``--seed`
 held out; FC and HRR-FC are fitted on the rest with the presets ``holoxmc train DATA``
 uses, and their confidences on the held-out rows (HRR: the cosine; FC: the probability)
 are cut at each ``--thresholds`` value, absolutely (``confidence > t``) and relative to
-each row's best label (``confidence > t · best``). Reported: micro-F1 and example-based F1
-(the mean over rows of each row's F1; a row with no true and no predicted label counts
-1) in percent, the labels predicted per row, and the held-out P@1 (a check on the fits).
+each row's best label (``confidence > t · best``). Reported (``holoxmc.metrics.label_set_f1``):
+micro-F1 and example-based F1 (the mean over rows of each row's F1; a row with no true and
+no predicted label counts 100) in percent, the labels predicted per row, and the held-out
+P@1 (a check on the fits).
 
 Usage:
     HOLOXMC_DATA=../shared/data python benchmarks/threshold_check.py --datasets bibtex delicious --threads 2
@@ -22,25 +23,14 @@ import platform
 import time
 from pathlib import Path
 
-import numpy as np
-import scipy.sparse as sp
 import torch
 
 from holoxmc.data import load
 from holoxmc.estimator import XMCClassifier, preset_params
+from holoxmc.metrics import label_set_f1
 from holoxmc.train.trainer import split_validation
 
 RESULTS = Path(__file__).parent / "results" / "threshold_check.jsonl"
-
-
-def f1_scores(predicted: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[float, float, float]:
-    """``(micro-F1 %, example-based F1 %, labels predicted per row)``."""
-    predicted = (predicted != 0).astype(np.float64)
-    hits = np.asarray(predicted.multiply(Y).sum(1)).ravel()
-    n_predicted, n_true = np.asarray(predicted.sum(1)).ravel(), np.asarray(Y.sum(1)).ravel()
-    per_row = np.where(n_predicted + n_true > 0, 2 * hits / np.maximum(n_predicted + n_true, 1), 1.0)
-    micro = 2 * hits.sum() / (n_predicted.sum() + n_true.sum())
-    return 100 * float(micro), 100 * float(per_row.mean()), float(n_predicted.mean())
 
 
 def main() -> None:
@@ -66,7 +56,8 @@ def main() -> None:
             for relative in (False, True):
                 for threshold in args.thresholds:
                     found = clf.predict_above(train.X[held], threshold, relative=relative)
-                    micro, example, per_row = f1_scores(found, Y_held)
+                    f1 = label_set_f1(found, Y_held)
+                    micro, example, per_row = f1["micro-F1"], f1["example-F1"], f1["labels per point"]
                     cut = f"> {threshold} · best" if relative else f"> {threshold}"
                     print(f"| {name} | {model} | {p_at_1:.2f} | {cut} | {micro:.2f} | {example:.2f} | {per_row:.2f} |",
                           flush=True)

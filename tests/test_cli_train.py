@@ -17,7 +17,7 @@ from holoxmc.cli.train import train_params
 from holoxmc.data import make_synthetic
 from holoxmc.data.readers import write_xml_repo
 from holoxmc.estimator import DATASET_PRESETS, XMCClassifier
-from holoxmc.metrics import evaluate
+from holoxmc.metrics import evaluate, label_set_f1
 
 FAST = ["--hidden", "32", "--dropout", "0", "--epochs", "8", "--batch-size", "32", "--lr", "0.01", "--quiet"]
 METRIC_KEYS = {f"{m}@{k}" for m in ("P", "nDCG", "PSP", "PSnDCG") for k in range(1, 6)}
@@ -97,9 +97,21 @@ def test_predict_with_a_threshold_writes_each_point_its_labels_above_it(trained,
     absolute = [[float(pair.split(":")[1]) for pair in line.split()] for line in output.read_text().split("\n")[:-1]]
     assert all(score > 0.5 for row in absolute for score in row)
     assert sum(map(len, absolute)) == XMCClassifier.load(trained).predict_above(test.X, 0.5, relative=False).nnz
-    with pytest.raises(SystemExit) as exit_info:  # a top-k and a threshold at once: argparse's usage error
-        main(["predict", str(trained), str(toy / "toy_test.txt"), "--threshold", "0.5", "--top-k", "3"])
-    assert exit_info.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["predict", str(trained), str(toy / "toy_test.txt"), "--threshold", "0.5", "--top-k", "3"]) == 2
+    assert "give one" in capsys.readouterr().err
+
+
+def test_evaluate_with_a_threshold_reports_the_f1_of_those_label_sets(trained, toy, tmp_path, capsys):
+    output = tmp_path / "eval.json"
+    assert main(["evaluate", str(trained), str(toy), "--threshold", "0.5", "--output", str(output)]) == 0
+    assert "label sets > 0.5 x best: micro-F1" in capsys.readouterr().out
+    report = json.loads(output.read_text())
+    _, test = make_synthetic(800, 30, 120, n_test=200, labels_per_point=2.0, seed=2)
+    expected = label_set_f1(XMCClassifier.load(trained).predict_above(test.X, 0.5), test.Y)
+    assert report["label_sets"] == {"threshold": 0.5, "relative": True, **expected}
+    trained_metrics = json.loads((trained / "metrics.json").read_text())["test"]
+    assert {k: report["metrics"][k] for k in trained_metrics} == trained_metrics  # the ranking metrics as before
 
 
 @pytest.mark.parametrize("flag, expected", [([], True), (["--no-sparse-updates"], False)])

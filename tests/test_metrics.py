@@ -17,6 +17,7 @@ from holoxmc.metrics import (
     evaluate,
     evaluate_scores,
     inverse_propensity,
+    label_set_f1,
     pad_predictions,
     propensity_preset,
     top_k,
@@ -185,3 +186,21 @@ def test_invalid_predictions_rejected(topk, message):
 def test_inv_prop_length_must_match():
     with pytest.raises(InputError, match="inv_prop"):
         evaluate(np.array([[0]]), sp.csr_matrix(np.eye(1, 3)), inv_prop=np.ones(2), ks=(1,))
+
+
+def test_label_set_f1_counts_nonzeros_only_and_scores_empty_rows_as_scikit_learn_does():
+    rng = np.random.default_rng(3)
+    Y = sp.csr_matrix(rng.random((60, 25)) < 0.1, dtype=np.float32)
+    confidences = sp.csr_matrix(rng.random((60, 25)) * (rng.random((60, 25)) < 0.1), dtype=np.float32)
+    for matrix in (confidences, Y):  # row 5: no label on either side, its entries kept as stored zeros
+        matrix.data[matrix.indptr[5] : matrix.indptr[6]] = 0.0
+    assert confidences.nnz > (confidences != 0).nnz and Y.nnz > (Y != 0).nnz
+    predicted, truth = (confidences != 0).toarray(), (Y != 0).toarray()
+    hits, n_predicted, n_true = (predicted & truth).sum(1), predicted.sum(1), truth.sum(1)
+    per_row = np.where(n_predicted + n_true > 0, 2 * hits / np.maximum(n_predicted + n_true, 1), 1.0)
+    result = label_set_f1(confidences, Y)
+    assert result["micro-F1"] == pytest.approx(100 * 2 * hits.sum() / (n_predicted.sum() + n_true.sum()))
+    assert result["example-F1"] == pytest.approx(100 * per_row.mean())
+    assert result["labels per point"] == pytest.approx(n_predicted.mean())
+    with pytest.raises(InputError, match="differ in shape"):
+        label_set_f1(confidences[:, :20], Y)

@@ -1,4 +1,6 @@
-"""Ranking metrics of extreme multi-label classification: P@k, nDCG@k, PSP@k, PSnDCG@k.
+"""Ranking metrics of extreme multi-label classification: P@k, nDCG@k, PSP@k, PSnDCG@k;
+and, for label sets of their own size per row (``XMCClassifier.predict_above``), F1
+(:func:`label_set_f1`).
 
 Every value is in percent and averaged over *all* rows (a row without labels scores 0).
 Propensity-scored metrics come in two conventions, and the key says which:
@@ -37,6 +39,7 @@ __all__ = [
     "pad_predictions",
     "evaluate",
     "evaluate_scores",
+    "label_set_f1",
     "MetricAccumulator",
 ]
 
@@ -363,6 +366,31 @@ def evaluate(
     accumulator = MetricAccumulator(ks=ks, inv_prop=inv_prop)
     accumulator.update(topk_indices, Y_true)
     return accumulator.result()
+
+
+def label_set_f1(predicted: sp.spmatrix | np.ndarray, Y_true: sp.spmatrix | np.ndarray) -> dict[str, float]:
+    """F1 of predicted label sets (any nonzero entry is a predicted label), in percent:
+    ``micro-F1`` over all (row, label) pairs and ``example-F1``, the mean over rows of each
+    row's F1 (a row with no true and no predicted label counts 100), computed by
+    scikit-learn's ``f1_score``; and ``labels per point``, the mean predicted set size.
+
+    Example:
+        >>> import scipy.sparse as sp
+        >>> r = label_set_f1(sp.csr_matrix([[0.9, 0.0, 0.7], [0.0, 0.0, 0.0]]), sp.csr_matrix([[1, 1, 0], [0, 0, 0]]))
+        >>> r["micro-F1"], r["example-F1"], r["labels per point"]
+        (50.0, 75.0, 1.0)
+    """
+    from sklearn.metrics import f1_score
+
+    # Booleans of the nonzeros: no stored zeros, which scikit-learn would count as labels.
+    predicted, Y_true = sp.csr_matrix(predicted != 0), sp.csr_matrix(Y_true != 0)
+    if predicted.shape != Y_true.shape:
+        raise InputError(f"predicted sets {predicted.shape} and true labels {Y_true.shape} differ in shape")
+    return {
+        "micro-F1": 100 * float(f1_score(Y_true, predicted, average="micro", zero_division=1.0)),
+        "example-F1": 100 * float(f1_score(Y_true, predicted, average="samples", zero_division=1.0)),
+        "labels per point": float(predicted.nnz / max(predicted.shape[0], 1)),
+    }
 
 
 def evaluate_scores(

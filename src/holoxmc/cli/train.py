@@ -22,6 +22,7 @@ import numpy as np
 from holoxmc.cli.data import add_data_options, data_options
 from holoxmc.errors import InputError
 from holoxmc.estimator import REPORT_FAMILIES
+from holoxmc.metrics import label_set_f1
 
 __all__ = ["register", "metrics_table", "train_params", "TEXT_ENCODER_FILE"]
 
@@ -95,6 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--split", choices=["train", "test"], default="test")
     evaluate.add_argument("--output", type=Path, metavar="FILE", help="JSON output (default RUN_DIR/eval-<DATA>-<split>.json)")
     evaluate.add_argument("--device", help="override the saved device")
+    add_threshold_options(evaluate, "also the F1 of the label sets that predict --threshold T makes")
     add_data_options(evaluate)
     evaluate.set_defaults(run=run_evaluate)
 
@@ -104,14 +106,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     predict.add_argument("input", metavar="INPUT",
                          help="data file or registry name (its test split); for a run trained on raw text, "
                               "a .jsonl file of {\"text\": ...} lines (labels optional) or a text set")
-    how_many = predict.add_mutually_exclusive_group()
-    how_many.add_argument("--top-k", type=int, default=None, help="labels per point (default: 5, or L if fewer)")
-    how_many.add_argument("--threshold", type=float, default=None, metavar="T",
-                          help="instead, every label whose confidence (HRR: the cosine; dense: the probability) "
-                               "exceeds T times the point's best one, best first (0.5 fared best across the sets measured)")
-    predict.add_argument("--absolute", action="store_true",
-                         help="with --threshold: compare the confidences with T itself (the HRR paper's "
-                              "appendix H cuts at 0.5), not with T times the best")
+    predict.add_argument("--top-k", type=int, default=None,
+                         help="labels per point (default: 5, or L if fewer; not with --threshold)")
+    add_threshold_options(predict, "instead of the top k, every label whose confidence (HRR: the cosine; dense: "
+                                   "the probability) exceeds T times the point's best one, best first "
+                                   "(0.5 fared best across the sets measured)")
     predict.add_argument("--label-names", action="store_true",
                          help="write label names instead of indices (runs trained on raw text; name:score, "
                               "split at the last colon)")
@@ -119,6 +118,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     predict.add_argument("--device", help="override the saved device")
     add_data_options(predict)
     predict.set_defaults(run=run_predict)
+
+
+def add_threshold_options(parser: argparse.ArgumentParser, threshold_help: str) -> None:
+    """``--threshold T`` and ``--absolute``: label sets by ``XMCClassifier.predict_above``."""
+    parser.add_argument("--threshold", type=float, default=None, metavar="T", help=threshold_help)
+    parser.add_argument("--absolute", action="store_true",
+                        help="with --threshold: compare the confidences with T itself (the HRR paper's "
+                             "appendix H cuts at 0.5), not with T times the best")
+
+
+def _check_threshold_options(args: argparse.Namespace) -> None:
+    if args.absolute and args.threshold is None:
+        raise InputError("--absolute applies to --threshold")
 
 
 # ---------------------------------------------------------------------------- train
@@ -254,13 +266,23 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from holoxmc.estimator import XMCClassifier
     from holoxmc.io import atomic_write_json
 
+    _check_threshold_options(args)
     clf = XMCClassifier.load(args.run_dir, device=args.device)
     options = _options_for(args.run_dir, args.data, data_options(args))
     inputs, Y, name, _ = _run_inputs(args.run_dir, clf, args.data, args.split, options, labels=True)
     metrics = clf.score(inputs, Y)
+    report: dict[str, Any] = {"data": str(args.data), "split": args.split, "metrics": metrics}
+    sets = None
+    if args.threshold is not None:
+        sets = label_set_f1(clf.predict_above(inputs, args.threshold, relative=not args.absolute), Y)
+        report["label_sets"] = {"threshold": args.threshold, "relative": not args.absolute, **sets}
     output = args.output or args.run_dir / f"eval-{Path(str(args.data)).name}-{args.split}.json"
-    atomic_write_json(output, {"data": str(args.data), "split": args.split, "metrics": metrics})
+    atomic_write_json(output, report)
     print(metrics_table(metrics, title=f"{args.run_dir} on {name} ({args.split})"))
+    if sets is not None:
+        cut = f"> {args.threshold}" + ("" if args.absolute else " x best")
+        print(f"\nlabel sets {cut}: micro-F1 {sets['micro-F1']:.2f}, example-F1 {sets['example-F1']:.2f}, "
+              f"{sets['labels per point']:.2f} labels per point")
     print(f"\nwrote {output}")
     return 0
 
@@ -317,8 +339,9 @@ def run_predict(args: argparse.Namespace) -> int:
     from holoxmc.estimator import XMCClassifier
     from holoxmc.io import atomic_write_text
 
-    if args.absolute and args.threshold is None:
-        raise InputError("--absolute applies to --threshold")
+    _check_threshold_options(args)
+    if args.threshold is not None and args.top_k is not None:
+        raise InputError("--top-k and --threshold choose the labels in two ways: give one")
     clf = XMCClassifier.load(args.run_dir, device=args.device)
     options = _options_for(args.run_dir, args.input, data_options(args))
     inputs, _, _, encoder = _run_inputs(args.run_dir, clf, args.input, "test", options, labels=False)
