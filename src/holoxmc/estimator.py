@@ -483,11 +483,12 @@ class XMCClassifier(BaseEstimator):
         SOLAR's mean over its K chunks of the probability of the label's bucket (over every
         label, not only its inverted index's candidates).
 
-        Appendix H of the HRR paper cuts at 0.5, as the HRR of a row's labels answers ≈ 1
-        for each present label and ≈ 0 for the others; a network trained with the
-        scale-free cosine loss answers well below 1 (in cosine at best ``1/√k`` for ``k``
-        present labels), so the relative cut divides its scale out (README, "Label sets by
-        a threshold": on Delicious, 19 labels a row, almost no cosine reaches 0.5).
+        Appendix H of the HRR paper cuts the product ``c_i · (p* ⊗ ŝ)`` at 0.5, as the exact
+        HRR of a row's labels answers ≈ 1 for each present label and ≈ 0 for the others; a
+        network trained with the scale-free cosine loss answers in cosine: ``1/√k`` for each
+        of ``k`` equally present labels, so the relative cut divides that scale out
+        (README, "Label sets by a threshold": on Delicious, 19 labels a row, almost no cosine
+        reaches 0.5).
 
         Shapes:
             X: ``(n, D)`` → CSR ``(n, L)`` float32, column indices sorted.

@@ -644,8 +644,9 @@ class HRRHead(nn.Module):
     def confidence_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]:
         """``(start, cos)`` label chunks of the cosines :meth:`threshold` compares, computed
         from the backbone output ``h``: ``cos(p* ⊗ ŝ, c_i)`` (``|cos|`` with ``loss="abs"``).
-        An absent label's is ≈ 0; a present one's ≈ 1 when it is the row's only label, and at
-        best ``1/√k`` among ``k`` (hence the relative cut of ``XMCClassifier.predict_above``).
+        An absent label's is ≈ 0; a present one's ≈ 1 when it is the row's only label, but
+        ``1/√k`` when ``k`` labels are equally present (hence the relative cut of
+        ``XMCClassifier.predict_above``).
 
         Shapes:
             h: ``(B, in_features)`` → chunks ``(B, n)`` covering labels ``[start, start + n)``.

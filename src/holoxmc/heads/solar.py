@@ -25,7 +25,6 @@ from holoxmc.heads.dense import DenseHead
 __all__ = ["SolarChunkHead", "bucket_label_batch", "solar_decode", "SCORINGS", "SCORE_OF_LOGIT"]
 
 Scoring = Literal["prob", "logprob", "logit"]
-# Per-chunk score of a candidate's bucket, summed over the K chunks.
 #: A chunk's bucket logit → the score it adds to each of the bucket's labels, per ``Scoring``.
 SCORE_OF_LOGIT: dict[str, Callable[[Tensor], Tensor]] = {
     "prob": torch.sigmoid, "logprob": F.logsigmoid, "logit": torch.clone,
