@@ -16,7 +16,7 @@ from holoxmc.distributed import threads_per_worker
 from holoxmc import estimator
 from holoxmc.errors import InputError
 from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier
-from holoxmc.metrics import evaluate, inverse_propensity
+from holoxmc.metrics import evaluate, inverse_propensity, label_set_f1
 
 from test_trainer import assert_same_weights, weights
 
@@ -131,6 +131,26 @@ def test_solar_confidence_is_the_mean_bucket_probability_of_every_label(data, so
     chunks = list(solar.solar_.confidence_chunks(test.X[:9], label_chunk=7))  # 40 labels: 6 chunks, the last short
     assert [start for start, _ in chunks] == list(range(0, 40, 7))
     np.testing.assert_allclose(torch.cat([c for _, c in chunks], 1).numpy(), expected[:9], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("head", ["hrr", "dense"])
+@pytest.mark.parametrize("relative", [True, False])
+def test_tuned_threshold_is_the_best_of_its_grid_as_predict_above_makes_the_sets(data, fitted, head, relative):
+    train, _ = data
+    X_val, Y_val = train.X[:150], train.Y[:150]  # stand for a held-out split; never the test set
+    grid = (0.2, 0.4, 0.6, 0.8)
+    best, table = fitted[head].tune_threshold(X_val, Y_val, grid, relative=relative)
+    for t in grid:
+        expected = label_set_f1(fitted[head].predict_above(X_val, t, relative=relative), Y_val)
+        assert table[t] == pytest.approx(expected)
+    assert table[best]["micro-F1"] == max(scores["micro-F1"] for scores in table.values())
+    by_example, _ = fitted[head].tune_threshold(X_val, Y_val, grid, relative=relative, metric="example-F1")
+    assert table[by_example]["example-F1"] == max(scores["example-F1"] for scores in table.values())
+    assert len({scores["labels per point"] for scores in table.values()}) == len(grid)  # the cuts differ
+    with pytest.raises(InputError, match="metric must be"):
+        fitted[head].tune_threshold(X_val, Y_val, metric="P@1")
+    with pytest.raises(InputError, match="thresholds must be finite"):
+        fitted[head].tune_threshold(X_val, Y_val, [0.5, float("nan")])
 
 
 def test_predict_above_refuses_thresholds_that_are_not_numbers(data, fitted):

@@ -38,7 +38,7 @@ from holoxmc.distributed.data_parallel import process_group
 from holoxmc.errors import InputError
 from holoxmc.heads.solar import SCORE_OF_LOGIT
 from holoxmc.io import atomic_write_json
-from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
+from holoxmc.metrics import evaluate, inverse_propensity, label_set_f1, pad_predictions
 from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, labels_above, predict_above, predict_topk
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
 from holoxmc.train.solar import DONE_FILE, SolarConfig, SolarModel, chunk_dir, fit_solar
@@ -506,6 +506,45 @@ class XMCClassifier(BaseEstimator):
                                 self.n_labels_, relative=bool(relative), batch_size=batch_size)
         return predict_above(self.network_, X, float(threshold), self.n_labels_, relative=bool(relative),
                              batch_size=batch_size, device=self.device)
+
+    def tune_threshold(
+        self,
+        X_val: Any,
+        Y_val: Any,
+        thresholds: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+        *,
+        relative: bool = True,
+        metric: str = "micro-F1",
+    ) -> tuple[float, dict[float, dict[str, float]]]:
+        """The :meth:`predict_above` threshold of ``thresholds`` whose label sets score best
+        by ``metric`` (``"micro-F1"`` or ``"example-F1"``, :func:`holoxmc.metrics.label_set_f1`)
+        on a validation set: pass one held out from the training data, never the test set.
+        The confidences are computed once, at the lowest threshold, as every other cut keeps
+        a subset of those labels.
+
+        Returns:
+            ``(best threshold, {threshold: label_set_f1 of its sets})``.
+
+        Example:
+            >>> threshold, table = clf.tune_threshold(X_val, Y_val)  # doctest: +SKIP
+            >>> labels = clf.predict_above(X_test, threshold)        # doctest: +SKIP
+        """
+        grid = [float(t) for t in thresholds]
+        if not grid or not all(math.isfinite(t) for t in grid):
+            raise InputError(f"thresholds must be finite numbers, at least one, got {thresholds!r}")
+        if metric not in ("micro-F1", "example-F1"):
+            raise InputError(f"metric must be 'micro-F1' or 'example-F1', got {metric!r}")
+        X_val = self._check_X(X_val)
+        Y_val = _check_Y(Y_val, X_val.shape[0], n_labels=self.n_labels_)
+        widest = self.predict_above(X_val, min(grid), relative=relative).tocoo()
+        best_of_row = np.full(X_val.shape[0], -np.inf, dtype=np.float32)
+        np.maximum.at(best_of_row, widest.row, widest.data)
+        table = {}
+        for t in grid:
+            keep = widest.data > (t * best_of_row[widest.row] if relative else t)
+            sets = sp.csr_matrix((widest.data[keep], (widest.row[keep], widest.col[keep])), shape=widest.shape)
+            table[t] = label_set_f1(sets, Y_val)
+        return max(grid, key=lambda t: table[t][metric]), table
 
     def decision_function(self, X: Any, *, batch_size: int = 1024) -> np.ndarray:
         """Score of every label for every row (an ``(n, L)`` dense array).
