@@ -21,3 +21,18 @@ def test_mypy_finds_no_errors_in_the_package() -> None:
     done = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("Success: no issues found")
+
+
+def test_a_users_type_checker_sees_the_estimators_signatures(tmp_path) -> None:
+    pytest.importorskip("mypy", reason="mypy comes with the test extra: pip install -e '.[test]'")
+    user = tmp_path / "user.py"
+    user.write_text(
+        "import numpy as np\n"
+        "from holoxmc import XMCClassifier\n"
+        "clf = XMCClassifier(head='hrr')\n"
+        "indices, scores = clf.predict(np.zeros((2, 3)), k='5')\n"
+    )
+    done = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", str(user)], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert 'Argument "k" to "predict" of "XMCClassifier" has incompatible type "str"; expected "int"' in done.stdout, \
+        done.stdout + done.stderr

@@ -8,10 +8,14 @@ The estimator and the data loader are also reachable from the package root
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from holoxmc import hrr
 from holoxmc.errors import DataFormatError, HoloxmcError, InputError
+
+if TYPE_CHECKING:  # what type checkers see of the lazy names below
+    from holoxmc.data import load
+    from holoxmc.estimator import XMCClassifier
 
 __version__ = "0.1.0"
 __all__ = ["hrr", "XMCClassifier", "load", "HoloxmcError", "DataFormatError", "InputError", "__version__"]
