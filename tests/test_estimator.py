@@ -153,8 +153,14 @@ def test_tuned_threshold_is_the_best_of_its_grid_as_predict_above_makes_the_sets
         fitted[head].tune_threshold(X_val, Y_val, [0.5, float("nan")])
 
 
-def test_predict_above_refuses_thresholds_that_are_not_numbers(data, fitted):
+def test_predict_above_refuses_thresholds_that_are_not_numbers_or_fractions(data, fitted):
     _, test = data
+    for bad in (-0.1, 1.5):  # relative to the best confidence: a fraction
+        with pytest.raises(InputError, match="give one in"):
+            fitted["hrr"].predict_above(test.X, bad)
+        with pytest.raises(InputError, match="give one in"):
+            fitted["hrr"].tune_threshold(test.X, test.Y, [0.5, bad])
+    assert fitted["hrr"].predict_above(test.X, 1.5, relative=False).nnz == 0  # no cosine exceeds 1
     for bad in (float("nan"), "0.5", True, None):
         with pytest.raises(InputError, match="threshold must be a finite number"):
             fitted["hrr"].predict_above(test.X, bad)

@@ -13,6 +13,7 @@ from holoxmc.backbones import FCBackbone, Network
 from holoxmc.data.batch import LabelBatch, SparseBatch
 from holoxmc.errors import InputError
 from holoxmc.heads import OutputHead
+from holoxmc.heads.decoding import above_fraction_of_best
 from holoxmc.heads.dense import DenseHead
 from holoxmc.heads.hrr import HRRHead
 from holoxmc.heads.solar import SolarChunkHead
@@ -302,6 +303,22 @@ def test_every_head_keeps_the_output_head_contract(make_head):
         confidences = list(head.confidence_chunks(h))
     assert [(s, c.shape) for s, c in confidences] == [(s, c.shape) for s, c in chunks]
     assert all(c.abs().max() <= 1 + 1e-6 for _, c in confidences)  # cosines or probabilities
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.3, 0.5, 0.9, 1.0])
+def test_one_pass_fraction_of_best_cut_equals_cutting_the_full_matrix(fraction):
+    scores = torch.randn(7, 50, generator=torch.Generator().manual_seed(4))
+    scores[2] = -scores[2].abs() - 0.1  # a row whose best score is negative: nothing clears the cut
+    scores[3, 45] = 9.0  # a row whose best arrives in the last chunk
+    chunks = [(start, scores[:, start : start + 8]) for start in range(0, 50, 8)]
+    found = above_fraction_of_best(chunks, fraction, n_labels=50)
+    expected = scores > fraction * scores.amax(1, keepdim=True)
+    assert found.has_sorted_indices and found.shape == (7, 50)
+    assert torch.equal(torch.from_numpy(found.toarray() != 0), expected)
+    assert np.array_equal(found.data, scores[expected].numpy())  # row-major, as CSR stores them
+    assert found.getrow(2).nnz == 0
+    with pytest.raises(ValueError, match="fraction"):
+        above_fraction_of_best(chunks, 1.5, n_labels=50)
 
 
 @pytest.mark.parametrize("loss", ["cosine", "abs"])

@@ -500,6 +500,7 @@ class XMCClassifier(BaseEstimator):
         self._check_fitted()
         if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(threshold):
             raise InputError(f"threshold must be a finite number, got {threshold!r}")
+        _check_relative_threshold(float(threshold), relative)
         X = self._check_X(X)
         if self.head == "solar":
             return labels_above(lambda rows: self.solar_.confidence_chunks(X[rows]), X.shape[0], float(threshold),
@@ -534,6 +535,8 @@ class XMCClassifier(BaseEstimator):
             raise InputError(f"thresholds must be finite numbers, at least one, got {thresholds!r}")
         if metric not in ("micro-F1", "example-F1"):
             raise InputError(f"metric must be 'micro-F1' or 'example-F1', got {metric!r}")
+        for t in grid:
+            _check_relative_threshold(t, relative)
         X_val = self._check_X(X_val)
         Y_val = _check_Y(Y_val, X_val.shape[0], n_labels=self.n_labels_)
         widest = self.predict_above(X_val, min(grid), relative=relative).tocoo()
@@ -766,6 +769,12 @@ def _solar_history(run_dir: Path, n_chunks: int) -> list[dict[str, Any]]:
     return [
         {"epoch": e + 1, "seconds": float(sum(s[e] for s in per_chunk if e < len(s)))} for e in range(n_epochs)
     ]
+
+
+def _check_relative_threshold(threshold: float, relative: bool) -> None:
+    if relative and not 0.0 <= threshold <= 1.0:
+        raise InputError(f"a relative threshold is a fraction of the row's best confidence: give one in [0, 1] "
+                         f"(or relative=False, --absolute), got {threshold}")
 
 
 def _solar_label_scores(model: SolarModel, X: sp.csr_matrix) -> np.ndarray:

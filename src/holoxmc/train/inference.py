@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from holoxmc.data.batch import SparseBatch, input_batch
-from holoxmc.heads.decoding import above_threshold
+from holoxmc.heads.decoding import above_fraction_of_best, above_threshold
 from holoxmc.metrics import MetricAccumulator, pad_predictions
 
 __all__ = ["InferenceModel", "predict_topk", "predict_above", "labels_above", "evaluate_topk"]
@@ -103,21 +103,17 @@ def labels_above(
 
     Args:
         confidences: ``rows -> (start, (len(rows), n))`` label chunks of those rows'
-            confidences; called twice per batch with ``relative`` (the first pass finds
-            each row's best).
+            confidences, read once per batch.
         n_rows: rows in all; threshold, n_labels, relative, batch_size: as named.
 
     Shapes:
         → CSR ``(n_rows, n_labels)`` of the confidences kept, column indices sorted.
     """
+    cut_batch = above_fraction_of_best if relative else above_threshold
     parts = []
     for start in range(0, n_rows, batch_size):
         rows = np.arange(start, min(start + batch_size, n_rows))
-        cut: float | Tensor = threshold
-        if relative:
-            best = torch.stack([chunk.amax(1) for _, chunk in confidences(rows)]).amax(0)
-            cut = threshold * best[:, None]
-        parts.append(above_threshold(confidences(rows), cut, n_labels))
+        parts.append(cut_batch(confidences(rows), threshold, n_labels))
     return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, n_labels), dtype=np.float32)
 
 
