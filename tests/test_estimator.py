@@ -149,8 +149,9 @@ def test_tuned_threshold_is_the_best_of_its_grid_as_predict_above_makes_the_sets
     assert len({scores["labels per point"] for scores in table.values()}) == len(grid)  # the cuts differ
     with pytest.raises(InputError, match="metric must be"):
         fitted[head].tune_threshold(X_val, Y_val, metric="P@1")
-    with pytest.raises(InputError, match="thresholds must be finite"):
-        fitted[head].tune_threshold(X_val, Y_val, [0.5, float("nan")])
+    for bad in ([0.5, float("nan")], [], [0.5, "0.7"], [0.5, None], 0.5):
+        with pytest.raises(InputError, match="thresholds must be finite"):
+            fitted[head].tune_threshold(X_val, Y_val, bad)
 
 
 def test_predict_above_refuses_thresholds_that_are_not_numbers_or_fractions(data, fitted):

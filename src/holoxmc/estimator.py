@@ -530,8 +530,11 @@ class XMCClassifier(BaseEstimator):
             >>> threshold, table = clf.tune_threshold(X_val, Y_val)  # doctest: +SKIP
             >>> labels = clf.predict_above(X_test, threshold)        # doctest: +SKIP
         """
-        grid = [float(t) for t in thresholds]
-        if not grid or not all(math.isfinite(t) for t in grid):
+        try:
+            grid = [float(t) for t in thresholds if not isinstance(t, (bool, str))]
+        except (TypeError, ValueError):
+            grid = []
+        if not grid or len(grid) != len(thresholds) or not all(math.isfinite(t) for t in grid):
             raise InputError(f"thresholds must be finite numbers, at least one, got {thresholds!r}")
         if metric not in ("micro-F1", "example-F1"):
             raise InputError(f"metric must be 'micro-F1' or 'example-F1', got {metric!r}")
