@@ -36,7 +36,6 @@ from holoxmc.devices import check_device
 from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.distributed.data_parallel import process_group
 from holoxmc.errors import InputError
-from holoxmc.heads.solar import SCORE_OF_LOGIT
 from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate, inverse_propensity, label_set_f1, pad_predictions
 from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, labels_above, predict_above, predict_topk
@@ -572,7 +571,8 @@ class XMCClassifier(BaseEstimator):
         if self.head == "solar":
             for start in range(0, n, batch_size):
                 rows = np.arange(start, min(start + batch_size, n))
-                out[rows] = _solar_label_scores(self.solar_, X[rows])
+                chunks = self.solar_.label_score_chunks(X[rows])
+                out[rows] = torch.cat([scores for _, scores in chunks], 1).float().numpy()
             return out
         network = self.network_
         network.eval()
@@ -778,18 +778,6 @@ def _check_relative_threshold(threshold: float, relative: bool) -> None:
     if relative and not 0.0 <= threshold <= 1.0:
         raise InputError(f"a relative threshold is a fraction of the row's best confidence: give one in [0, 1] "
                          f"(or relative=False, --absolute), got {threshold}")
-
-
-def _solar_label_scores(model: SolarModel, X: sp.csr_matrix) -> np.ndarray:
-    """``(n, L)`` SOLAR scores of every label: the configured scoring of the label's bucket,
-    summed over the K chunks."""
-    logits = model.chunk_logits(X)  # (n, K, B)
-    per_bucket = SCORE_OF_LOGIT[model.config.scoring](logits)
-    buckets = torch.from_numpy(model.code.buckets).long()  # (K, L)
-    scores = per_bucket[:, 0, buckets[0]]  # a gather: a new tensor, safe to add into
-    for k in range(1, buckets.shape[0]):
-        scores += per_bucket[:, k, buckets[k]]
-    return scores.float().numpy()
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from holoxmc.codes.solar import CodeMethod, FeatureHash, InvertedIndex, SolarLab
 from holoxmc.data.batch import SparseBatch
 from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.errors import InputError, check_number_types
-from holoxmc.heads.solar import SCORINGS, Scoring, SolarChunkHead, solar_decode
+from holoxmc.heads.solar import SCORE_OF_LOGIT, SCORINGS, Scoring, SolarChunkHead, solar_decode
 from holoxmc.io import atomic_write_json, to_json
 from holoxmc.metrics import evaluate
 from holoxmc.train.checkpoint import CHECKPOINT_JSON, CHECKPOINT_TENSORS, load_state_dict_file, save_state_dict
@@ -552,19 +552,29 @@ class SolarModel:
             self._stacked = _StackedChunks(self.hashers, self.networks, self.n_features)
         return self._stacked(sp.csr_matrix(X, dtype=np.float32))
 
-    def confidence_chunks(self, X: sp.csr_matrix, label_chunk: int = 16384) -> Iterator[tuple[int, Tensor]]:
-        """``(start, confidences)`` label chunks for the rows of ``X``: a label's mean over the
-        K chunks of its bucket's probability, in ``[0, 1]``; every label, not only the inverted
-        index's candidates (``O(K · L)`` per row).
+    def label_score_chunks(
+        self, X: sp.csr_matrix, scoring: Scoring | None = None, label_chunk: int = 16384
+    ) -> Iterator[tuple[int, Tensor]]:
+        """``(start, scores)`` label chunks for the rows of ``X``: a label's ``scoring`` (the
+        configured one by default) of its bucket's logit, summed over the K chunks; every
+        label, not only the inverted index's candidates (``O(K · L)`` per row).
 
         Shapes:
             X: ``(n, D)`` → chunks ``(n, m)`` covering labels ``[start, start + m)``.
         """
-        probabilities = torch.sigmoid(self.chunk_logits(X))  # (n, K, B)
+        per_bucket = SCORE_OF_LOGIT[scoring or self.config.scoring](self.chunk_logits(X))  # (n, K, B)
         for start in range(0, self.n_labels, label_chunk):
             buckets = self._buckets[:, start : start + label_chunk]  # (K, m)
-            gathered = torch.stack([probabilities[:, k, buckets[k]] for k in range(self.config.n_chunks)])
-            yield start, gathered.mean(0)
+            scores = per_bucket[:, 0, buckets[0]]  # a gather: a new tensor, safe to add into
+            for k in range(1, self.config.n_chunks):
+                scores += per_bucket[:, k, buckets[k]]
+            yield start, scores
+
+    def confidence_chunks(self, X: sp.csr_matrix, label_chunk: int = 16384) -> Iterator[tuple[int, Tensor]]:
+        """``(start, confidences)`` label chunks: a label's mean over the K chunks of its
+        bucket's probability, in ``[0, 1]`` (:meth:`label_score_chunks` with ``"prob"``, / K)."""
+        for start, scores in self.label_score_chunks(X, "prob", label_chunk):
+            yield start, scores / self.config.n_chunks
 
     def predict(
         self,
