@@ -111,6 +111,8 @@ def test_attention_lstm_ignores_padding():
     assert out.shape == (3, 10) and torch.isfinite(out).all()
     assert torch.allclose(net(tokens[:1, :3]), out[:1], atol=1e-6)  # trailing PAD changes nothing
     assert torch.allclose(net(tokens[:, :6]), out, atol=1e-6)
+    left = torch.tensor([[0, 0, 0, 5, 9, 13], [0, 0, 0, 6, 9, 13]])  # left-padded rows are read too
+    assert not torch.allclose(*net(left))
 
 
 @pytest.mark.parametrize("backbone,size_key", [("fc", "n_features"), ("cnn", "vocab_size"), ("lstm", "vocab_size")])

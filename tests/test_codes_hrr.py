@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from holoxmc import hrr
-from holoxmc.codes.hrr import HRRLabelCode, local_generator
+from holoxmc.codes.hrr import DRAW_BLOCK, HRRLabelCode, Stream, local_generator
 from holoxmc.errors import InputError
 
 
@@ -37,6 +37,21 @@ def test_any_chunk_regenerates_bit_identically_alone():
     assert torch.equal(fresh.present, code.present) and torch.equal(fresh.missing, code.missing)
     other_seed = HRRLabelCode(5000, 64, seed=12, chunk_size=512)
     assert not torch.allclose(other_seed.chunk(7), later)
+
+
+def test_chunk_size_does_not_change_the_code():
+    """``chunk_size`` (the head's ``label_chunk``, a decoding-memory setting) must not change
+    any label's vector, in any order of access, across draw blocks."""
+    n_labels = 2 * DRAW_BLOCK + 300
+    reference = HRRLabelCode(n_labels, 8, seed=3, chunk_size=DRAW_BLOCK).full()
+    labels = torch.tensor([n_labels - 1, 5, DRAW_BLOCK - 1, DRAW_BLOCK, 5, 2 * DRAW_BLOCK + 7, 40])
+    for chunk_size in (300, 1000, DRAW_BLOCK + 1, 3 * DRAW_BLOCK):
+        code = HRRLabelCode(n_labels, 8, seed=3, chunk_size=chunk_size)
+        assert torch.equal(code.gather(labels), reference[labels])
+        last = code.n_chunks - 1
+        assert torch.equal(code.chunk(last), reference[code.chunk_bounds(last)[0]:])
+        assert torch.equal(code.chunk(0), reference[:chunk_size])  # backwards, after the last
+        assert torch.equal(code.full(), reference)
 
 
 def test_circulant_code_is_groups_of_orthonormal_shifts_regenerated_from_the_seed():
@@ -142,6 +157,14 @@ def test_local_generators_are_independent_streams():
     c = torch.rand(4, generator=local_generator(1, 0, 1))
     assert not torch.equal(a, b) and not torch.equal(a, c)
     assert torch.equal(a, torch.rand(4, generator=local_generator(0, 0, 1)))
+
+
+def test_every_use_of_the_seed_has_its_own_stream_but_the_documented_pair():
+    names_of: dict[int, set[str]] = {}
+    for name, stream in Stream.__members__.items():
+        names_of.setdefault(int(stream), set()).add(name)
+    shared = {value: names for value, names in names_of.items() if len(names) > 1}
+    assert shared == {3: {"FC_INIT", "CIRCULANT_BASE"}}
 
 
 def test_invalid_arguments_raise_input_errors():

@@ -153,6 +153,16 @@ def test_fused_exact_ranking_loss_equals_the_autograd_path_even_for_a_zero_outpu
         assert torch.allclose(fused_bias, bias_grad, atol=1e-12)
 
 
+def test_fused_exact_ranking_loss_refuses_a_second_backward():
+    """Its backward reuses the saved softmax in place: a second pass would be wrong, so it fails."""
+    head = HRRHead(12, N_LABELS, dim=32, seed=12, ranking=1.0)
+    x = torch.randn(len(LABEL_ROWS), head.dim, generator=torch.Generator().manual_seed(12), requires_grad=True)
+    loss = head.loss(x, labels_of(LABEL_ROWS))
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="one backward pass"):
+        loss.backward()
+
+
 @pytest.mark.parametrize("options", [dict(), dict(learn_pm=True), dict(cache_codes=False, label_chunk=8),
                                      dict(label_bias=True), dict(code="circulant", label_bias=True)], ids=str)
 def test_ranking_term_over_sampled_candidates_matches_reference(options):
@@ -305,7 +315,7 @@ def test_every_head_keeps_the_output_head_contract(make_head):
     assert all(c.abs().max() <= 1 + 1e-6 for _, c in confidences)  # cosines or probabilities
 
 
-@pytest.mark.parametrize("fraction", [0.0, 0.3, 0.5, 0.9, 1.0])
+@pytest.mark.parametrize("fraction", [0.0, 0.3, 0.5, 0.9, 0.999])
 def test_one_pass_fraction_of_best_cut_equals_cutting_the_full_matrix(fraction):
     scores = torch.randn(7, 50, generator=torch.Generator().manual_seed(4))
     scores[2] = -scores[2].abs() - 0.1  # a row whose best score is negative: nothing clears the cut
@@ -317,8 +327,10 @@ def test_one_pass_fraction_of_best_cut_equals_cutting_the_full_matrix(fraction):
     assert torch.equal(torch.from_numpy(found.toarray() != 0), expected)
     assert np.array_equal(found.data, scores[expected].numpy())  # row-major, as CSR stores them
     assert found.getrow(2).nnz == 0
-    with pytest.raises(ValueError, match="fraction"):
-        above_fraction_of_best(chunks, 1.5, n_labels=50)
+    assert all(found.getrow(row).nnz >= 1 for row in (0, 1, 3, 4, 5, 6))  # each keeps its best
+    for bad in (1.0, 1.5):  # at 1 no label would exceed its row's best
+        with pytest.raises(ValueError, match="fraction"):
+            above_fraction_of_best(chunks, bad, n_labels=50)
 
 
 @pytest.mark.parametrize("loss", ["cosine", "abs"])

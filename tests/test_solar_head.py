@@ -115,6 +115,9 @@ def test_decode_pads_when_fewer_than_k_labels_exist_and_validates():
     assert labels[:, :3].sort(1).values.tolist() == [[0, 1, 2], [0, 1, 2]]
     assert (labels[:, 3:] == -1).all() and torch.isinf(scores[:, 3:]).all()
     assert candidates.tolist() == [3, 3]
+    scores, labels, candidates = solar_decode(logits[:0], index, buckets, 5)  # no points
+    assert scores.shape == labels.shape == (0, 5) and candidates.shape == (0,)
+    assert labels.dtype == torch.int64 and scores.dtype == logits.dtype
     with pytest.raises(InputError):
         solar_decode(logits, index, buckets, 5, scoring="max")
     with pytest.raises(InputError):

@@ -204,6 +204,8 @@ def test_invalid_inputs(data, tmp_path):
         SolarConfig(scoring="max")
     with pytest.raises(InputError):
         SolarConfig(n_buckets=0)
+    with pytest.raises(InputError, match="refit"):  # its validation labels are buckets, not labels
+        SolarConfig(train=TrainConfig(refit=True))
 
 
 def test_first_chunks_is_the_smaller_k_model(trained, data, tmp_path):

@@ -196,6 +196,14 @@ def test_resume_with_other_configuration_is_refused(tmp_path):
         )
 
 
+def test_resume_on_other_data_of_the_same_shape_is_refused(tmp_path):
+    X, Y = make_data()
+    Trainer(TrainConfig(**CONFIG | {"epochs": 1})).fit(TinyNetwork(40, 6), X, Y, run_dir=tmp_path)
+    with pytest.raises(InputError, match="another configuration or data"):
+        Trainer(TrainConfig(**CONFIG | {"epochs": 1})).fit(TinyNetwork(40, 6), 2 * X, Y, run_dir=tmp_path, resume=True)
+    Trainer(TrainConfig(**CONFIG | {"epochs": 1})).fit(TinyNetwork(40, 6), X, Y, run_dir=tmp_path, resume=True)
+
+
 def test_early_stopping_and_explicit_validation_set():
     X, Y = make_data()
     config = TrainConfig(**CONFIG | {"epochs": 30, "patience": 2, "lr": 0.2})
@@ -214,6 +222,18 @@ def test_inference_scores_every_row_with_odd_batch_sizes():
     assert evaluate_topk(network, X, Y, batch_size=10) == evaluate_topk(network, X, Y, batch_size=1000)
 
 
+@pytest.mark.parametrize("head", ["dense", "hrr"])
+def test_predict_topk_pads_ranks_beyond_the_label_count(head):
+    from holoxmc.backbones import build_network
+
+    X, _ = make_data(n=23)
+    network = build_network("fc", head, n_labels=6, n_features=40, hidden=[8], seed=0)
+    indices, scores = predict_topk(network, X, k=9, batch_size=10)
+    all_indices, all_scores = predict_topk(network, X, k=6, batch_size=10)
+    assert np.array_equal(indices[:, :6], all_indices) and np.array_equal(scores[:, :6], all_scores)
+    assert (indices[:, 6:] == -1).all() and np.isneginf(scores[:, 6:]).all()
+
+
 @pytest.mark.parametrize(
     "bad, match",
     [({"epochs": 0}, "epochs"), ({"schedule": "exp"}, "schedule"), ({"val_fraction": 1.0}, "val_fraction"),
@@ -221,11 +241,21 @@ def test_inference_scores_every_row_with_odd_batch_sizes():
      ({"sparse_updates": True, "weight_decay": 1e-4}, "weight decay"), ({"sparse_updates": "yes"}, "sparse_updates"),
      ({"weight_decay": float("nan")}, "weight_decay"), ({"warmup_epochs": -1.0}, "warmup_epochs"),
      ({"grad_clip": 0.0}, "grad_clip"), ({"grad_clip": float("inf")}, "grad_clip"), ({"seed": -1}, "seed"),
-     ({"seed": 1.5}, "seed"), ({"seed": True}, "seed")],
+     ({"seed": 1.5}, "seed"), ({"seed": True}, "seed"), ({"select_metric": "P@2"}, "select_metric"),
+     ({"select_metric": "PSP@1"}, "select_metric")],
 )
 def test_config_validation(bad, match):
     with pytest.raises(InputError, match=match):
         TrainConfig(**bad)
+
+
+def test_refit_refuses_validation_labels_of_another_label_space_before_training():
+    X, Y = make_data()
+    network = TinyNetwork(40, 6)
+    before = {name: value.clone() for name, value in network.state_dict().items()}
+    with pytest.raises(InputError, match="refit"):
+        Trainer(TrainConfig(**CONFIG | {"refit": True})).fit(network, X[:50], Y[:50], X[50:], Y[50:, :4])
+    assert all(torch.equal(value, before[name]) for name, value in network.state_dict().items())
 
 
 def test_trained_hrr_network_decodes_like_a_fresh_copy_of_its_weights():

@@ -12,14 +12,13 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from holoxmc.backbones.dropout import Dropout
-from holoxmc.codes.hrr import local_generator
+from holoxmc.codes.hrr import Stream, local_generator
 from holoxmc.errors import InputError
 from holoxmc.heads.dense import reset_linear_
 
 __all__ = ["XMLCNNBackbone", "PAD"]
 
 PAD = 0
-_INIT_STREAM = 4
 
 
 class XMLCNNBackbone(nn.Module):
@@ -67,7 +66,7 @@ class XMLCNNBackbone(nn.Module):
         self.convolutions = nn.ModuleList(nn.Conv1d(embed_dim, n_filters, width) for width in filter_sizes)
         self.bottleneck = nn.Linear(len(filter_sizes) * n_filters * self.pooling_chunks, self.out_features)
         self.dropout = Dropout(dropout)
-        self.reset_parameters(local_generator(seed, _INIT_STREAM))
+        self.reset_parameters(local_generator(seed, Stream.CNN_INIT))
 
     def reset_parameters(self, generator: torch.Generator) -> None:
         """Embeddings from N(0, 1) (PAD row zero); layers from U(±1/√fan_in)."""

@@ -15,15 +15,12 @@ import torch
 from torch import Tensor, nn
 
 from holoxmc.backbones.dropout import Dropout
-from holoxmc.codes.hrr import local_generator
+from holoxmc.codes.hrr import Stream, local_generator
 from holoxmc.data.batch import SparseBatch
 from holoxmc.errors import InputError
 from holoxmc.heads.dense import reset_linear_
 
 __all__ = ["FCBackbone"]
-
-_INIT_STREAM = 3
-_LINEAR_PATH_STREAM = 77
 
 
 class FCBackbone(nn.Module):
@@ -78,7 +75,7 @@ class FCBackbone(nn.Module):
         self.dropout = Dropout(dropout)
         if self.linear_width:
             self.linear_path = nn.EmbeddingBag(self.n_features, self.linear_width, mode="sum")
-        self.reset_parameters(local_generator(seed, _INIT_STREAM), local_generator(seed, _LINEAR_PATH_STREAM))
+        self.reset_parameters(local_generator(seed, Stream.FC_INIT), local_generator(seed, Stream.LINEAR_PATH))
 
     def reset_parameters(self, generator: torch.Generator, linear_generator: torch.Generator) -> None:
         """Draw every weight from U(-1/√fan_in, 1/√fan_in), as ``nn.Linear`` does, the

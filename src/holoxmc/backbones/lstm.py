@@ -12,13 +12,11 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from holoxmc.backbones.cnn import PAD
 from holoxmc.backbones.dropout import Dropout
-from holoxmc.codes.hrr import local_generator
+from holoxmc.codes.hrr import Stream, local_generator
 from holoxmc.errors import InputError
 from holoxmc.heads.dense import reset_linear_
 
 __all__ = ["AttentionLSTMBackbone"]
-
-_INIT_STREAM = 5
 
 
 class AttentionLSTMBackbone(nn.Module):
@@ -34,7 +32,7 @@ class AttentionLSTMBackbone(nn.Module):
         seed: seed of the weight initialisation (local generator).
 
     Shapes:
-        forward: ``LongTensor (B, T)`` padded with 0 → ``(B, fc_size)``.
+        forward: ``LongTensor (B, T)`` padded with 0 (on either side) → ``(B, fc_size)``.
 
     Example:
         >>> net = AttentionLSTMBackbone(100, embed_dim=8, hidden_size=6, fc_size=5)
@@ -64,7 +62,7 @@ class AttentionLSTMBackbone(nn.Module):
         self.attention = nn.Linear(2 * hidden_size, 1, bias=False)
         self.fc = nn.Linear(2 * hidden_size, self.out_features)
         self.dropout = Dropout(dropout)
-        self.reset_parameters(local_generator(seed, _INIT_STREAM))
+        self.reset_parameters(local_generator(seed, Stream.LSTM_INIT))
 
     def reset_parameters(self, generator: torch.Generator) -> None:
         """Embeddings from N(0, 1) (PAD row zero); LSTM weights from U(±1/√hidden_size)
@@ -80,8 +78,10 @@ class AttentionLSTMBackbone(nn.Module):
 
     def forward(self, tokens: Tensor) -> Tensor:
         length = tokens.shape[1]
-        # An all-PAD row is read as one PAD token, so every row has a defined attention.
-        lengths = (tokens != PAD).sum(1).clamp_min(1)
+        # A row runs to its last non-PAD token (left padding is read, and masked below); an
+        # all-PAD row is read as one PAD token, so every row has a defined attention.
+        positions_1 = torch.arange(1, length + 1, device=tokens.device)
+        lengths = ((tokens != PAD) * positions_1).amax(1).clamp_min(1)
         packed = pack_padded_sequence(
             self.dropout(self.embedding(tokens)), lengths.cpu(), batch_first=True, enforce_sorted=False
         )

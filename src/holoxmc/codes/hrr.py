@@ -2,8 +2,9 @@
 and *missing* (m) (HRR paper, section 4).
 
 Nothing here is stored: every vector is regenerated from ``(seed, n_labels, dim)``. Label
-vectors come in chunks of ``chunk_size`` rows and chunk ``j`` is drawn from its own
-generator seeded by ``(seed, j)``, so any chunk can be made alone, bit-identically, and the
+``i`` is row ``i mod DRAW_BLOCK`` of the draws of the generator seeded by
+``(seed, i // DRAW_BLOCK)``, so any range of labels can be made alone, bit-identically,
+whatever ``chunk_size`` (the rows per chunk handed out for decoding), and the
 ``L × d'`` matrix never has to exist in memory. :meth:`HRRLabelCode.materialize` caches it
 when the caller wants the speed and has the memory. All draws happen on the CPU in float64
 and are cast afterwards, so a seed gives the same code on every device.
@@ -32,8 +33,10 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import math
 import numbers
+import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -43,12 +46,35 @@ from torch import Tensor
 from holoxmc import hrr
 from holoxmc.errors import InputError
 
-__all__ = ["HRRLabelCode", "local_generator"]
+__all__ = ["HRRLabelCode", "local_generator", "Stream", "DRAW_BLOCK"]
 
-# Stream tags: independent random streams derived from one user seed.
-_LABEL_STREAM = 0
-_ROLE_STREAM = 1
-_CIRCULANT_BASE_STREAM = 3  # (2 is the heads' weight initialisation)
+
+
+class Stream(enum.IntEnum):
+    """Every random stream derived from a user seed (``local_generator(seed, stream, ...)``),
+    in one table, so that a new use takes a number no other use has.
+
+    ``CIRCULANT_BASE`` shares its number with ``FC_INIT`` (a slip found on 2026-11-25), so
+    a circulant code's group phases and an FC backbone's first weights, drawn from one
+    seed, are the same uniform draws. They meet nowhere in the network (the one sets the
+    input layer's starting point, the other fixed output directions), and the number is
+    kept so that every saved model and reported figure still reproduces.
+    """
+
+    LABELS = 0
+    ROLES = 1
+    HEAD_INIT = 2  # the dense and the HRR head: a network has one of them
+    FC_INIT = 3
+    CIRCULANT_BASE = 3
+    CNN_INIT = 4
+    LSTM_INIT = 5
+    LINEAR_PATH = 77
+
+
+#: Labels per random stream of the (non-circulant) code. Fixed, so that a label's vector does not
+#: depend on ``chunk_size``; equal to ``HRRHead``'s default ``label_chunk``, which set the streams
+#: before the two were separated, so codes drawn then are drawn again bit-identically.
+DRAW_BLOCK = 16384
 
 # Alternating Gram–Schmidt / projection rounds used to make π(m) orthogonal to π(p).
 _MAX_ORTHOGONAL_ROUNDS = 200
@@ -106,7 +132,8 @@ class HRRLabelCode:
         n_labels: number of labels L.
         dim: code dimension d'.
         seed: the code's seed; the same seed gives the same vectors everywhere.
-        chunk_size: rows per generated chunk (memory of one chunk: ``chunk_size·dim``).
+        chunk_size: rows per chunk handed out by :meth:`chunk` (memory of one chunk:
+            ``chunk_size·dim``); it does not change the vectors.
         dtype: float32 or float64 of the returned vectors.
         circulant: label ``g·dim + s`` is the circular shift by ``s`` of the group vector
             ``b_g`` (module docstring) instead of an independent draw.
@@ -145,13 +172,16 @@ class HRRLabelCode:
         self.chunk_size = int(chunk_size)
         self.dtype = dtype
         self._cache: Tensor | None = None
+        # (block, next row, generator) of the last random draw, so that consecutive ranges
+        # continue one generator instead of redrawing the block's rows before them.
+        self._next_draw: tuple[int, int, torch.Generator] | None = None
         p_raw, m_raw = self._draw_roles()
         self.present_raw = p_raw.to(dtype)
         self.missing_raw = m_raw.to(dtype)
         self.present = hrr.projection(p_raw).to(dtype)
         self.missing = hrr.projection(m_raw).to(dtype)
         self.group_spectra = (
-            _projected_gaussian_spectrum(self.n_groups, self.dim, local_generator(self.seed, _CIRCULANT_BASE_STREAM),
+            _projected_gaussian_spectrum(self.n_groups, self.dim, local_generator(self.seed, Stream.CIRCULANT_BASE),
                                          dtype)
             if circulant else None
         )
@@ -171,15 +201,20 @@ class HRRLabelCode:
         """p ~ π(N(0, I/d')); m is made orthogonal to π(p) by Gram–Schmidt *before* its
         projection, and the pair (orthogonalise, project) is repeated until π(m) ⟂ π(p)
         (alternating projections; one round alone leaves |p·m| ≈ 1e-3 to 1e-2)."""
-        p_raw, m_raw = _gaussian(2, self.dim, local_generator(self.seed, _ROLE_STREAM))
+        p_raw, m_raw = _gaussian(2, self.dim, local_generator(self.seed, Stream.ROLES))
         p = hrr.projection(p_raw)
         m = m_raw
+        residual = math.inf
         for _ in range(_MAX_ORTHOGONAL_ROUNDS):
             m = m - (m @ p) / (p @ p) * p
             projected = hrr.projection(m)
-            if abs(float(projected @ p)) < _ORTHOGONAL_TOLERANCE:
+            residual = abs(float(projected @ p))
+            if residual < _ORTHOGONAL_TOLERANCE:
                 break
             m = projected
+        else:  # small d' leaves few unit-magnitude vectors to choose from
+            warnings.warn(f"π(m) is not orthogonal to π(p) at dim={self.dim}, seed={self.seed}: |p·m| = "
+                          f"{residual:.1e} after {_MAX_ORTHOGONAL_ROUNDS} rounds", RuntimeWarning, stacklevel=3)
         return p_raw, m
 
     @property
@@ -209,7 +244,7 @@ class HRRLabelCode:
         return start, min(start + self.chunk_size, self.n_labels)
 
     def chunk(self, j: int) -> Tensor:
-        """Label vectors of chunk ``j``, regenerated from ``(seed, j)``.
+        """Label vectors of chunk ``j``, regenerated from the seed.
 
         Shapes:
             → ``(stop - start, dim)`` with ``(start, stop) = chunk_bounds(j)``.
@@ -250,14 +285,41 @@ class HRRLabelCode:
     def _chunk_spectrum(self, j: int) -> Tensor:
         start, stop = self.chunk_bounds(j)
         if self.group_spectra is None:
-            generator = local_generator(self.seed, _LABEL_STREAM, j)
-            return _projected_gaussian_spectrum(stop - start, self.dim, generator, self.dtype)
+            return self._random_spectrum(start, stop)
         # Shifting by s multiplies frequency k by e^{-2πi·k·s/d'} (phases in float64).
         labels = torch.arange(start, stop)
         shifts = (labels % self.dim).to(torch.float64)
         phase = (-2 * math.pi / self.dim) * shifts[:, None] * torch.arange(self.dim // 2 + 1, dtype=torch.float64)
         ramp = torch.polar(torch.ones_like(phase), phase).to(self.group_spectra.dtype)
         return self.group_spectra[labels // self.dim] * ramp
+
+    def _random_spectrum(self, start: int, stop: int) -> Tensor:
+        """Spectra of the random code's labels ``[start, stop)``, drawn block by block
+        (module docstring); each row consumes the same draws, so a range continues the
+        generator that drew the rows before it, or skips them.
+
+        Shapes:
+            → complex ``(stop - start, dim // 2 + 1)``.
+        """
+        pieces = []
+        while start < stop:
+            block, row = divmod(start, DRAW_BLOCK)
+            end = min(stop, (block + 1) * DRAW_BLOCK)
+            generator = self._generator_at(block, row)
+            pieces.append(_projected_gaussian_spectrum(end - start, self.dim, generator, self.dtype))
+            self._next_draw = (block, row + end - start, generator)
+            start = end
+        return pieces[0] if len(pieces) == 1 else torch.cat(pieces)
+
+    def _generator_at(self, block: int, row: int) -> torch.Generator:
+        """The generator of ``block`` positioned to draw its row ``row`` next."""
+        if self._next_draw is not None and self._next_draw[0] == block and self._next_draw[1] <= row:
+            _, next_row, generator = self._next_draw
+        else:
+            next_row, generator = 0, local_generator(self.seed, Stream.LABELS, block)
+        for skip_from in range(next_row, row, 1024):  # discard rows before ``row``, 1,024 at a time
+            torch.rand(min(1024, row - skip_from), self.dim // 2 + 1, generator=generator)
+        return generator
 
     def chunks(self) -> Iterator[tuple[int, Tensor]]:
         """Yield ``(start, vectors)`` for every chunk in label order."""
@@ -279,8 +341,8 @@ class HRRLabelCode:
 
     def gather(self, labels: Tensor) -> Tensor:
         """Projected vectors of the given label ids: from the cache, as rolled group vectors
-        (circulant code: ``O(n·d')``, nothing regenerated), or by regenerating only the
-        chunks that contain them.
+        (circulant code: ``O(n·d')``, nothing regenerated), or by regenerating, in each
+        draw block they fall in, the rows from the smallest of them to the largest.
 
         Shapes:
             labels: ``(n,)`` int64 → ``(n, dim)`` on the CPU.
@@ -291,9 +353,10 @@ class HRRLabelCode:
         if self._group_vectors is not None:
             return self._circulant_rows(self._group_vectors, labels)
         out = torch.empty(labels.shape[0], self.dim, dtype=self.dtype)
-        chunk_of = torch.div(labels, self.chunk_size, rounding_mode="floor")
-        for j in torch.unique(chunk_of).tolist():
-            rows = torch.nonzero(chunk_of == j).squeeze(1)
-            start, _ = self.chunk_bounds(j)
-            out[rows] = self.chunk(j).index_select(0, labels[rows] - start)
+        block_of = torch.div(labels, DRAW_BLOCK, rounding_mode="floor")
+        for block in torch.unique(block_of).tolist():
+            rows = torch.nonzero(block_of == block).squeeze(1)
+            start, stop = int(labels[rows].min()), int(labels[rows].max()) + 1
+            vectors = torch.fft.irfft(self._random_spectrum(start, stop), n=self.dim, dim=-1)
+            out[rows] = vectors.index_select(0, labels[rows] - start)
         return out

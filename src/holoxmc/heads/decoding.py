@@ -65,13 +65,15 @@ def above_fraction_of_best(chunks: Iterable[tuple[int, Tensor]], fraction: float
     """Every label whose score exceeds ``fraction`` times its row's best score, in one pass
     over ``(start, scores)`` label chunks: a chunk keeps the labels above ``fraction`` times
     the row's best so far (a cut that only rises, so no label of the final set is lost), and
-    the kept ones are cut again at the row's final best.
+    the kept ones are cut again at the row's final best. With ``fraction < 1`` every row
+    whose best score is positive keeps at least its best label; a row whose best score is
+    at most 0 (an HRR cosine can be) keeps none.
 
     Shapes:
         chunks: ``(B, n)`` scores covering labels ``[start, start + n)`` → CSR ``(B, n_labels)``.
     """
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"fraction must lie in [0, 1], got {fraction}")
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"fraction must lie in [0, 1) (at 1 no label exceeds its row's best), got {fraction}")
     best: Tensor | None = None  # each row's best score so far, (B, 1)
 
     def cut(scores: Tensor) -> Tensor:

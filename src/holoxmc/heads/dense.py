@@ -22,13 +22,11 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from holoxmc.codes.hrr import local_generator
+from holoxmc.codes.hrr import Stream, local_generator
 from holoxmc.data.batch import LabelBatch
 from holoxmc.errors import InputError
 
 __all__ = ["DenseHead", "reset_linear_"]
-
-_INIT_STREAM = 2
 
 
 def reset_linear_(layer: nn.Module, generator: torch.Generator) -> None:
@@ -62,7 +60,7 @@ class DenseHead(nn.Module):
         self.in_features = int(in_features)
         self.n_labels = int(n_labels)
         self.linear = nn.Linear(self.in_features, self.n_labels)
-        reset_linear_(self.linear, local_generator(seed, _INIT_STREAM))
+        reset_linear_(self.linear, local_generator(seed, Stream.HEAD_INIT))
 
     def forward(self, h: Tensor) -> Tensor:
         return self.linear(h)

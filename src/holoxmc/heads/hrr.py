@@ -74,7 +74,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from holoxmc import hrr
-from holoxmc.codes.hrr import HRRLabelCode, local_generator
+from holoxmc.codes.hrr import HRRLabelCode, Stream, local_generator
 from holoxmc.data.batch import LabelBatch
 from holoxmc.errors import InputError
 from holoxmc.heads.decoding import above_threshold, running_topk
@@ -82,7 +82,6 @@ from holoxmc.heads.dense import reset_linear_
 
 __all__ = ["HRRHead"]
 
-_INIT_STREAM = 2
 _NORM_EPS = 1e-8
 
 
@@ -175,6 +174,10 @@ class _ExactRankingLoss(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor | None, None, None]:
+        if getattr(ctx, "backward_done", False):
+            raise RuntimeError("the HRR head's exact ranking loss reuses its saved softmax in place "
+                               "and supports one backward pass per forward (no retain_graph=True)")
+        ctx.backward_done = True
         unit, norm, unit_m, softmax, weight, per_row, indices, rows = ctx.saved_tensors
         tau = ctx.head.ranking_scale
         weighted = softmax.mul_(weight.unsqueeze(1))  # λ·softmax; the saved softmax is not needed again
@@ -216,17 +219,18 @@ class HRRHead(nn.Module):
         code: ``"random"`` (the paper's i.i.d. label vectors) or ``"circulant"`` (groups of
             ``dim`` circular shifts of one vector; decoding and the exact ranking term by
             FFT, see the module docstring); not with ``learn_labels``.
-        label_chunk: labels per chunk when generating or decoding the code (decoding
-            memory ``B · label_chunk`` scores; 16,384 keeps a chunk's scores cache-sized).
+        label_chunk: labels per chunk when decoding (memory ``B · label_chunk`` scores;
+            16,384 keeps a chunk's scores cache-sized). A memory setting only: the code
+            is the same whatever its value (:data:`holoxmc.codes.hrr.DRAW_BLOCK`).
         cache_codes: keep the code in memory for fast gathers and decoding: with fixed
             roles as the two ``(L, d')`` key matrices ``p ⊗ c_i`` and ``m ⊗ c_i``
             (``2·L·d'`` floats; no FFT is left in the loss or decoding), with
             ``learn_pm`` as the ``(L, d')`` code. When False, present labels are
-            regenerated chunk by chunk from the seed and memory stays
-            ``O(label_chunk · d')``, but a batch then costs one chunk generation per
-            chunk it touches: train uncached only with a small ``label_chunk``, or with
+            regenerated from the seed and memory stays ``O(label_chunk · d')``, but with
+            the random code a batch then redraws up to ``DRAW_BLOCK`` label vectors per
+            block of that many labels it touches: train uncached with
             ``code="circulant"``, whose labels are read as rolled group vectors (one
-            gather, no chunk generated; the code itself is ``≈ L`` floats).
+            gather, nothing redrawn; the code itself is ``≈ L`` floats).
             Ignored with ``learn_labels``.
 
     Shapes:
@@ -299,7 +303,7 @@ class HRRHead(nn.Module):
         self.ranking_candidates = int(ranking_candidates)
         self.code = HRRLabelCode(n_labels, dim, seed=seed, chunk_size=label_chunk, circulant=code == "circulant")
         self.linear = nn.Linear(self.in_features, self.dim)
-        reset_linear_(self.linear, local_generator(seed, _INIT_STREAM))
+        reset_linear_(self.linear, local_generator(seed, Stream.HEAD_INIT))
         self._folded: tuple[tuple[int, ...], Tensor, Tensor] | None = None
         self.label_bias = nn.Parameter(torch.zeros(self.n_labels)) if label_bias else None
 

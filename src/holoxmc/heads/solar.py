@@ -168,6 +168,9 @@ def solar_decode(
     device = logits.device
     if scoring not in SCORINGS:
         raise InputError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
+    if n == 0:
+        empty = torch.empty(0, k, device=device)
+        return empty.to(logits.dtype), empty.long(), torch.zeros(0, dtype=torch.int64, device=device)
     m = min(top_buckets, n_buckets)
     top = logits.topk(m, dim=2).indices  # (n, K, m)
     chunk_ids = torch.arange(n_chunks, device=device)
@@ -198,7 +201,7 @@ def solar_decode(
     kept_logits = logits[rows.unsqueeze(1), chunk_ids, buckets_by_label(buckets)[labels]]  # any strides
     first = torch.cumsum(kept, 0) - kept
     slots = torch.arange(rows.numel(), device=device) - first[rows]  # position among the point's candidates
-    width = int(kept.max()) if n else 0
+    width = int(kept.max())
     scores = torch.full((n, width), -torch.inf, dtype=logits.dtype, device=device)
     scores[rows, slots] = SCORE_OF_LOGIT[scoring](kept_logits).sum(1)
     slot_labels = torch.full((n, width), -1, dtype=torch.int64, device=device)

@@ -9,10 +9,13 @@ optimizers' per-parameter states are flattened into named tensors.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import scipy.sparse as sp
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as safetensors_bytes
@@ -31,6 +34,7 @@ __all__ = [
     "unflatten_optimizer_state",
     "save_state_dict",
     "load_state_dict_file",
+    "data_digest",
 ]
 
 CHECKPOINT_TENSORS = "checkpoint.safetensors"
@@ -39,6 +43,32 @@ _STATE_KEY = "trainer_state"
 #: Version 2 holds a list of optimisers (dense Adam, and SparseAdam with sparse updates);
 #: version 3 holds CatchUpAdam's state in place of SparseAdam's.
 CHECKPOINT_FORMAT = "holoxmc-trainer-checkpoint/3"
+
+
+def data_digest(*matrices: sp.spmatrix | np.ndarray | None) -> str:
+    """SHA-256 of the matrices' shapes and contents (CSR arrays, or a dense array's bytes),
+    ``None`` included: a run resumes only on the data it started with.
+
+    Example:
+        >>> a = sp.csr_matrix(np.eye(2, dtype=np.float32))
+        >>> data_digest(a, None) == data_digest(a.copy(), None) != data_digest(2 * a, None)
+        True
+    """
+    digest = hashlib.sha256()
+    for M in matrices:
+        if M is None:
+            digest.update(b"none")
+            continue
+        digest.update(repr(M.shape).encode())
+        if sp.issparse(M):
+            csr = sp.csr_matrix(M)
+            arrays: tuple[np.ndarray, ...] = (csr.indptr, csr.indices, csr.data)
+        else:
+            arrays = (np.asarray(M),)
+        for array in arrays:
+            digest.update(str(array.dtype).encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
 
 
 def _detached(tensors: dict[str, Tensor]) -> dict[str, Tensor]:

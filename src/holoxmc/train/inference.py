@@ -48,7 +48,8 @@ def predict_topk(
     Args:
         network: a model with ``topk(x, k) -> (scores, indices)``.
         X: CSR features or a token-id matrix, one row per point.
-        k: number of labels to return per point.
+        k: number of labels to return per point; ranks a model cannot fill (``k`` above its
+            label count, or SOLAR's candidates) hold label ``-1`` and score ``-inf``.
         batch_size: rows scored at once.
         device: where the network lives; batches are moved there.
 
@@ -59,11 +60,12 @@ def predict_topk(
         >>> indices, scores = predict_topk(network, X_test, k=5)  # doctest: +SKIP
     """
     n = X.shape[0]
-    indices = np.empty((n, k), dtype=np.int64)
-    scores = np.empty((n, k), dtype=np.float32)
+    indices = np.full((n, k), -1, dtype=np.int64)
+    scores = np.full((n, k), -np.inf, dtype=np.float32)
     for rows, batch_scores, batch_indices in _iter_topk(network, X, k, batch_size, device):
-        indices[rows] = batch_indices
-        scores[rows] = batch_scores
+        width = batch_indices.shape[1]  # below k when the model has fewer labels
+        indices[rows, :width] = batch_indices
+        scores[rows, :width] = batch_scores
     return indices, scores
 
 

@@ -42,7 +42,13 @@ from holoxmc.errors import InputError, check_number_types
 from holoxmc.heads.solar import SCORE_OF_LOGIT, SCORINGS, Scoring, SolarChunkHead, solar_decode
 from holoxmc.io import atomic_write_json, to_json
 from holoxmc.metrics import evaluate
-from holoxmc.train.checkpoint import CHECKPOINT_JSON, CHECKPOINT_TENSORS, load_state_dict_file, save_state_dict
+from holoxmc.train.checkpoint import (
+    CHECKPOINT_JSON,
+    CHECKPOINT_TENSORS,
+    data_digest,
+    load_state_dict_file,
+    save_state_dict,
+)
 from holoxmc.train.trainer import TrainConfig, Trainer, split_validation
 
 __all__ = ["SolarConfig", "SolarModel", "fit_solar", "train_chunk", "ChunkJob", "SolarData", "chunk_dir"]
@@ -116,6 +122,14 @@ class SolarConfig:
             raise InputError(f"scoring must be one of {SCORINGS}, got {self.scoring!r}")
         if not self.hidden or min(self.hidden) < 1:
             raise InputError(f"hidden widths must be positive, got {self.hidden}")
+        if self.train.refit:
+            raise InputError("SOLAR chunks select their epoch on a bucket-space validation split "
+                             "and cannot refit on it; set train.refit=False")
+
+    def label_code(self, n_labels: int) -> SolarLabelCode:
+        """The label code this (resolved) config regenerates for ``n_labels`` labels."""
+        return SolarLabelCode(n_labels, self.n_chunks, _resolved(self.n_buckets, "n_buckets"), self.seed,
+                              self.code_method)
 
     def resolved(self, n_labels: int, n_features: int) -> "SolarConfig":
         """A copy with every ``None`` default replaced by its value for this data."""
@@ -271,18 +285,6 @@ def train_chunk(job: ChunkJob, data: SolarData) -> dict[str, Any]:
     return summary
 
 
-def _data_digest(*matrices: sp.csr_matrix | None) -> str:
-    digest = hashlib.sha256()
-    for M in matrices:
-        if M is None:
-            digest.update(b"none")
-            continue
-        digest.update(repr(M.shape).encode())
-        for array in (M.indptr, M.indices, M.data):
-            digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()
-
-
 def _normalized(X: sp.csr_matrix) -> sp.csr_matrix:
     return normalize(X, norm="l2", copy=True).astype(np.float32)
 
@@ -352,12 +354,11 @@ def fit_solar(
     if X_val is None and config.train.val_fraction > 0:
         train_rows, val_rows = split_validation(X.shape[0], config.train.val_fraction, config.seed)
         X, Y, X_val, Y_val = X[train_rows], Y[train_rows], X[val_rows], Y[val_rows]
-    code = SolarLabelCode(Y.shape[1], config.n_chunks, _resolved(config.n_buckets, "n_buckets"), config.seed,
-                          config.code_method)
+    code = config.label_code(Y.shape[1])
 
     training = {k: v for k, v in config.to_dict().items() if k not in _INFERENCE_FIELDS}
     fingerprint = hashlib.sha256(
-        to_json({"config": training, "data": _data_digest(X, Y, X_val, Y_val)}, sort_keys=True).encode()
+        to_json({"config": training, "data": data_digest(X, Y, X_val, Y_val)}, sort_keys=True).encode()
     ).hexdigest()
     run_dir = Path(run_dir)
     existing = _read_json(run_dir / CONFIG_FILE)
@@ -514,8 +515,7 @@ class SolarModel:
         if meta is None or meta.get("format") != FORMAT:
             raise InputError(f"{directory}: not a SOLAR model directory (no {CONFIG_FILE} of format {FORMAT})")
         config = SolarConfig.from_dict(meta["config"])
-        code = SolarLabelCode(meta["n_labels"], config.n_chunks, _resolved(config.n_buckets, "n_buckets"), config.seed,
-                          config.code_method)
+        code = config.label_code(meta["n_labels"])
         tensors, _ = load_state_dict_file(directory / INDEX_FILE)
         if not np.array_equal(tensors["buckets"].numpy(), code.buckets):
             raise InputError(f"{directory}: stored label codes differ from the ones the seed regenerates")
@@ -532,8 +532,7 @@ class SolarModel:
         if not 1 <= n_chunks <= self.config.n_chunks:
             raise InputError(f"n_chunks must lie in [1, {self.config.n_chunks}], got {n_chunks}")
         config = replace(self.config, n_chunks=n_chunks, min_freq=max(1, n_chunks // 2))
-        code = SolarLabelCode(self.n_labels, n_chunks, _resolved(config.n_buckets, "n_buckets"), config.seed,
-                          config.code_method)
+        code = config.label_code(self.n_labels)
         model = SolarModel(config, code, self.n_features)
         for mine, theirs in zip(model.networks, self.networks):
             mine.load_state_dict(theirs.state_dict())

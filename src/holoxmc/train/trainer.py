@@ -39,14 +39,14 @@ from holoxmc.distributed.data_parallel import (
     sum_over_ranks,
 )
 from holoxmc.errors import InputError, check_number_types
-from holoxmc.train.checkpoint import load_checkpoint, save_checkpoint
+from holoxmc.train.checkpoint import data_digest, load_checkpoint, save_checkpoint
 from holoxmc.train.heap import reuse_freed_memory
 from holoxmc.train.inference import evaluate_topk
 from holoxmc.train.optim import (
     bring_up_to_date, build_optimizers, choose_sparse_updates, clip_grad_norm_, sparse_update_tables, watching,
 )
 
-__all__ = ["TrainConfig", "Trainer", "FitResult", "TrainableNetwork", "split_validation", "lr_factor", "REFIT_DIR"]
+__all__ = ["TrainConfig", "Trainer", "FitResult", "TrainableNetwork", "split_validation", "lr_factor", "REFIT_DIR", "SELECT_METRICS", "VALIDATION_KS"]
 
 #: Sub-folder of a run directory holding the refit phase's checkpoint.
 REFIT_DIR = "refit"
@@ -61,6 +61,11 @@ class TrainableNetwork(Protocol):
     def loss(self, x: SparseBatch | Tensor, labels: LabelBatch) -> Tensor: ...
 
     def topk(self, x: SparseBatch | Tensor, k: int) -> tuple[Tensor, Tensor]: ...
+
+
+#: Cut-offs of the per-epoch validation metrics, and the metrics model selection can use.
+VALIDATION_KS = (1, 3, 5)
+SELECT_METRICS = tuple(f"{name}@{k}" for name in ("P", "nDCG") for k in VALIDATION_KS)
 
 
 @dataclass
@@ -94,7 +99,8 @@ class TrainConfig:
         stop_epoch: end the run after this many epochs of the ``epochs``-long schedule
             (the refit phase stops where the selected model was, at the same learning rate);
             ``None`` runs all ``epochs``.
-        select_metric: validation metric maximised for model selection.
+        select_metric: validation metric maximised for model selection, one of
+            :data:`SELECT_METRICS` (P@k or nDCG@k at the validation cut-offs 1, 3, 5).
         seed: seeds the validation split, the shuffling and dropout.
         device: where to train (``"cpu"``, ``"cuda"``, ...).
         eval_batch_size: rows per inference batch.
@@ -154,6 +160,8 @@ class TrainConfig:
                 "sparse_updates has no weight decay (it would move every row in every step); "
                 "set weight_decay=0 or sparse_updates=False"
             )
+        if self.select_metric not in SELECT_METRICS:
+            raise InputError(f"select_metric must be one of {SELECT_METRICS}, got {self.select_metric!r}")
         check_device(self.device)
 
     @classmethod
@@ -294,6 +302,9 @@ class Trainer:
             raise InputError(f"X_train has {X_train.shape[0]} rows but Y_train has {Y_train.shape[0]}")
         Y_train = sp.csr_matrix(Y_train)
         carved = X_val is None  # the validation rows are part of X_train
+        if cfg.refit and Y_val is not None and Y_val.shape[1] != Y_train.shape[1]:
+            raise InputError(f"refit trains on the validation rows too, so their labels must be the training "
+                             f"labels: Y_train has {Y_train.shape[1]} columns, Y_val {Y_val.shape[1]}")
         if X_val is None:
             train_rows, val_rows = split_validation(X_train.shape[0], cfg.val_fraction, cfg.seed)
             X_val, Y_val = (X_train[val_rows], Y_train[val_rows]) if len(val_rows) else (None, None)
@@ -319,6 +330,7 @@ class Trainer:
             "n_train": int(len(train_rows)),
             "n_val": 0 if X_val is None else int(X_val.shape[0]),
             "shape": [int(X_train.shape[1]), int(Y_train.shape[1])],
+            "digest": None if run_dir is None else data_digest(X_train, Y_train, X_val, Y_val),
         }
         config_json = asdict(cfg) | {"progress": None, "device": None}
         del config_json["reuse_memory"]  # where memory comes from does not change results
@@ -356,7 +368,7 @@ class Trainer:
             record: dict[str, Any] = {"epoch": epoch + 1, "loss": loss, "seconds": seconds}
             if X_val is not None:
                 val = None if rank else evaluate_topk(
-                    network, X_val, Y_val, ks=(1, 3, 5), batch_size=cfg.eval_batch_size, device=device
+                    network, X_val, Y_val, ks=VALIDATION_KS, batch_size=cfg.eval_batch_size, device=device
                 )
                 record["val"] = val if world == 1 else from_rank_zero(val)
                 score = record["val"][cfg.select_metric]
