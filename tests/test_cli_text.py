@@ -77,6 +77,22 @@ def test_text_run_encodes_new_texts_with_its_training_encoder(text_set, tmp_path
     assert np.mean([row[0] in labels for row, labels in zip(predicted, truth)]) > 0.6
 
 
+def test_a_text_run_trained_with_data_options_evaluates_and_predicts_its_own_set(text_set, tmp_path, capsys):
+    """Its encoder fixed min_df when it trained: the options metrics.json records are not
+    applied again (where they do not apply), and the metrics are those training reported."""
+    run = tmp_path / "run"
+    assert main(["train", str(text_set), "--model", "fc", "--out", str(run), "--data-option", "min_df=1", *FAST]) == 0
+    assert json.loads((run / "metrics.json").read_text())["data"]["options"] == {"min_df": 1}
+    assert main(["evaluate", str(run), str(text_set), "--output", str(tmp_path / "e.json")]) == 0
+    expected = json.loads((run / "metrics.json").read_text())["test"]
+    assert {k: v for k, v in json.loads((tmp_path / "e.json").read_text())["metrics"].items() if k in expected} == expected
+    capsys.readouterr()
+    assert main(["predict", str(run), str(text_set), "--top-k", "2"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 80
+    assert main(["evaluate", str(run), str(text_set), "--data-option", "min_df=1"]) == 2
+    assert "--data-option does not apply" in capsys.readouterr().err
+
+
 def test_text_encoder_is_the_one_the_dataset_was_made_with(text_set, tmp_path):
     train, test = load(text_set, "train"), load(text_set, "test", features="tokens")
     encoder = TextEncoder.from_dict(json.loads(json.dumps(test.encoder.to_dict())))

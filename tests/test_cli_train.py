@@ -164,6 +164,8 @@ def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
         (["train", "{toy}", "--out", "{tmp}/run", "--seed", "-5"], "seed must be a non-negative integer"),
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--seed", "-1"], "seed must be"),
         (["train", "{toy}", "--out", "{tmp}/run", "--weight-decay", "inf"], "weight_decay must be a finite"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--n-models", "2", "--workers", "0"], "workers must be a positive"),
+        (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--workers", "0"], "workers must be a positive"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv, message):
@@ -175,6 +177,62 @@ def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv,
     assert len(err) == 1 and err[0].startswith("holoxmc: error:") and message in err[0]
     assert not (tmp_path / "run").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["busy"]
+
+
+def test_an_output_that_cannot_be_written_is_one_error_naming_it(trained, toy, tmp_path, capsys):
+    """A folder, or a path under a file, as --output: exit 2, one line, nothing left behind."""
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file.txt").write_text("x")
+    cases = [
+        (["predict", str(trained), str(toy / "toy_test.txt"), "--output", str(tmp_path / "folder")],
+         f"{tmp_path / 'folder'}: cannot write it (Is a directory)"),
+        (["evaluate", str(trained), str(toy), "--output", str(tmp_path / "file.txt" / "x.json")],
+         f"{tmp_path / 'file.txt' / 'x.json'}: cannot write it ({tmp_path / 'file.txt'} is a file, not a folder)"),
+        (["evaluate", str(trained), str(toy), "--output", str(tmp_path / "file.txt" / "sub" / "x.json")],
+         f"{tmp_path / 'file.txt' / 'sub' / 'x.json'}: cannot write it ({tmp_path / 'file.txt'} is a file"),
+    ]
+    run_files = sorted(p.name for p in trained.iterdir())
+    for argv, message in cases:
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"holoxmc: error: {message}")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["file.txt", "folder"]
+    assert (tmp_path / "file.txt").read_text() == "x" and sorted(p.name for p in trained.iterdir()) == run_files
+
+
+@pytest.mark.parametrize("error", [PermissionError(13, "Permission denied", "run/config.json"), OSError("no file")])
+def test_an_os_error_naming_a_file_is_one_line_and_exit_2(monkeypatch, capsys, error):
+    """E.g. a config.json its user may not read; an OSError naming no file is a bug: it propagates."""
+    def failing(args):
+        raise error
+
+    monkeypatch.setattr("holoxmc.cli.train.run_predict", failing)
+    if error.filename is None:
+        with pytest.raises(OSError, match="no file"):
+            main(["predict", "run", "data"])
+    else:
+        assert main(["predict", "run", "data"]) == 2
+        assert capsys.readouterr().err == "holoxmc: error: run/config.json: Permission denied\n"
+
+
+def test_a_config_without_params_is_one_error_naming_the_file(trained, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (run / name).write_bytes((trained / name).read_bytes())
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k != "params"}))
+    assert main(["predict", str(run), "synthetic"]) == 2
+    assert capsys.readouterr().err == f"holoxmc: error: {run / 'config.json'}: missing key 'params'\n"
+
+
+@pytest.mark.parametrize("folder, preset", [("Amazon-670K", (0.6, 2.6)), ("wikilshtc-325k", (0.5, 0.4)),
+                                            ("AmazonCat-13K", (0.55, 1.5)), ("bibtex", (0.55, 1.5))])
+def test_propensities_follow_the_name_of_a_dataset_folder_not_its_whole_path(tmp_path, folder, preset):
+    (tmp_path / folder).mkdir()
+    assert train_params(str(tmp_path / folder), "hrr-fc", {})["propensity"] == preset
+    assert train_params(folder, "hrr-fc", {})["propensity"] == preset  # a registry name (or an unknown one)
 
 
 def test_data_options_reach_the_loader_and_the_run_remembers_them(tmp_path, capsys):

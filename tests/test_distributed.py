@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from holoxmc.distributed import JobsFailed, run_jobs
+from holoxmc.distributed import JobsFailed, run_jobs, threads_per_worker
 from holoxmc.errors import InputError
 
 
@@ -52,6 +52,12 @@ def test_invalid_arguments():
         run_jobs(_describe_worker, [1], workers=0)
     with pytest.raises(InputError):
         run_jobs(_describe_worker, [1], threads_per_job=0)
+
+
+@pytest.mark.parametrize("workers", [0, -1, 2.0, True, None])
+def test_threads_per_worker_refuses_a_worker_count_that_is_not_a_positive_integer(workers):
+    with pytest.raises(InputError, match="workers must be a positive integer"):
+        threads_per_worker(workers)
 
 
 def test_ray_tasks_return_results_and_report_failures():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -156,7 +157,7 @@ def test_tuned_threshold_is_the_best_of_its_grid_as_predict_above_makes_the_sets
 
 def test_predict_above_refuses_thresholds_that_are_not_numbers_or_fractions(data, fitted):
     _, test = data
-    for bad in (-0.1, 1.5):  # relative to the best confidence: a fraction
+    for bad in (-0.1, 1.0, 1.5):  # relative to the best confidence: a fraction
         with pytest.raises(InputError, match="give one in"):
             fitted["hrr"].predict_above(test.X, bad)
         with pytest.raises(InputError, match="give one in"):
@@ -226,6 +227,23 @@ def test_label_lists_and_explicit_validation_set(data):
     assert clf.fit_result_.history[0]["val"]["P@1"] >= 0
 
 
+def test_label_lists_that_repeat_an_id_are_refused_not_merged(data, fitted):
+    """Dense 0/1 rows given as lists read as label ids: ``[0, 1, 1]`` would become labels
+    {0, 1}, and score other labels than the same rows as an array."""
+    with pytest.raises(InputError, match=r"Y row 0: label id 1 appears twice.*as a numpy array or a sparse matrix"):
+        estimator._check_Y([[0, 1, 1], [1, 0, 0]], 2, n_labels=3)
+    with pytest.raises(InputError, match="Y row 1: label id 0 appears twice"):
+        estimator._check_Y([[2], [0, 2, 0], []], 3, n_labels=3)
+    Y = estimator._check_Y([[2, 0], [], [0], [0, 1]], 4, n_labels=3)  # an id may end one row and begin the next
+    assert Y.toarray().tolist() == [[1, 0, 1], [0, 0, 0], [1, 0, 0], [1, 1, 0]]
+    _, test = data
+    rows = test.Y[:5].toarray().astype(int)
+    assert (rows.sum(1) < rows.shape[1] - 1).all()  # each row repeats the id 0
+    with pytest.raises(InputError, match="appears twice"):
+        fitted["hrr"].score(test.X[:5], rows.tolist())
+    assert fitted["hrr"].score(test.X[:5], rows)["P@1"] == fitted["hrr"].score(test.X[:5], test.Y[:5])["P@1"]
+
+
 @pytest.mark.parametrize(
     "call, match",
     [
@@ -280,6 +298,10 @@ def test_fit_validation_and_unfitted_use(data, tmp_path):
         ({"lr": "0.01"}, "lr must be a number"),
         ({"seed": -1}, "seed must be a non-negative integer"),
         ({"propensity": (0.55,)}, "propensity must be two finite numbers"),
+        ({"n_models": 2, "workers": 0}, "workers must be a positive integer, got 0"),
+        ({"n_models": 2, "workers": 2.0}, "workers must be a positive integer, got 2.0"),
+        ({"n_models": 2, "workers": None}, "workers must be a positive integer, got None"),
+        ({"head": "solar", "workers": 0}, "workers must be a positive integer, got 0"),
         ({"head": "solar", "head_options": {"n_bucket": 4}}, r"options \['n_bucket'\] are not accepted by head 'solar'"),
     ],
 )
@@ -288,6 +310,47 @@ def test_bad_settings_are_one_input_error_before_any_training(data, params, matc
     with pytest.raises(InputError, match=match):
         XMCClassifier(**SMALL | params).fit(train.X, train.Y)
     XMCClassifier(**SMALL | {"epochs": np.int64(1), "dim": np.int64(16), "lr": np.float32(0.01)}).fit(train.X, train.Y)
+
+
+def _broken_configs(config: dict) -> dict[str, tuple[bytes, str]]:
+    """A saved config.json spoiled in ways a load must name: case -> (bytes to write, expected message)."""
+    def without(key: str) -> bytes:
+        return json.dumps({k: v for k, v in config.items() if k != key}).encode()
+
+    return {
+        "no params": (without("params"), "config.json: missing key 'params'"),
+        "no n_labels": (without("n_labels"), "config.json: missing key 'n_labels'"),
+        "no network": (without("network"), "config.json: missing key 'network'"),
+        "params a list": (json.dumps(config | {"params": []}).encode(), "'params' must be a JSON object"),
+        "unknown param": (json.dumps(config | {"params": config["params"] | {"colour": 1}}).encode(),
+                          r"unknown params \['colour'\]"),
+        "n_features text": (json.dumps(config | {"n_features": "40"}).encode(),
+                            "'n_features' must be a positive integer, got '40'"),
+        "not UTF-8": (b'{"format": "\xff"}', "config.json: not UTF-8 text"),
+        "invalid JSON": (b'{"format": ', "config.json: invalid JSON"),
+        "a list": (b"[]", "config.json: expected a JSON object, got list"),
+    }
+
+
+def test_a_broken_config_is_one_input_error_naming_the_file_and_the_fault(tmp_path, fitted):
+    folder = fitted["hrr"].save(tmp_path / "model")
+    config = json.loads((folder / "config.json").read_text())
+    for content, message in _broken_configs(config).values():
+        (folder / "config.json").write_bytes(content)
+        with pytest.raises(InputError, match=message):
+            XMCClassifier.load(folder)
+
+
+def test_saved_files_are_readable_as_the_umask_allows(tmp_path, fitted):
+    """Not mkstemp's 0600: a run folder shared by several machines or users stays readable."""
+    for mask, mode in ((0o022, 0o644), (0o007, 0o660)):
+        previous = os.umask(mask)
+        try:
+            folder = fitted["hrr"].save(tmp_path / f"model-{mask:o}")
+        finally:
+            os.umask(previous)
+        assert {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()} == \
+            {"config.json": mode, "model.safetensors": mode}
 
 
 @pytest.mark.parametrize("head", ["hrr", "solar"])

@@ -87,9 +87,18 @@ def test_inverse_propensity_formula():
     C = (math.log(4) - 1) * (B + 1) ** A
     expected = [1 + C * (n + B) ** -A for n in (4, 1, 0)]
     np.testing.assert_allclose(inverse_propensity(Y), expected, rtol=1e-12)
-    assert propensity_preset("Amazon-670K") == (0.6, 2.6)
-    assert propensity_preset("wiki10-31k") == (0.5, 0.4)
-    assert propensity_preset("eurlex-4k") == (0.55, 1.5)
+
+
+@pytest.mark.parametrize("names, preset", [
+    (["Amazon-670K", "amazon-670k", "amazon670k", "AMAZON_670K", "Amazon-3M", "amazon3m"], (0.6, 2.6)),
+    (["WikiLSHTC-325K", "wikilshtc325k", "Wikipedia-500K", "wiki-500k", "wikipedia_500k"], (0.5, 0.4)),
+    (["AmazonCat-13K", "amazoncat-13k", "Wiki10-31K", "wiki10-31k", "eurlex-4k", "bibtex", "amazon", "wiki",
+      "amazon-670k-like", "/data/Amazon-670K"], (0.55, 1.5)),
+])
+def test_propensity_presets_go_to_the_sets_of_jain_et_al_by_exact_name(names, preset):
+    """Amazon-670K/-3M and WikiLSHTC-325K/Wikipedia-500K only, as in the XML repository and
+    napkinXC: a prefix such as "amazon" or "wiki" (AmazonCat-13K, Wiki10-31K) takes the default."""
+    assert {name: propensity_preset(name) for name in names} == {name: preset for name in names}
 
 
 def _random_instance(seed: int, n: int = 120, n_labels: int = 30, k: int = 5):
@@ -145,6 +154,14 @@ def test_scores_path_matches_topk_path():
     expected = evaluate(np.argsort(-scores, axis=1)[:, :5], Y, inv_prop=w)
     assert evaluate_scores(scores, Y, inv_prop=w) == expected
     assert evaluate_scores(sp.csr_matrix(scores), Y, inv_prop=w) == expected
+
+
+def test_sparse_scores_rank_only_their_stored_entries_as_evaluate_scores_documents():
+    """A stored -inf ranks above an absent entry (never predicted); dense, the 0 ranks above it."""
+    scores, Y = np.array([[-np.inf, 0.0]]), sp.csr_matrix([[0, 1]])
+    assert evaluate_scores(scores, Y, ks=(1,))["P@1"] == 100.0
+    assert evaluate_scores(sp.csr_matrix(scores), Y, ks=(1,))["P@1"] == 0.0
+    assert "stored ``-inf``" in evaluate_scores.__doc__
 
 
 def test_top_k_sparse_pads_rows_with_few_scores():

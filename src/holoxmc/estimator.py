@@ -58,6 +58,8 @@ __all__ = [
 FORMAT = "holoxmc-xmc-classifier/1"
 CONFIG_FILE = "config.json"
 MODEL_FILE = "model.safetensors"
+#: Keys of config.json that loading reads, besides ``format`` (``network`` is ``null`` for SOLAR).
+CONFIG_KEYS = ("params", "network", "n_features", "n_labels")
 #: Checkpoints of an ensemble's member ``m`` go to ``run_dir/member-m``.
 MEMBER_DIR = "member"
 #: decision_function refuses to build a score matrix larger than this many entries.
@@ -219,7 +221,8 @@ class XMCClassifier(BaseEstimator):
             ``None`` for epochs, batch_size and lr means the head's tuned default
             (:data:`HEAD_DEFAULTS`).
         workers: SOLAR's chunk models, or an ensemble's networks (``n_models > 1``), trained
-            in this many parallel local processes (each with ``cores // workers`` torch threads).
+            in this many parallel local processes, a positive integer (each process with
+            ``cores // workers`` torch threads).
         ray_address: train each SOLAR chunk, or each network of an ensemble, as a Ray task on
             this cluster (``"auto"``, an address, or ``"local"``).
         n_models: ``head="hrr"``/``"dense"``: train this many networks of the same
@@ -348,6 +351,8 @@ class XMCClassifier(BaseEstimator):
             raise InputError("refit applies to the hrr and dense heads; SOLAR selects each chunk's epoch itself")
         if not isinstance(self.n_models, (int, np.integer)) or isinstance(self.n_models, bool) or self.n_models < 1:
             raise InputError(f"n_models must be a positive integer, got {self.n_models!r}")
+        if not isinstance(self.workers, (int, np.integer)) or isinstance(self.workers, bool) or self.workers < 1:
+            raise InputError(f"workers must be a positive integer, got {self.workers!r}")
         if self.head == "solar" and self.n_models > 1:
             raise InputError("n_models applies to the hrr and dense heads; SOLAR already combines its K chunk models")
         if not isinstance(self.linear_width, (int, np.integer)) or isinstance(self.linear_width, bool) \
@@ -642,12 +647,7 @@ class XMCClassifier(BaseEstimator):
         config_path = path / CONFIG_FILE
         if not config_path.is_file():
             raise InputError(f"{path}: not a saved model (no {CONFIG_FILE})")
-        try:
-            config = json.loads(config_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{config_path}: invalid JSON ({exc})") from exc
-        if config.get("format") != FORMAT:
-            raise InputError(f"{config_path}: unsupported format {config.get('format')!r}, expected {FORMAT!r}")
+        config = _read_config(config_path, cls._get_param_names())
         params: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in config["params"].items()}
         if device is not None:
             params["device"] = device
@@ -657,9 +657,11 @@ class XMCClassifier(BaseEstimator):
             hint = "" if device is not None else " (it was saved with that device; load it with device='cpu')"
             raise InputError(f"{path}: {exc}{hint}") from None
         clf = cls(**params)
-        clf.n_features_ = int(config["n_features"])
-        clf.n_labels_ = int(config["n_labels"])
+        clf.n_features_ = config["n_features"]
+        clf.n_labels_ = config["n_labels"]
         tensors, _ = load_state_dict_file(path / MODEL_FILE)
+        if "inv_prop" not in tensors:
+            raise InputError(f"{path / MODEL_FILE}: missing tensor 'inv_prop'")
         clf.inv_prop_ = tensors.pop("inv_prop").numpy()
         history = config.get("history", [])
         if clf.head == "solar":
@@ -752,8 +754,7 @@ def _check_Y(Y: Any, n_rows: int, n_labels: int | None) -> sp.csr_matrix:
             raise InputError(f"label id {int(ids.max())} out of range [0, {width})")
         indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
         Y = sp.csr_matrix((np.ones(ids.size, np.float32), ids, indptr), shape=(len(rows), width))
-        Y.sum_duplicates()
-        Y.data[:] = 1.0
+        _check_no_repeats(Y)
     else:
         raise InputError(f"Y must be a sparse/2-D binary matrix or a list of label-id lists, got {type(Y).__name__}")
     if Y.shape[0] != n_rows:
@@ -762,6 +763,50 @@ def _check_Y(Y: Any, n_rows: int, n_labels: int | None) -> sp.csr_matrix:
         raise InputError("Y has no label columns")
     Y.sort_indices()
     return Y
+
+
+def _read_config(config_path: Path, param_names: Sequence[str]) -> dict[str, Any]:
+    """The contents of a saved model's ``config.json``, once it holds what loading needs."""
+    config = _read_json_object(config_path)
+    if config.get("format") != FORMAT:
+        raise InputError(f"{config_path}: unsupported format {config.get('format')!r}, expected {FORMAT!r}")
+    missing = [key for key in CONFIG_KEYS if key not in config]
+    if missing:
+        raise InputError(f"{config_path}: missing key {missing[0]!r}")
+    if not isinstance(config["params"], dict):
+        raise InputError(f"{config_path}: 'params' must be a JSON object, got {config['params']!r}")
+    unknown = sorted(set(config["params"]) - set(param_names))
+    if unknown:
+        raise InputError(f"{config_path}: unknown params {unknown}")
+    for key in ("n_features", "n_labels"):
+        if not isinstance(config[key], int) or isinstance(config[key], bool) or config[key] < 1:
+            raise InputError(f"{config_path}: {key!r} must be a positive integer, got {config[key]!r}")
+    return config
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in the UTF-8 file ``path``."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc})") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: invalid JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _check_no_repeats(Y: sp.csr_matrix) -> None:
+    """Refuse a label-id list naming a label twice (sorts each row's ids in place): a 0/1
+    indicator row given as a list, such as ``[0, 1, 1]``, reads as label ids."""
+    Y.sort_indices()
+    repeats = np.flatnonzero(np.diff(Y.indices) == 0)
+    repeats = repeats[~np.isin(repeats + 1, Y.indptr)]  # equal ids that end one row and begin the next
+    if repeats.size:
+        row = int(np.searchsorted(Y.indptr, repeats[0], side="right")) - 1
+        raise InputError(f"Y row {row}: label id {int(Y.indices[repeats[0]])} appears twice; a list of label-id "
+                         "lists names each label once (give 0/1 indicator rows as a numpy array or a sparse matrix)")
 
 
 def _solar_history(run_dir: Path, n_chunks: int) -> list[dict[str, Any]]:
@@ -775,9 +820,9 @@ def _solar_history(run_dir: Path, n_chunks: int) -> list[dict[str, Any]]:
 
 
 def _check_relative_threshold(threshold: float, relative: bool) -> None:
-    if relative and not 0.0 <= threshold <= 1.0:
-        raise InputError(f"a relative threshold is a fraction of the row's best confidence: give one in [0, 1] "
-                         f"(or relative=False, --absolute), got {threshold}")
+    if relative and not 0.0 <= threshold < 1.0:
+        raise InputError(f"a relative threshold is a fraction of the row's best confidence: give one in [0, 1) "
+                         f"(at 1 no label exceeds its row's best; or relative=False, --absolute), got {threshold}")
 
 
 @dataclass(frozen=True)

@@ -10,23 +10,51 @@ from typing import Any
 
 import numpy as np
 
+from holoxmc.errors import InputError
+
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "to_json"]
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
+    """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``,
+    with the mode a new file gets (``0o666`` less the umask), not ``mkstemp``'s ``0o600``.
+
+    Raises:
+        InputError: ``path`` cannot be written (a folder, under a file, no permission, ...).
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_and_replace(path, data)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write it ({_reason(exc, path)})") from exc
+
+
+def _write_and_replace(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """This process's umask (reading it means setting it: it is put back at once)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _reason(exc: OSError, path: Path) -> str:
+    """What went wrong: the file that stands where ``path`` needs a folder, or the system's word."""
+    files = [folder for folder in path.parents if folder.is_file()]
+    return f"{files[0]} is a file, not a folder" if files else exc.strerror or str(exc)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -1,5 +1,6 @@
 """The ``holoxmc`` command line. Each subcommand lives in its own module of this package
-and exposes ``register(subparsers)``; errors of the :class:`HoloxmcError` family print one
+and exposes ``register(subparsers)``; errors of the :class:`HoloxmcError` family, and
+``OSError`` naming a file (unreadable, a folder where a file was expected, ...), print one
 line and exit 2, without a traceback."""
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except HoloxmcError as exc:
         print(f"holoxmc: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        print(f"holoxmc: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("holoxmc: interrupted", file=sys.stderr)

@@ -161,7 +161,8 @@ def train_params(data: str, model: str, overrides: dict[str, Any]) -> dict[str, 
     from holoxmc.metrics import propensity_preset
 
     overrides = {key: value for key, value in overrides.items() if value is not None}
-    params = preset_params(Path(data).name if Path(data).exists() else data, model)
+    name = Path(data).name if Path(data).exists() else data  # a folder's name, or the registry name
+    params = preset_params(name, model)
     if params["head"] != "hrr" and "dim" in overrides:
         raise InputError("--dim applies to HRR models only (hrr-fc, hrr-cnn, hrr-lstm)")
     solar_only = [key for key in _HEAD_OPTIONS["solar"] if key in overrides]
@@ -177,7 +178,7 @@ def train_params(data: str, model: str, overrides: dict[str, Any]) -> dict[str, 
                     if key in overrides}
     if head_options:
         params["head_options"] = dict(params.get("head_options") or {}) | head_options
-    params["propensity"] = propensity_preset(str(data))
+    params["propensity"] = propensity_preset(name)
     params |= overrides
     if "hidden" in params:
         params["hidden"] = tuple(params["hidden"])
@@ -289,9 +290,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def _options_for(run_dir: Path, data: str, given: dict[str, Any]) -> dict[str, Any]:
     """The ``load`` options for ``data``: those given, or else, when ``data`` is what the run
-    trained on, the options it trained with (so ``evaluate RUN synthetic`` meets the same set)."""
+    trained on, the options it trained with (so ``evaluate RUN synthetic`` meets the same set);
+    none for a run with a text encoder, which fixed the options of raw texts when it trained."""
     metrics_path = run_dir / "metrics.json"
-    if given or not metrics_path.exists():
+    if given or (run_dir / TEXT_ENCODER_FILE).exists() or not metrics_path.exists():
         return given
     try:
         trained_on = json.loads(metrics_path.read_text()).get("data", {})

@@ -13,6 +13,7 @@ A job that raises does not stop the others: every job runs to its end, then
 from __future__ import annotations
 
 import multiprocessing
+import numbers
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -131,7 +132,14 @@ def threads_per_worker(workers: int) -> int:
         >>> threads_per_worker(10**6)
         1
     """
+    _check_workers(workers)
     return max(1, (os.cpu_count() or 1) // workers)
+
+
+def _check_workers(workers: int) -> None:
+    """Refuse a worker count that is not a positive integer (``0`` would divide by zero)."""
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
+        raise InputError(f"workers must be a positive integer, got {workers!r}")
 
 
 def run_jobs(
@@ -166,8 +174,7 @@ def run_jobs(
         >>> run_jobs(pow, [1, 2, 3], shared=2)
         [1, 4, 9]
     """
-    if workers < 1:
-        raise InputError(f"workers must be >= 1, got {workers}")
+    _check_workers(workers)
     if threads_per_job < 1:
         raise InputError(f"threads_per_job must be >= 1, got {threads_per_job}")
     jobs = list(jobs)
