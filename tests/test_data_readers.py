@@ -75,6 +75,14 @@ def test_blank_line_is_an_empty_point_when_header_counts_it(tmp_path):
         (b"2 4 3\n0 0:1\n1 1:1 # note\n", 3, "'#' is not allowed"),
         (b"2 4 3\n0 0:1\n1 1\n", 3, "bad feature token '1'"),
         (b"2 4 3\n0 0:1\n1 99999999999999999999999:1\n", 3, "feature index 99999999999999999999999 >= declared D=4"),
+        # scikit-learn's parser drops a first feature token starting with "qid"
+        (b"2 4 3\n0 qid:7 1:1\n1 1:1\n", 2, "query id token 'qid:7' is not allowed"),
+        (b"2 4 3\n0 0:1\nqidx:5 1:1\n", 3, "query id token 'qidx:5' is not allowed"),
+        (b"2 4 3\n0 0:1\n1 1:1e39\n", 3, "feature value '1e39' at index 1 overflows float32"),
+        (b"2 4 3\n0 0:1e-50\n1 1:1\n", 2, "feature value '1e-50' at index 0 underflows float32 to 0"),
+        # a blank line is a point, counted against the header like any other line
+        (b"2 4 3\n0 0:1\n\n1 1:1\n", 1, "header declares 2 points, file has 3 data lines (line 3 is blank"),
+        (b"2 4 3\n0 0:1\n1 1:1\n\n", 1, "header declares 2 points, file has 3 data lines (line 4 is blank"),
     ],
 )
 def test_malformed_xml_repo_names_file_line_fault(tmp_path, content, line, fault):
@@ -84,6 +92,24 @@ def test_malformed_xml_repo_names_file_line_fault(tmp_path, content, line, fault
     assert info.value.line == line
     assert fault in info.value.message
     assert str(info.value).startswith(f"{path}:{line}: ")
+
+
+def test_svmlight_blank_line_is_a_point_comment_line_is_not(tmp_path):
+    """Regression: scikit-learn's parser skips whitespace-only lines, which
+    ``dump_svmlight_file`` writes for a point without labels and features."""
+    X, Y = read_svmlight(write(tmp_path, "a.svm", b"0 0:1\n\n# a comment\n \n1 1:1 # qid:3 in a comment\n"))
+    np.testing.assert_array_equal(X.toarray(), [[1, 0], [0, 0], [0, 0], [0, 1]])
+    np.testing.assert_array_equal(Y.toarray(), [[1, 0], [0, 0], [0, 0], [0, 1]])
+
+
+def test_svmlight_qid_and_float32_range_name_the_line(tmp_path):
+    for content, fault in ((b"0 0:1\n0 qid:7 1:1\n", ":2: query id token 'qid:7'"),
+                           (b"0 0:1\n1 1:-1e39\n", ":2: feature value '-1e39' at index 1 overflows float32"),
+                           (b"0 0:1\n1 1:1e-50\n", ":2: feature value '1e-50' at index 1 underflows float32 to 0")):
+        with pytest.raises(DataFormatError, match=fault):
+            read_svmlight(write(tmp_path, "bad.svm", content))
+    X, _ = read_svmlight(write(tmp_path, "zero.svm", b"0 0:0 1:1e-40\n"))  # a written 0 and a float32 subnormal stay
+    assert X.nnz == 2 and X.data[0] == 0 and X.data[1] > 0
 
 
 def test_unreadable_gzip(tmp_path):
@@ -118,6 +144,20 @@ def test_split_file_variant(tmp_path):
         read_split_indices(write(tmp_path, "bad2_trSplit.txt", b"1 2\n3\n"), 4)
 
 
+def test_split_file_rejects_repeated_rows_and_bad_columns(tmp_path):
+    data = write(tmp_path, "Toy_data.txt", b"4 2 2\n0 0:1\n1 1:1\n0,1 0:1 1:1\n 0:2\n")
+    assert read_split_indices(write(tmp_path, "ok_trSplit.txt", b"1 1\n2 3\n"), 4).tolist() == [[0, 0], [1, 2]]
+    with pytest.raises(DataFormatError, match=r"dup_trSplit.txt:3: row 1 repeated in column 1 \(first on line 1\)"):
+        read_split_indices(write(tmp_path, "dup_trSplit.txt", b"2 1\n3 4\n4 1\n"), 4)
+    splits = write(tmp_path, "toy_trSplit.txt", b"1 4\n3 2\n")
+    for column in ("x", 0.0, True, None):
+        with pytest.raises(InputError, match=f"split column must be an integer, got {column!r}"):
+            read_xml_repo_split(data, splits, column=column)
+    with pytest.raises(InputError, match=r"split column -1 not in 0..1"):
+        read_xml_repo_split(data, splits, column=-1)
+    assert read_xml_repo_split(data, splits, column=np.int64(1))[0].shape == (2, 2)
+
+
 def test_mat_label_major_sparse_and_dense(tmp_path):
     X = sp.random(6, 5, density=0.4, random_state=0, format="csc")
     Y = (sp.random(3, 6, density=0.5, random_state=1, format="csc") > 0).astype(np.float64)
@@ -146,7 +186,7 @@ def test_mat_label_major_sparse_and_dense(tmp_path):
 def test_jsonl_reader_and_errors(tmp_path):
     good = b'{"id": "a", "text": "x y", "labels": ["p"]}\n\n{"text": "z", "labels": []}\n'
     records = read_jsonl(write(tmp_path, "t.jsonl", good))
-    assert records.ids == ["a", "3"] and records.labels == [["p"], []] and records.lines == [1, 3]
+    assert records.texts == ["x y", "z"] and records.labels == [["p"], []] and records.lines == [1, 3]
     for content, fault in (
         (b'{"text": "x", "labels": ["p"]}\n{"text": 1, "labels": []}\n', ":2: 'text' must be a string"),
         (b'{"text": "x", "labels": ["p", "p"]}\n', ":1: duplicate label"),
@@ -178,16 +218,55 @@ def test_npz_round_trip_and_corruption(tmp_path):
         load_npz(write(tmp_path, "junk.npz", b"PK\x03\x04 junk"))
 
 
+def test_npz_stores_texts_as_utf8_bytes_and_round_trips_them_exactly(tmp_path):
+    """Regression: texts were a fixed-width string array (every row as wide as the longest
+    text: Debtags would take about 5 GB) that also lost trailing NUL characters."""
+    texts = ["x" * 20_000, "tail\x00", "\x00", "", "ünï ☃", "lone \ud800 surrogate"] + ["short"] * 500
+    dataset = Dataset(sp.csr_matrix((len(texts), 2)), sp.csr_matrix((len(texts), 2)), "t",
+                      texts=texts, label_names=["a\x00", "b"])
+    path = tmp_path / "t.npz"
+    save_npz(dataset, path)
+    back = load_npz(path)
+    assert back.texts == texts and back.label_names == ["a\x00", "b"]
+    with np.load(path) as npz:
+        assert all(npz[key].dtype.kind != "U" or npz[key].ndim == 0 for key in npz.files)
+        assert npz["texts_utf8"].nbytes == sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+        arrays = {key: npz[key] for key in npz.files}
+    arrays["texts_offsets"] = arrays["texts_offsets"][::-1].copy()
+    np.savez(tmp_path / "corrupt.npz", **arrays)
+    with pytest.raises(DataFormatError, match="inconsistent cache|not a holoxmc dataset cache"):
+        load_npz(tmp_path / "corrupt.npz")
+    arrays["format_version"] = np.array(1)
+    np.savez(tmp_path / "old.npz", **arrays)
+    with pytest.raises(DataFormatError, match="unsupported cache format 1"):
+        load_npz(tmp_path / "old.npz")
+
+
 def test_dataset_validates_and_normalises():
-    labels = sp.csr_matrix(np.array([[2.0, 0.0], [0.0, 1.0]], dtype=np.float32))
+    labels = sp.csr_matrix((np.array([0.0, 1.0, 1.0]), np.array([0, 1, 0]), np.array([0, 1, 3])), shape=(2, 2))
     d = Dataset(sp.csr_matrix(np.ones((2, 2))), labels, "d")
-    assert d.X.dtype == np.float32 and d.Y.dtype == np.float32 and set(d.Y.data) == {1.0}
-    assert set(labels.data) == {1.0, 2.0}  # the caller's matrix is left alone
+    assert d.X.dtype == np.float32 and d.Y.dtype == np.float32 and d.Y.nnz == 2  # a stored 0 is not a label
+    assert d.Y.toarray().tolist() == [[0, 0], [1, 1]] and d.Y.has_canonical_format
+    assert labels.nnz == 3 and labels.indices.tolist() == [0, 1, 0]  # the caller's matrix is left alone
     assert d.stats().labels_per_point == 1.0 and d.inputs is d.X
     with pytest.raises(InputError, match="rows"):
         Dataset(sp.csr_matrix((2, 2)), sp.csr_matrix((3, 2)), "d")
     with pytest.raises(InputError, match="label names"):
         Dataset(sp.csr_matrix((2, 2)), sp.csr_matrix((2, 2)), "d", label_names=["a"])
+
+
+@pytest.mark.parametrize("value", [-1.0, 0.5, 2.0, np.nan])
+def test_dataset_rejects_non_binary_label_values(value):
+    """Regression: such values used to become 1 silently."""
+    labels = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, value]]))
+    with pytest.raises(InputError, match=f"Y must hold 0/1 label values, found {value:g} at row 1, label 1"):
+        Dataset(sp.csr_matrix((2, 2)), labels, "d")
+
+
+def test_dataset_rejects_a_label_stored_twice():
+    twice = sp.csr_matrix((np.ones(2), np.array([1, 1]), np.array([0, 0, 2])), shape=(2, 2))
+    with pytest.raises(InputError, match="Y stores row 1, label 1 twice"):
+        Dataset(sp.csr_matrix((2, 2)), twice, "d")
 
 
 def test_json_labels_keep_unicode(tmp_path):

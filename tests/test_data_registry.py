@@ -72,6 +72,14 @@ def test_debtags_text_tfidf_fitted_on_train_and_tokens():
         load("bibtex", features="tokens")
 
 
+@needs_shared
+def test_debtags_token_ids_cover_the_tokenizer_vocabulary():
+    """Regression: the vocabulary was counted over whole texts, so the largest training id
+    (what a model infers its embedding size from) was below the tokenizer's id count."""
+    train = load("debtags", "train", features="tokens", check_statistics=False)
+    assert train.tokens.max() + 1 == train.encoder.tokenizer.n_tokens
+
+
 def test_synthetic_default_and_presets():
     train, test = load("synthetic"), load("Synthetic", "test")
     assert (len(train), len(test), train.n_labels, train.n_features) == (10_000, 2_000, 1_500, 5_000)
@@ -106,6 +114,57 @@ def test_folder_and_split_file_variant(tmp_path):
     (folder / "toy_tstSplit.txt").write_bytes(b"3 1\n")
     assert load(folder, "train").Y.toarray().tolist() == [[1, 0], [0, 1]]
     assert load(folder, "test", split_column=1).Y.toarray().tolist() == [[1, 0]]
+
+
+def test_several_candidate_files_are_an_error_not_a_silent_choice(tmp_path):
+    folder = _toy_folder(tmp_path / "Two")
+    (folder / "other_train.txt.gz").write_bytes(b"")
+    with pytest.raises(InputError, match=r"2 candidate train data files \(other_train.txt.gz, toy_train.txt\)"):
+        load(folder, "train")
+    assert len(load(folder, "test")) == 1
+    split = tmp_path / "Split"
+    split.mkdir()
+    (split / "Toy_data.txt").write_bytes(b"2 2 2\n0 0:1\n1 1:1\n")
+    (split / "toy_trSplit.txt").write_bytes(b"1\n")
+    (split / "toy_tstSplit.txt").write_bytes(b"2\n")
+    (split / "toy_trSplit_old.txt").write_bytes(b"2\n")
+    with pytest.raises(InputError, match=r"2 candidate trSplit files \(toy_trSplit.txt, toy_trSplit_old.txt\)"):
+        load(split, "train")
+    (split / "Other_data.txt").write_bytes(b"1 2 2\n0 0:1\n")
+    with pytest.raises(InputError, match=r"2 candidate \*_data.txt files \(Other_data.txt, Toy_data.txt\)"):
+        load(split, "test")
+    mats = tmp_path / "Mats"
+    mats.mkdir()
+    for name in ("a.mat", "b.mat"):
+        (mats / name).write_bytes(b"")
+    with pytest.raises(InputError, match=r"2 candidate .mat files \(a.mat, b.mat\)"):
+        load(mats, "train")
+
+
+def test_split_column_option_is_validated(tmp_path):
+    """Regression: ``--data-option split_column=x`` raised TypeError, ``=0.0`` IndexError."""
+    folder = tmp_path / "Toy"
+    folder.mkdir()
+    (folder / "Toy_data.txt").write_bytes(b"2 2 2\n0 0:1\n1 1:1\n")
+    (folder / "toy_trSplit.txt").write_bytes(b"1 2\n")
+    (folder / "toy_tstSplit.txt").write_bytes(b"2 1\n")
+    for value in ("x", 0.0):
+        with pytest.raises(InputError, match=f"split column must be an integer, got {value!r}"):
+            load(folder, "train", split_column=value)
+    with pytest.raises(InputError, match="split column 2 not in 0..1"):
+        load(folder, "train", split_column=2)
+    assert load(folder, "train", split_column=1).Y.toarray().tolist() == [[0, 1]]
+
+
+def test_cache_file_names_change_with_the_cache_format(tmp_path, monkeypatch):
+    """A cache written in another format (or by another tokenizer) is rebuilt, not read."""
+    from holoxmc.data import registry
+
+    folder = _toy_folder(tmp_path / "Toy")
+    load(folder, "train", cache_dir=tmp_path / "cache")
+    monkeypatch.setattr(registry, "FORMAT_VERSION", registry.FORMAT_VERSION + 1)
+    load(folder, "train", cache_dir=tmp_path / "cache")
+    assert len(list((tmp_path / "cache").iterdir())) == 2
 
 
 def test_splits_are_read_at_the_widths_asked_for(tmp_path):

@@ -65,3 +65,33 @@ def test_presets_and_validation():
         make_synthetic(10, 5, 5, labels_per_point=6)
     with pytest.raises(InputError):
         make_synthetic(0, 5, 5)
+
+
+@pytest.mark.parametrize("option", [
+    {"n_points": 2.5}, {"n_points": True}, {"seed": 1.5}, {"n_test": 3.0}, {"noise_features": "3"},
+    {"labels_per_point": "x"}, {"labels_per_point": False}, {"zipf_exponent": float("nan")},
+    {"signature_keep": float("inf")}, {"zipf_exponent": None},
+])
+def test_option_types_are_checked_at_the_boundary(option):
+    """Regression: such values raised TypeError from inside the generator, or (NaN) were used."""
+    (name, value), = option.items()
+    kind = "a finite number" if name in ("labels_per_point", "zipf_exponent", "signature_keep") else "an integer"
+    with pytest.raises(InputError, match=f"{name} must be {kind}, got"):
+        make_synthetic(**{"n_points": 20, "n_labels": 5, "n_features": 8, **option})
+
+
+def test_numpy_numbers_are_accepted():
+    train, test = make_synthetic(np.int64(20), 5, 8, seed=np.int64(1), labels_per_point=np.float64(2.0))
+    assert (len(train), len(test)) == (20, 4)
+
+
+def test_preset_n_test_follows_n_points_unless_given():
+    """Regression: ``load("synthetic", preset=..., n_points=N)`` kept the preset's n_test."""
+    from holoxmc.data import load
+
+    assert len(load("synthetic", "test", preset="amazon-670k-like", n_points=60, n_labels=50, n_features=30)) == 12
+    assert len(load("synthetic", "test", n_points=100, n_labels=50, n_features=30)) == 20
+    assert len(load("synthetic", "test", n_points=100, n_test=7, n_labels=50, n_features=30)) == 7
+    assert len(load("synthetic", "test", n_labels=50, n_features=30)) == SYNTHETIC_PRESETS["demo"]["n_test"]
+    with pytest.raises(InputError, match="unknown synthetic preset"):
+        load("synthetic", preset=["demo"])

@@ -30,6 +30,19 @@ def test_tokenizer_ids_padding_oov_truncation(tmp_path):
         Tokenizer.load(tmp_path / "bad.json")
 
 
+def test_tokenizer_vocabulary_only_from_tokens_kept_after_truncation(tmp_path):
+    """Regression: tokens past ``max_length`` were counted, so the vocabulary held ids that
+    no training sequence contains (Debtags: 46,989 ids, training ids only up to 46,985)."""
+    texts = ["aa bb cc cc cc", "dd aa", "ee"]
+    tokenizer = Tokenizer(max_vocab=10, max_length=2).fit(texts)
+    assert tokenizer.vocabulary == ["aa", "bb", "dd", "ee"]  # "cc" only occurs past the cut
+    assert tokenizer.transform(texts).max() + 1 == tokenizer.n_tokens
+    assert Tokenizer(max_vocab=10, max_length=5).fit(texts).vocabulary[0] == "cc"
+    # a tokenizer saved before (vocabulary counted over whole texts) loads and encodes as it did
+    old = Tokenizer.from_dict({"max_vocab": 10, "max_length": 2, "vocabulary": ["cc", "aa", "bb", "dd", "ee"]})
+    assert old.n_tokens == 7 and old.transform(["cc aa"]).tolist() == [[2, 3]]
+
+
 def test_text_folder_vocabulary_from_labels_txt_or_data(tmp_path):
     folder = tmp_path / "Toy"
     folder.mkdir()

@@ -1,4 +1,9 @@
-"""``.npz`` cache of prepared datasets: arrays only (``allow_pickle=False``), written atomically."""
+"""``.npz`` cache of prepared datasets: arrays only (``allow_pickle=False``), written atomically.
+
+Strings (texts, label names) are stored as their UTF-8 bytes (``uint8``) with ``int64``
+offsets, so a cache is as large as its texts (a fixed-width string array is as wide as the
+longest text in every row) and every string comes back exactly, trailing ``"\\x00"`` included.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +22,11 @@ from holoxmc.data.text import TextEncoder
 from holoxmc.errors import DataFormatError, HoloxmcError
 from holoxmc.io import atomic_write_bytes
 
-__all__ = ["save_npz", "load_npz"]
+__all__ = ["save_npz", "load_npz", "FORMAT_VERSION"]
 
-_FORMAT_VERSION = 1
+#: Version of the cache layout; 2 stores strings as UTF-8 bytes plus offsets and holds
+#: tokens of the tokenizer fitted on truncated texts. Other versions are not read.
+FORMAT_VERSION = 2
 
 
 def save_npz(dataset: Dataset, path: str | os.PathLike) -> None:
@@ -33,16 +40,16 @@ def save_npz(dataset: Dataset, path: str | os.PathLike) -> None:
         >>> load_npz(p).n_labels
         1
     """
-    arrays: dict[str, Any] = {"format_version": np.array(_FORMAT_VERSION), "name": np.array(dataset.name)}
+    arrays: dict[str, Any] = {"format_version": np.array(FORMAT_VERSION), "name": np.array(dataset.name)}
     for key, matrix in (("X", dataset.X), ("Y", dataset.Y)):
         arrays.update({
             f"{key}_data": matrix.data, f"{key}_indices": matrix.indices,
             f"{key}_indptr": matrix.indptr, f"{key}_shape": np.array(matrix.shape, dtype=np.int64),
         })
-    if dataset.texts is not None:
-        arrays["texts"] = np.array(dataset.texts, dtype=str)
-    if dataset.label_names is not None:
-        arrays["label_names"] = np.array(dataset.label_names, dtype=str)
+    for key in ("texts", "label_names"):
+        strings = getattr(dataset, key)
+        if strings is not None:
+            arrays[f"{key}_utf8"], arrays[f"{key}_offsets"] = _pack_strings(strings)
     if dataset.tokens is not None:
         arrays["tokens"] = dataset.tokens
     if dataset.encoder is not None:
@@ -56,8 +63,9 @@ def load_npz(path: str | os.PathLike) -> Dataset:
     """Read a dataset written by :func:`save_npz`; any corruption is a :class:`DataFormatError`."""
     try:
         with np.load(path, allow_pickle=False) as npz:
-            if int(npz["format_version"]) != _FORMAT_VERSION:
-                raise DataFormatError(path, None, f"unsupported cache format {int(npz['format_version'])}")
+            if int(npz["format_version"]) != FORMAT_VERSION:
+                raise DataFormatError(path, None, f"unsupported cache format {int(npz['format_version'])} (this "
+                                                  f"holoxmc writes {FORMAT_VERSION}; delete the file to rebuild it)")
             matrices = [
                 sp.csr_matrix(
                     (npz[f"{key}_data"], npz[f"{key}_indices"], npz[f"{key}_indptr"]),
@@ -71,8 +79,8 @@ def load_npz(path: str | os.PathLike) -> Dataset:
                 matrices[0],
                 matrices[1],
                 str(npz["name"]),
-                texts=npz["texts"].tolist() if "texts" in npz else None,
-                label_names=npz["label_names"].tolist() if "label_names" in npz else None,
+                texts=_unpack_strings(npz, "texts"),
+                label_names=_unpack_strings(npz, "label_names"),
                 tokens=npz["tokens"] if "tokens" in npz else None,
                 encoder=TextEncoder.from_dict(json.loads(str(npz["encoder"]))) if "encoder" in npz else None,
             )
@@ -84,3 +92,24 @@ def load_npz(path: str | os.PathLike) -> Dataset:
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, NotImplementedError,
             zipfile.BadZipFile, EOFError, zlib.error) as exc:
         raise DataFormatError(path, None, f"not a holoxmc dataset cache: {type(exc).__name__}: {exc}") from None
+
+
+def _pack_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(uint8 UTF-8 bytes, int64 offsets)``: string ``i`` is ``bytes[offsets[i]:offsets[i + 1]]``
+    (``surrogatepass``: lone surrogates, which JSON allows, survive the round trip)."""
+    encoded = [text.encode("utf-8", "surrogatepass") for text in strings]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+
+
+def _unpack_strings(npz: Any, key: str) -> list[str] | None:
+    """The strings :func:`_pack_strings` stored under ``key``, or ``None`` if absent."""
+    if f"{key}_utf8" not in npz:
+        return None
+    data, offsets = npz[f"{key}_utf8"], npz[f"{key}_offsets"]
+    if (data.dtype != np.uint8 or data.ndim != 1 or offsets.dtype != np.int64 or offsets.ndim != 1
+            or not offsets.size or offsets[0] != 0 or offsets[-1] != data.size or np.any(np.diff(offsets) < 0)):
+        raise ValueError(f"corrupt {key} arrays")
+    raw = data.tobytes()
+    return [raw[start:end].decode("utf-8", "surrogatepass") for start, end in zip(offsets[:-1], offsets[1:])]

@@ -42,7 +42,9 @@ class Dataset:
 
     Attributes:
         X: ``(n, n_features)`` CSR float32 features (TF-IDF for text sets).
-        Y: ``(n, n_labels)`` CSR float32, values 1, sorted indices.
+        Y: ``(n, n_labels)`` CSR float32, values 1, sorted indices. A stored value other
+            than 0 or 1, or a position stored twice, is an :class:`InputError`; stored zeros
+            are not labels and are dropped.
         name: dataset name (registry name or file stem).
         texts: raw texts, one per row, for text datasets.
         label_names: names of the ``n_labels`` columns of ``Y``, when known.
@@ -70,13 +72,7 @@ class Dataset:
         if not sp.issparse(self.X) or not sp.issparse(self.Y):
             raise InputError("Dataset.X and Dataset.Y must be scipy sparse matrices")
         self.X = sp.csr_matrix(self.X, dtype=np.float32)
-        Y = sp.csr_matrix(self.Y, dtype=np.float32)
-        if not Y.has_canonical_format or np.any(Y.data != 1):
-            Y = Y.copy()  # never modify the caller's arrays
-            Y.sum_duplicates()
-            Y.eliminate_zeros()
-            Y.data[:] = 1.0
-        self.Y = Y
+        self.Y = _binary_labels(self.Y)
         n = self.X.shape[0]
         if self.Y.shape[0] != n:
             raise InputError(f"X has {n} rows but Y has {self.Y.shape[0]}")
@@ -113,3 +109,25 @@ class Dataset:
             labels_per_point=n_positive / len(self) if len(self) else 0.0,
             points_per_label=n_positive / self.n_labels if self.n_labels else 0.0,
         )
+
+
+def _binary_labels(Y: sp.spmatrix) -> sp.csr_matrix:
+    """``Y`` as canonical CSR float32 with stored values 1 (stored zeros dropped); any other
+    value, or a position stored twice, is an :class:`InputError`. The caller's arrays are
+    never modified."""
+    Y = sp.csr_matrix(Y, dtype=np.float32)
+    if Y.has_canonical_format and np.all(Y.data == 1):
+        return Y
+    Y = Y.copy()
+    if not Y.has_sorted_indices:
+        Y.sort_indices()
+    rows = np.repeat(np.arange(Y.shape[0]), np.diff(Y.indptr))
+    repeated = np.flatnonzero((Y.indices[1:] == Y.indices[:-1]) & (rows[1:] == rows[:-1]))
+    if repeated.size:
+        raise InputError(f"Y stores row {rows[repeated[0]]}, label {Y.indices[repeated[0]]} twice")
+    bad = np.flatnonzero((Y.data != 0) & (Y.data != 1))
+    if bad.size:
+        raise InputError(f"Y must hold 0/1 label values, found {Y.data[bad[0]]:g} at row {rows[bad[0]]}, "
+                         f"label {Y.indices[bad[0]]}")
+    Y.eliminate_zeros()
+    return Y

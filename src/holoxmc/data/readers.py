@@ -4,9 +4,10 @@ multilabel, MATLAB ``.mat`` and raw-text JSON lines.
 
 Parsing is scikit-learn's ``load_svmlight_file(multilabel=True)``; this module adds what
 that parser does not check (header counts, declared ``D``/``L``, negative or non-integer
-labels, NaN/inf, duplicate labels, blank or commented lines) with vectorised NumPy
-checks. Only when something is wrong does a line-by-line scan locate the first faulty
-line, so every error names the file, the 1-based line and the fault.
+labels, NaN/inf, values float32 cannot hold, duplicate labels, ``qid:`` tokens it would
+drop, blank lines it would skip, commented lines) with vectorised NumPy checks. Only when
+something is wrong does a line-by-line scan locate the first faulty line, so every error
+names the file, the 1-based line and the fault.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import gzip
 import io
 import json
 import math
+import numbers
 import os
 import re
 import subprocess
@@ -27,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.io
 import scipy.sparse as sp
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
@@ -123,6 +124,8 @@ def _line_fault(line: bytes, n_features: int | None, n_labels: int | None, allow
     previous = -1
     for token in feature_tokens:
         index_token, colon, value_token = token.partition(b":")
+        if index_token.startswith(b"qid"):
+            return f"query id token {_short(token)} is not allowed (scikit-learn's parser would drop it)"
         if not colon:
             return f"bad feature token {_short(token)} (expected index:value)"
         try:
@@ -143,6 +146,20 @@ def _line_fault(line: bytes, n_features: int | None, n_labels: int | None, allow
             return f"bad feature value {_short(value_token)}"
         if not math.isfinite(value):
             return f"non-finite feature value {_short(value_token)} at index {index}"
+        fault = _float32_fault(value)
+        if fault is not None:
+            return f"feature value {_short(value_token)} at index {index} {fault}"
+    return None
+
+
+def _float32_fault(value: float) -> str | None:
+    """Why the finite ``value`` would become inf or 0 as float32, or ``None`` when it would not."""
+    with np.errstate(over="ignore"):
+        stored = np.float32(value)
+    if np.isinf(stored):
+        return "overflows float32"
+    if stored == 0 and value != 0:
+        return "underflows float32 to 0"
     return None
 
 
@@ -157,12 +174,22 @@ def _locate_fault(
     return None
 
 
-def _blank_line_numbers(body: bytes, first_line: int) -> list[int]:
-    """1-based numbers of whitespace-only lines of ``body`` (a final newline ends the last line)."""
-    lines = body.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return [first_line + i for i, line in enumerate(lines) if not line.strip()]
+def _blank_rows(body: bytes, n_parsed: int) -> list[int]:
+    """Row positions of the whitespace-only lines of ``body`` (points without labels and
+    features), which scikit-learn's parser skips like comment-only lines; ``n_parsed`` is
+    the number of rows it returned (a final newline ends the last line)."""
+    n_lines = body.count(b"\n") + (len(body) > 0 and not body.endswith(b"\n"))
+    if n_lines == n_parsed:
+        return []
+    rows: list[int] = []
+    row = 0
+    for line in body.split(b"\n")[:n_lines]:
+        if not line.strip():
+            rows.append(row)
+        elif not line.split(b"#", 1)[0].strip():
+            continue  # a comment-only line is not a point
+        row += 1
+    return rows
 
 
 def _parse_body(
@@ -181,8 +208,15 @@ def _parse_body(
             return DataFormatError(path, None, default_message)
         return DataFormatError(path, found[0], found[1])
 
+    def check_all_lines() -> None:
+        found = _locate_fault(path, body, first_line, n_features, n_labels, allow_comments)
+        if found is not None:
+            raise DataFormatError(path, found[0], found[1])
+
     if not allow_comments and b"#" in body:
         raise fail("'#' found")
+    if b"qid" in body:  # scikit-learn drops a first feature token starting with "qid"
+        check_all_lines()
     try:
         X, label_tuples = load_svmlight_file(
             io.BytesIO(body), multilabel=True, zero_based=True, dtype=np.float32
@@ -204,6 +238,8 @@ def _parse_body(
         raise fail("duplicate label")
     if X.nnz and not np.all(np.isfinite(X.data)):
         raise fail("non-finite feature value")
+    if X.nnz and np.any(X.data == 0):  # a written 0, or a value that underflowed float32
+        check_all_lines()
     if n_features is not None and X.shape[1] > n_features:
         raise fail(f"feature index >= declared D={n_features}")
     D = X.shape[1] if n_features is None else n_features
@@ -211,14 +247,15 @@ def _parse_body(
     X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], D))
     label_indptr = np.concatenate([[0], np.cumsum(counts)])
     Y = sp.csr_matrix((np.ones(labels.size, dtype=np.float32), label_ints, label_indptr), shape=(len(counts), L))
-    return X, Y
+    blank = _blank_rows(body, X.shape[0])
+    return _insert_empty_rows(X, blank), _insert_empty_rows(Y, blank)
 
 
 def _insert_empty_rows(M: sp.csr_matrix, rows: list[int]) -> sp.csr_matrix:
     """Insert empty rows so that they end up at the given final row positions (ascending)."""
-    counts = np.diff(M.indptr)
-    for row in rows:
-        counts = np.insert(counts, row, 0)
+    if not rows:
+        return M
+    counts = np.insert(np.diff(M.indptr), np.asarray(rows) - np.arange(len(rows)), 0)
     indptr = np.concatenate([[0], np.cumsum(counts)])
     return sp.csr_matrix((M.data, M.indices, indptr), shape=(len(counts), M.shape[1]))
 
@@ -228,7 +265,8 @@ def read_xml_repo(path: PathLike) -> tuple[sp.csr_matrix, sp.csr_matrix]:
 
     Format: a header ``N D L``, then one line per point ``l1,l2,... f:v f:v ...`` with 0-based,
     ascending feature indices; a point without labels starts with a space; a line with
-    only whitespace is a point without labels and features.
+    only whitespace (as ``write_xml_repo`` writes an empty point) is a point without labels
+    and features, counted against ``N`` like any other line.
 
     Returns:
         ``X`` ``(N, D)`` CSR float32 and ``Y`` ``(N, L)`` CSR float32 binary.
@@ -251,13 +289,10 @@ def read_xml_repo(path: PathLike) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         raise DataFormatError(path, 1, f"bad header {_short(header)} (expected 'num_points num_features num_labels')")
     n_points, n_features, n_labels = (int(g) for g in match.groups())
     X, Y = _parse_body(path, body, 2, n_features, n_labels, allow_comments=False)
-    if X.shape[0] < n_points:
-        blank = _blank_line_numbers(body, 2)
-        if X.shape[0] + len(blank) == n_points:
-            rows = [line - 2 for line in blank]  # a blank line is an empty point
-            X, Y = _insert_empty_rows(X, rows), _insert_empty_rows(Y, rows)
     if X.shape[0] != n_points:
-        raise DataFormatError(path, 1, f"header declares {n_points} points, file has {X.shape[0]} data lines")
+        blank = np.flatnonzero((np.diff(X.indptr) == 0) & (np.diff(Y.indptr) == 0))  # only blank lines are empty rows
+        note = f" (line {blank[0] + 2} is blank: a point without labels and features)" if blank.size else ""
+        raise DataFormatError(path, 1, f"header declares {n_points} points, file has {X.shape[0]} data lines{note}")
     return X, Y
 
 
@@ -290,6 +325,9 @@ def read_svmlight(
 ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Read a headerless svmlight/libsvm multilabel file (``l1,l2 f:v ...``, 0-based).
 
+    ``#`` starts a comment; a comment-only line is not a point, a whitespace-only line is a
+    point without labels and features (as in :func:`read_xml_repo`).
+
     Args:
         n_features, n_labels: declared sizes (pass the train sizes when reading a test file,
             so both agree); inferred from the largest index when ``None``.
@@ -304,12 +342,14 @@ def read_svmlight(
 def read_split_indices(path: PathLike, n_points: int) -> np.ndarray:
     """Read a split file of the XML repository (``name_trSplit.txt``/``name_tstSplit.txt``).
 
-    Each column is one alternative split, listing 1-based row numbers of ``Name_data.txt``.
+    Each column is one alternative split, listing 1-based row numbers of ``Name_data.txt``;
+    a row number may appear once per column.
 
     Returns:
         ``(n_rows, n_splits)`` int64 array of **0-based** row indices.
     """
     rows: list[list[int]] = []
+    first_seen: list[dict[int, int]] = []  # per column: row number -> line it first appears on
     for number, line in enumerate(read_bytes(path).split(b"\n"), start=1):
         tokens = line.split()
         if not tokens:
@@ -323,6 +363,13 @@ def read_split_indices(path: PathLike, n_points: int) -> np.ndarray:
         bad = [v for v in values if not 1 <= v <= n_points]
         if bad:
             raise DataFormatError(path, number, f"split index {bad[0]} outside 1..{n_points}")
+        if not first_seen:
+            first_seen = [{} for _ in values]
+        for column, (value, seen) in enumerate(zip(values, first_seen)):
+            if value in seen:
+                raise DataFormatError(path, number, f"row {value} repeated in column {column} "
+                                                    f"(first on line {seen[value]})")
+            seen[value] = number
         rows.append(values)
     if not rows:
         raise DataFormatError(path, None, "empty split file")
@@ -337,8 +384,10 @@ def read_xml_repo_split(
     Args:
         data_path: the full data file (XML-repository format with header).
         split_path: ``name_trSplit.txt`` or ``name_tstSplit.txt``.
-        column: which alternative split (0-based column).
+        column: which alternative split (0-based column, an integer).
     """
+    if isinstance(column, bool) or not isinstance(column, numbers.Integral):
+        raise InputError(f"split column must be an integer, got {column!r}")
     X, Y = read_xml_repo(data_path)
     splits = read_split_indices(split_path, X.shape[0])
     if not 0 <= column < splits.shape[1]:
@@ -487,7 +536,6 @@ def _as_matrix(path: PathLike, key: str, value: Any) -> sp.csr_matrix:
 class JsonlRecords:
     """Contents of a raw-text JSON-lines file: parallel lists, one entry per record."""
 
-    ids: list[str]
     texts: list[str]
     labels: list[list[str]]
     lines: list[int]  # 1-based line number of each record, for error messages
@@ -496,11 +544,11 @@ class JsonlRecords:
 def read_jsonl(path: PathLike, *, require_labels: bool = True) -> JsonlRecords:
     """Read ``{"id": ..., "text": ..., "labels": [...]}`` lines (plain or gzip).
 
-    ``id`` is optional (the 1-based line number is used); ``text`` must be a string and
-    ``labels`` a list of distinct strings. With ``require_labels=False`` (texts to
+    ``id`` is optional and not used (records are told apart by line number); ``text`` must
+    be a string and ``labels`` a list of distinct strings. With ``require_labels=False`` (texts to
     predict) a line may leave ``labels`` out; its labels are then ``[]``.
     """
-    records = JsonlRecords([], [], [], [])
+    records = JsonlRecords([], [], [])
     for number, line in enumerate(read_bytes(path).split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -517,7 +565,6 @@ def read_jsonl(path: PathLike, *, require_labels: bool = True) -> JsonlRecords:
             raise DataFormatError(path, number, "'labels' must be a list of strings")
         if len(set(labels)) != len(labels):
             raise DataFormatError(path, number, "duplicate label")
-        records.ids.append(str(record.get("id", number)))
         records.texts.append(text)
         records.labels.append(labels)
         records.lines.append(number)

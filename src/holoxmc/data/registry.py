@@ -5,7 +5,8 @@ name, e.g. ``Bibtex``) → ``shared/data/<Name>`` in any parent folder of the wo
 or of this package (the layout of a checkout next to ``shared/``). Inside a folder the
 files are found by their XML-repository names: raw-text ``train.jsonl[.gz]``/``test.jsonl[.gz]``,
 then ``*train*.txt[.gz]``/``*test*.txt[.gz]``, then ``*_data.txt`` with ``*trSplit*``/``*tstSplit*``,
-then a ``.mat`` file.
+then a ``.mat`` file. The first kind present is read; two files of that kind for one role
+(e.g. ``a_train.txt`` and ``b_train.txt.gz``) are an :class:`InputError` naming both.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Callable
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-from holoxmc.data.cache import load_npz, save_npz
+from holoxmc.data.cache import FORMAT_VERSION, load_npz, save_npz
 from holoxmc.data.dataset import Dataset
 from holoxmc.data.readers import (
     has_xml_repo_header,
@@ -121,11 +122,19 @@ def find_dataset_dir(name: str) -> Path | None:
 
 
 def _split_file(folder: Path, split: str, patterns: tuple[str, ...]) -> Path | None:
-    for pattern in patterns:
-        matches = sorted(p for p in folder.glob(pattern.format(split=split)) if "split" not in p.name.lower())
-        if matches:
-            return matches[0]
-    return None
+    """The one file of ``folder`` matching any of ``patterns`` for ``split`` (split files
+    excluded), or ``None``."""
+    matches = {p for pattern in patterns for p in folder.glob(pattern.format(split=split))
+               if "split" not in p.name.lower()}
+    return _only_file(sorted(matches), f"{split} data")
+
+
+def _only_file(candidates: list[Path], role: str) -> Path | None:
+    """The single candidate, ``None`` without one; several are an :class:`InputError`."""
+    if len(candidates) > 1:
+        raise InputError(f"{candidates[0].parent} has {len(candidates)} candidate {role} files "
+                         f"({', '.join(p.name for p in candidates)}): keep one")
+    return candidates[0] if candidates else None
 
 
 #: ``(n_features, n_labels)`` a split is read at; ``None`` leaves a width to the file.
@@ -161,16 +170,16 @@ def _load_folder(
     if text_file is not None:
         _check_options(text_options, frozenset(), f"{text_file} (feature vectors)")
         return _from_matrices(_read_text_matrices(text_file, widths), name)
-    data_files = sorted(folder.glob("*_data.txt"))
     split_tag = {"train": "trSplit", "test": "tstSplit"}[split]
-    split_files = sorted(p for p in folder.iterdir() if split_tag.lower() in p.name.lower())
-    if data_files and split_files:
+    split_file = _only_file(sorted(p for p in folder.iterdir() if split_tag.lower() in p.name.lower()), split_tag)
+    data_file = _only_file(sorted(folder.glob("*_data.txt")), "*_data.txt") if split_file else None
+    if split_file is not None and data_file is not None:
         _check_options(text_options, SPLIT_FILE_OPTIONS, f"{folder} (a data file with split files)")
-        return _from_matrices(read_xml_repo_split(data_files[0], split_files[0], text_options.get("split_column", 0)), name)
-    mat_files = sorted(folder.glob("*.mat"))
-    if mat_files:
-        _check_options(text_options, frozenset(), f"{mat_files[0]}")
-        return _from_matrices(read_mat(mat_files[0], split), name)
+        return _from_matrices(read_xml_repo_split(data_file, split_file, text_options.get("split_column", 0)), name)
+    mat_file = _only_file(sorted(folder.glob("*.mat")), ".mat")
+    if mat_file is not None:
+        _check_options(text_options, frozenset(), f"{mat_file}")
+        return _from_matrices(read_mat(mat_file, split), name)
     raise InputError(f"no {split} data found in {folder} (expected *{split}*.txt[.gz], *_data.txt + splits, .mat or jsonl)")
 
 
@@ -311,7 +320,8 @@ def load(
             the file and line; any other source must have exactly these widths
             (:class:`InputError`).
         **options: ``synthetic``: ``preset`` (``"demo"``, ``"amazon-670k-like"``) and any
-            :func:`make_synthetic` argument; text sets: ``min_df``, ``max_vocab``,
+            :func:`make_synthetic` argument (given ``n_points`` without ``n_test``, the test
+            split has ``n_points // 5`` points, whatever the preset's); text sets: ``min_df``, ``max_vocab``,
             ``max_length``; split-file sets: ``split_column``. Any other option, or one the
             source does not take, is an :class:`InputError` (never silently ignored).
 
@@ -335,7 +345,8 @@ def load(
     if cache_dir is None:
         return _check_widths(build(), key, split, widths)
     fingerprint = hashlib.sha256(
-        repr((key.lower(), split, features, sorted(options.items()), _fingerprint(source), widths)).encode()
+        repr((FORMAT_VERSION, key.lower(), split, features, sorted(options.items()), _fingerprint(source),
+              widths)).encode()
     ).hexdigest()[:16]
     cached = Path(cache_dir) / f"{Path(key).name.lower()}-{split}-{features}-{fingerprint}.npz"
     if cached.exists():
@@ -369,11 +380,7 @@ def _resolve(
     if key.lower() == "synthetic":
         _check_bag_of_words(features, "synthetic")
         _check_options(options, SYNTHETIC_OPTIONS, "synthetic data")
-        settings = dict(options)
-        preset = settings.pop("preset", "demo")
-        if preset not in SYNTHETIC_PRESETS:
-            raise InputError(f"unknown synthetic preset {preset!r} (known: {', '.join(SYNTHETIC_PRESETS)})")
-        settings = {**SYNTHETIC_PRESETS[preset], **settings}
+        settings = _synthetic_settings(options)
         return None, lambda: make_synthetic(**settings)[SPLITS.index(split)]
     path = Path(key)
     if path.exists():
@@ -397,6 +404,20 @@ def _resolve(
         return dataset
 
     return folder, build
+
+
+def _synthetic_settings(options: dict[str, Any]) -> dict[str, Any]:
+    """:func:`make_synthetic` arguments: the preset's, overridden by ``options``; a preset's
+    ``n_test`` is dropped when ``options`` change ``n_points`` alone (``n_test`` then
+    defaults to ``n_points // 5``)."""
+    settings = dict(options)
+    preset = settings.pop("preset", "demo")
+    if not isinstance(preset, str) or preset not in SYNTHETIC_PRESETS:
+        raise InputError(f"unknown synthetic preset {preset!r} (known: {', '.join(SYNTHETIC_PRESETS)})")
+    defaults = dict(SYNTHETIC_PRESETS[preset])
+    if "n_points" in settings:
+        defaults.pop("n_test", None)
+    return {**defaults, **settings}
 
 
 def download(url: str, destination: str | os.PathLike, sha256: str | None = None, progress: bool = True) -> Path:

@@ -20,6 +20,10 @@ result does not depend on anything but the arguments.
 
 from __future__ import annotations
 
+import math
+import numbers
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
@@ -33,7 +37,9 @@ __all__ = ["make_synthetic", "SYNTHETIC_PRESETS", "CHUNK_ROWS"]
 CHUNK_ROWS = 65_536
 
 #: Named argument sets for :func:`make_synthetic`. ``"demo"`` is the default of
-#: ``load("synthetic")`` and ``make demo``: an FC network trains on it in seconds.
+#: ``load("synthetic")`` and ``make demo``: an FC network trains on it in seconds. A preset's
+#: ``n_test`` applies only with its own ``n_points``: ``load("synthetic", preset=...,
+#: n_points=N)`` makes ``N // 5`` test points unless ``n_test`` is given too.
 SYNTHETIC_PRESETS: dict[str, dict[str, float]] = {
     "demo": dict(n_points=10_000, n_test=2_000, n_labels=1_500, n_features=5_000, labels_per_point=4.0),
     # Amazon-670K: N 490,449 / 153,025, D 135,909, L 670,091, 5.45 labels/pt, 3.99 pts/label.
@@ -71,6 +77,9 @@ def make_synthetic(
         noise_features: label-independent random features per point.
         seed: everything is a function of the arguments and this seed.
 
+    The counts and ``seed`` must be integers, the other numbers finite (booleans are
+    neither); anything else is an :class:`InputError`.
+
     Returns:
         ``(train, test)`` :class:`Dataset` pair with equal ``n_features``/``n_labels``.
 
@@ -79,6 +88,11 @@ def make_synthetic(
         >>> len(train), len(test), train.n_labels, train.n_features
         (200, 40, 30, 100)
     """
+    _check_types(
+        integers={"n_points": n_points, "n_labels": n_labels, "n_features": n_features, "signature_size": signature_size,
+                  "noise_features": noise_features, "seed": seed, **({} if n_test is None else {"n_test": n_test})},
+        reals={"labels_per_point": labels_per_point, "zipf_exponent": zipf_exponent, "signature_keep": signature_keep},
+    )
     if n_test is None:
         n_test = n_points // 5
     if min(n_points, n_labels, n_features, signature_size) < 1 or n_test < 0 or noise_features < 0:
@@ -106,6 +120,16 @@ def make_synthetic(
         Y = sp.vstack([c[1] for c in chunks], format="csr") if chunks else sp.csr_matrix((0, n_labels))
         splits.append(Dataset(X.astype(np.float32), Y.astype(np.float32), name))
     return splits[0], splits[1]
+
+
+def _check_types(integers: dict[str, Any], reals: dict[str, Any]) -> None:
+    """:class:`InputError` unless ``integers`` are integers and ``reals`` finite numbers."""
+    for name, value in integers.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise InputError(f"{name} must be an integer, got {value!r}")
+    for name, value in reals.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise InputError(f"{name} must be a finite number, got {value!r}")
 
 
 class _LabelModel:

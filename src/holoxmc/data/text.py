@@ -96,8 +96,9 @@ class Tokenizer:
     """Texts → padded token-id sequences for text backbones.
 
     Tokens are those of scikit-learn's default analyzer (lower-case words of 2+ characters).
-    Ids: ``0`` padding, ``1`` out-of-vocabulary, ``2..`` the ``max_vocab - 2`` most
-    frequent training tokens (ties by token). Sequences are truncated to ``max_length``.
+    Sequences are truncated to ``max_length``. Ids: ``0`` padding, ``1`` out-of-vocabulary,
+    ``2..`` the ``max_vocab - 2`` most frequent tokens of the truncated training sequences
+    (ties by token), so every id of the vocabulary occurs in the training ids.
 
     Example:
         >>> tok = Tokenizer(max_vocab=4, max_length=5).fit(["the cat", "the dog", "the cat"])
@@ -116,7 +117,8 @@ class Tokenizer:
         self._ids: dict[str, int] = {}
 
     def fit(self, texts: list[str]) -> "Tokenizer":
-        counts = Counter(token for text in texts for token in self._analyzer(text))
+        """Choose the vocabulary from the tokens :meth:`transform` keeps of ``texts``."""
+        counts = Counter(token for text in texts for token in self._tokens(text))
         ranked = sorted(counts, key=lambda token: (-counts[token], token))
         self._set_vocabulary(ranked[: self.max_vocab - 2])
         return self
@@ -130,11 +132,15 @@ class Tokenizer:
         """Size of the id space including padding and OOV (an embedding table's rows)."""
         return len(self.vocabulary) + 2
 
+    def _tokens(self, text: str) -> list[str]:
+        """The first ``max_length`` tokens of ``text``."""
+        return self._analyzer(text)[: self.max_length]
+
     def transform(self, texts: list[str]) -> np.ndarray:
         """``(len(texts), max_length)`` int32 ids, right-padded with ``0``."""
         out = np.zeros((len(texts), self.max_length), dtype=np.int32)
         for row, text in enumerate(texts):
-            ids = [self._ids.get(token, OOV_ID) for token in self._analyzer(text)[: self.max_length]]
+            ids = [self._ids.get(token, OOV_ID) for token in self._tokens(text)]
             out[row, : len(ids)] = ids
         return out
 
