@@ -94,6 +94,15 @@ def _toy_folder(folder: Path, prefix: str = "toy") -> Path:
     return folder
 
 
+def _split_folder(folder: Path, data: bytes, train_split: bytes, test_split: bytes) -> Path:
+    """A ``Toy_data.txt`` + ``toy_trSplit.txt`` / ``toy_tstSplit.txt`` folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "Toy_data.txt").write_bytes(data)
+    (folder / "toy_trSplit.txt").write_bytes(train_split)
+    (folder / "toy_tstSplit.txt").write_bytes(test_split)
+    return folder
+
+
 def test_holoxmc_data_env_resolution_and_statistics_warning(tmp_path, monkeypatch):
     _toy_folder(tmp_path / "eurlex-4k", prefix="eurlex")
     monkeypatch.setenv("HOLOXMC_DATA", str(tmp_path))
@@ -107,11 +116,7 @@ def test_holoxmc_data_env_resolution_and_statistics_warning(tmp_path, monkeypatc
 
 
 def test_folder_and_split_file_variant(tmp_path):
-    folder = tmp_path / "Toy"
-    folder.mkdir()
-    (folder / "Toy_data.txt").write_bytes(b"3 2 2\n0 0:1\n1 1:1\n0,1 0:1 1:1\n")
-    (folder / "toy_trSplit.txt").write_bytes(b"1 3\n2 2\n")
-    (folder / "toy_tstSplit.txt").write_bytes(b"3 1\n")
+    folder = _split_folder(tmp_path / "Toy", b"3 2 2\n0 0:1\n1 1:1\n0,1 0:1 1:1\n", b"1 3\n2 2\n", b"3 1\n")
     assert load(folder, "train").Y.toarray().tolist() == [[1, 0], [0, 1]]
     assert load(folder, "test", split_column=1).Y.toarray().tolist() == [[1, 0]]
 
@@ -122,11 +127,7 @@ def test_several_candidate_files_are_an_error_not_a_silent_choice(tmp_path):
     with pytest.raises(InputError, match=r"2 candidate train data files \(other_train.txt.gz, toy_train.txt\)"):
         load(folder, "train")
     assert len(load(folder, "test")) == 1
-    split = tmp_path / "Split"
-    split.mkdir()
-    (split / "Toy_data.txt").write_bytes(b"2 2 2\n0 0:1\n1 1:1\n")
-    (split / "toy_trSplit.txt").write_bytes(b"1\n")
-    (split / "toy_tstSplit.txt").write_bytes(b"2\n")
+    split = _split_folder(tmp_path / "Split", b"2 2 2\n0 0:1\n1 1:1\n", b"1\n", b"2\n")
     (split / "toy_trSplit_old.txt").write_bytes(b"2\n")
     with pytest.raises(InputError, match=r"2 candidate trSplit files \(toy_trSplit.txt, toy_trSplit_old.txt\)"):
         load(split, "train")
@@ -143,11 +144,7 @@ def test_several_candidate_files_are_an_error_not_a_silent_choice(tmp_path):
 
 def test_split_column_option_is_validated(tmp_path):
     """Regression: ``--data-option split_column=x`` raised TypeError, ``=0.0`` IndexError."""
-    folder = tmp_path / "Toy"
-    folder.mkdir()
-    (folder / "Toy_data.txt").write_bytes(b"2 2 2\n0 0:1\n1 1:1\n")
-    (folder / "toy_trSplit.txt").write_bytes(b"1 2\n")
-    (folder / "toy_tstSplit.txt").write_bytes(b"2 1\n")
+    folder = _split_folder(tmp_path / "Toy", b"2 2 2\n0 0:1\n1 1:1\n", b"1 2\n", b"2 1\n")
     for value in ("x", 0.0):
         with pytest.raises(InputError, match=f"split column must be an integer, got {value!r}"):
             load(folder, "train", split_column=value)
