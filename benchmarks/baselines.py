@@ -17,6 +17,9 @@ its rows are added to the same results file from there (the other rows are kept)
 
 Usage:
     python benchmarks/baselines.py --datasets bibtex delicious debtags --threads 2
+    # one model per process, so that its peak_rss_mb is its own (the peak of the whole process):
+    python benchmarks/baselines.py --datasets synthetic --data-option preset=amazon-670k-like \
+        --models hrr-fc --overrides '{"epochs": 5, "head_options": {"code": "circulant", "cache_codes": false}}'
     # → benchmarks/results/baselines.json (merged per dataset and model) and a table
     python -m venv .venv-pecos && .venv-pecos/bin/pip install torch==2.13.0 libpecos && .venv-pecos/bin/pip install -e .
     .venv-pecos/bin/python benchmarks/baselines.py --models pecos-xrlinear --threads 2
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import resource
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,6 +41,7 @@ import scipy.sparse as sp
 import torch
 from sklearn.preprocessing import normalize
 
+from holoxmc.cli.data import add_data_options, data_options
 from holoxmc.cli.train import train_params
 from holoxmc.data import load, write_xml_repo
 from holoxmc.estimator import XMCClassifier
@@ -50,9 +55,12 @@ BASELINES = ("omikuji", "napkinxc-plt", "pecos-xrlinear")
 Fit = Callable[[sp.csr_matrix, sp.csr_matrix], Callable[[sp.csr_matrix], np.ndarray]]
 
 
-def holoxmc_model(dataset: str, model: str) -> Fit:
+def holoxmc_model(dataset: str, model: str, overrides: dict) -> Fit:
     def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
-        clf = XMCClassifier(**train_params(dataset, model, {}) | {"progress": False}).fit(X, Y)
+        params = train_params(dataset, model, {}) | {"progress": False}
+        params |= {key: dict(params.get(key) or {}) | value if key == "head_options" else value
+                   for key, value in overrides.items()}
+        clf = XMCClassifier(**params).fit(X, Y)
         return lambda X_test: clf.predict(X_test, k=5)[0]
     return fit
 
@@ -120,7 +128,8 @@ def measure(fit: Fit, train, test) -> dict:
     top5 = predict(test.X)
     predict_ms = 1000 * (time.perf_counter() - started) / test.X.shape[0]
     metrics = evaluate(top5, test.Y, inv_prop=inverse_propensity(train.Y), ks=(1, 3, 5))  # -1: no prediction
-    return {"fit_seconds": fit_seconds, "predict_ms_per_point": predict_ms,
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KB; the whole process so far
+    return {"fit_seconds": fit_seconds, "predict_ms_per_point": predict_ms, "peak_rss_mb": peak_mb,
             **{key: metrics[key] for key in ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5")}}
 
 
@@ -130,24 +139,30 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["omikuji", "napkinxc-plt", *HOLOXMC_MODELS],
                         choices=[*BASELINES, *HOLOXMC_MODELS])
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--overrides", type=json.loads, default={},
+                        help="JSON XMCClassifier keywords over holoxmc's presets (head_options merge)")
+    add_data_options(parser)
     args = parser.parse_args()
+    options = data_options(args)
+    suffix = "[" + ",".join(f"{key}={value}" for key, value in options.items()) + "]" if options else ""
     torch.set_num_threads(args.threads)
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
     results["machine"] = (f"{platform.machine()}, {args.threads} threads per library, torch {torch.__version__}; "
                           f"{time.strftime('%Y-%m-%d')}")
     for dataset in args.datasets:
-        train, test = load(dataset, "train"), load(dataset, "test")
+        train, test = load(dataset, "train", **options), load(dataset, "test", **options)
         for model in args.models:
             fit = {"omikuji": lambda: omikuji_model(args.threads), "napkinxc-plt": lambda: napkinxc_model(args.threads),
-                   "pecos-xrlinear": lambda: pecos_model(args.threads)}.get(model, lambda: holoxmc_model(dataset, model))()
-            row = measure(fit, train, test)
-            results.setdefault(dataset, {})[model] = row
-            print(json.dumps({"dataset": dataset, "model": model} | {k: round(v, 3) for k, v in row.items()}), flush=True)
+                   "pecos-xrlinear": lambda: pecos_model(args.threads)}.get(
+                       model, lambda: holoxmc_model(dataset, model, args.overrides))()
+            row = measure(fit, train, test) | ({"overrides": args.overrides} if model in HOLOXMC_MODELS and args.overrides else {})
+            results.setdefault(dataset + suffix, {})[model] = row
+            print(json.dumps({"dataset": dataset + suffix, "model": model} | {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
             atomic_write_json(OUT, results)
     print("\n| dataset | model | P@1 | P@3 | P@5 | PSP@1 | PSP@5 | fit s | top-5 ms/pt |\n|---|---|---|---|---|---|---|---|---|")
     for dataset in args.datasets:
-        for model, r in results[dataset].items():
-            print(f"| {dataset} | {model} | {r['P@1']:.2f} | {r['P@3']:.2f} | {r['P@5']:.2f} | {r['PSP@1']:.2f} | "
+        for model, r in results[dataset + suffix].items():
+            print(f"| {dataset + suffix} | {model} | {r['P@1']:.2f} | {r['P@3']:.2f} | {r['P@5']:.2f} | {r['PSP@1']:.2f} | "
                   f"{r['PSP@5']:.2f} | {r['fit_seconds']:.1f} | {r['predict_ms_per_point']:.3f} |")
 
 
