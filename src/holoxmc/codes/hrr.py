@@ -3,9 +3,10 @@ and *missing* (m) (HRR paper, section 4).
 
 Nothing here is stored: every vector is regenerated from ``(seed, n_labels, dim)``. Label
 ``i`` is row ``i mod DRAW_BLOCK`` of the draws of the generator seeded by
-``(seed, i // DRAW_BLOCK)``, so any range of labels can be made alone, bit-identically,
-whatever ``chunk_size`` (the rows per chunk handed out for decoding), and the
-``L × d'`` matrix never has to exist in memory. :meth:`HRRLabelCode.materialize` caches it
+``(seed, i // DRAW_BLOCK)``, so any chunk of labels can be made alone, bit-identically,
+and ``chunk_size`` (the rows per chunk handed out for decoding) does not change the vectors
+(up to the last bits of an inverse FFT over another number of rows); the ``L × d'`` matrix
+never has to exist in memory. :meth:`HRRLabelCode.materialize` caches it
 when the caller wants the speed and has the memory. All draws happen on the CPU in float64
 and are cast afterwards, so a seed gives the same code on every device.
 
@@ -341,8 +342,8 @@ class HRRLabelCode:
 
     def gather(self, labels: Tensor) -> Tensor:
         """Projected vectors of the given label ids: from the cache, as rolled group vectors
-        (circulant code: ``O(n·d')``, nothing regenerated), or by regenerating, in each
-        draw block they fall in, the rows from the smallest of them to the largest.
+        (circulant code: ``O(n·d')``, nothing regenerated), or by regenerating only the
+        chunks that contain them.
 
         Shapes:
             labels: ``(n,)`` int64 → ``(n, dim)`` on the CPU.
@@ -353,10 +354,11 @@ class HRRLabelCode:
         if self._group_vectors is not None:
             return self._circulant_rows(self._group_vectors, labels)
         out = torch.empty(labels.shape[0], self.dim, dtype=self.dtype)
-        block_of = torch.div(labels, DRAW_BLOCK, rounding_mode="floor")
-        for block in torch.unique(block_of).tolist():
-            rows = torch.nonzero(block_of == block).squeeze(1)
-            start, stop = int(labels[rows].min()), int(labels[rows].max()) + 1
-            vectors = torch.fft.irfft(self._random_spectrum(start, stop), n=self.dim, dim=-1)
-            out[rows] = vectors.index_select(0, labels[rows] - start)
+        # Read from whole chunks, so that gathered vectors equal the chunks' bit for bit (an
+        # inverse FFT's last bits can depend on how many rows it transforms at once).
+        chunk_of = torch.div(labels, self.chunk_size, rounding_mode="floor")
+        for j in torch.unique(chunk_of).tolist():
+            rows = torch.nonzero(chunk_of == j).squeeze(1)
+            start, _ = self.chunk_bounds(j)
+            out[rows] = self.chunk(j).index_select(0, labels[rows] - start)
         return out
