@@ -149,22 +149,25 @@ def main() -> None:
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
     results["machine"] = (f"{platform.machine()}, {args.threads} threads per library, torch {torch.__version__}; "
                           f"{time.strftime('%Y-%m-%d')}")
-    for dataset in args.datasets:
+    keys = [dataset + suffix for dataset in args.datasets]  # the results file's key: dataset and options
+    for dataset, key in zip(args.datasets, keys):
         train, test = load(dataset, "train", **options), load(dataset, "test", **options)
         for model in args.models:
             fit = {"omikuji": lambda: omikuji_model(args.threads), "napkinxc-plt": lambda: napkinxc_model(args.threads),
                    "pecos-xrlinear": lambda: pecos_model(args.threads)}.get(
                        model, lambda: holoxmc_model(dataset, model, args.overrides))()
-            row = measure(fit, train, test) | ({"overrides": args.overrides} if model in HOLOXMC_MODELS and args.overrides else {})
-            results.setdefault(dataset + suffix, {})[model] = row
-            print(json.dumps({"dataset": dataset + suffix, "model": model} | {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+            row = measure(fit, train, test)
+            if model in HOLOXMC_MODELS and args.overrides:
+                row["overrides"] = args.overrides
+            results.setdefault(key, {})[model] = row
+            shown = {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
+            print(json.dumps({"dataset": key, "model": model} | shown), flush=True)
             atomic_write_json(OUT, results)
     print("\n| dataset | model | P@1 | P@3 | P@5 | PSP@1 | PSP@5 | fit s | top-5 ms/pt |\n|---|---|---|---|---|---|---|---|---|")
-    for dataset in args.datasets:
-        for model, r in results[dataset + suffix].items():
-            print(f"| {dataset + suffix} | {model} | {r['P@1']:.2f} | {r['P@3']:.2f} | {r['P@5']:.2f} | {r['PSP@1']:.2f} | "
+    for key in keys:
+        for model, r in results[key].items():
+            print(f"| {key} | {model} | {r['P@1']:.2f} | {r['P@3']:.2f} | {r['P@5']:.2f} | {r['PSP@1']:.2f} | "
                   f"{r['PSP@5']:.2f} | {r['fit_seconds']:.1f} | {r['predict_ms_per_point']:.3f} |")
-
 
 if __name__ == "__main__":
     main()

@@ -50,7 +50,6 @@ from holoxmc.errors import InputError
 __all__ = ["HRRLabelCode", "local_generator", "Stream", "DRAW_BLOCK"]
 
 
-
 class Stream(enum.IntEnum):
     """Every random stream derived from a user seed (``local_generator(seed, stream, ...)``),
     in one table, so that a new use takes a number no other use has.

@@ -227,10 +227,10 @@ class HRRHead(nn.Module):
             (``2·L·d'`` floats; no FFT is left in the loss or decoding), with
             ``learn_pm`` as the ``(L, d')`` code. When False, present labels are
             regenerated from the seed and memory stays ``O(label_chunk · d')``, but with
-            the random code a batch then redraws up to ``DRAW_BLOCK`` label vectors per
-            block of that many labels it touches: train uncached with
-            ``code="circulant"``, whose labels are read as rolled group vectors (one
-            gather, nothing redrawn; the code itself is ``≈ L`` floats).
+            the random code a batch then regenerates every chunk it touches (drawing up
+            to ``DRAW_BLOCK`` rows for one): train uncached with ``code="circulant"``,
+            whose labels are read as rolled group vectors (one gather, nothing redrawn;
+            the code itself is ``≈ L`` floats).
             Ignored with ``learn_labels``.
 
     Shapes:

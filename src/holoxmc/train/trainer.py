@@ -46,7 +46,10 @@ from holoxmc.train.optim import (
     bring_up_to_date, build_optimizers, choose_sparse_updates, clip_grad_norm_, sparse_update_tables, watching,
 )
 
-__all__ = ["TrainConfig", "Trainer", "FitResult", "TrainableNetwork", "split_validation", "lr_factor", "REFIT_DIR", "SELECT_METRICS", "VALIDATION_KS"]
+__all__ = [
+    "TrainConfig", "Trainer", "FitResult", "TrainableNetwork", "split_validation", "lr_factor", "REFIT_DIR",
+    "SELECT_METRICS", "VALIDATION_KS",
+]
 
 #: Sub-folder of a run directory holding the refit phase's checkpoint.
 REFIT_DIR = "refit"
@@ -330,7 +333,8 @@ class Trainer:
             "n_train": int(len(train_rows)),
             "n_val": 0 if X_val is None else int(X_val.shape[0]),
             "shape": [int(X_train.shape[1]), int(Y_train.shape[1])],
-            "digest": None if run_dir is None else data_digest(X_train, Y_train, X_val, Y_val),
+            # carved validation rows are rows of X_train: its digest covers them
+            "digest": None if run_dir is None else data_digest(X_train, Y_train, *(() if carved else (X_val, Y_val))),
         }
         config_json = asdict(cfg) | {"progress": None, "device": None}
         del config_json["reuse_memory"]  # where memory comes from does not change results
