@@ -1,6 +1,6 @@
 """``XMCClassifier``: fit, predict, score, save and load an extreme multi-label model in a
 few lines, with an HRR (``d'``-wide), a dense (``L``-wide) or a SOLAR (K × B sparse code)
-output layer.
+output layer, or as a linear one-vs-rest model (one SVM per label, no hidden layer).
 
 Example:
     >>> from holoxmc.data import load
@@ -40,6 +40,7 @@ from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate, inverse_propensity, label_set_f1, pad_predictions
 from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, labels_above, predict_above, predict_topk
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
+from holoxmc.train.linear import LinearConfig, LinearModel, fit_linear
 from holoxmc.train.solar import DONE_FILE, SolarConfig, SolarModel, chunk_dir, fit_solar
 from holoxmc.train.trainer import Schedule
 
@@ -106,6 +107,15 @@ HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
     "solar": {"hidden": (512,), "dropout": 0.0, "epochs": 15, "batch_size": 256, "lr": 5e-3},
 }
 
+#: Every head kind: the network heads above, and ``"linear"`` (one liblinear SVM per label on
+#: the input itself, :mod:`holoxmc.train.linear`; no network, no training settings).
+HEADS = (*HEAD_DEFAULTS, "linear")
+#: LinearConfig fields a user sets through ``head_options`` (the seed comes from the classifier).
+LINEAR_OPTIONS = frozenset(f.name for f in fields(LinearConfig)) - {"seed"}
+#: Keywords that configure or train a network: ``head="linear"`` refuses them when set.
+NETWORK_SETTINGS = ("dim", "hidden", "dropout", "linear_width", "epochs", "batch_size", "lr", "weight_decay",
+                    "sparse_updates", "schedule", "warmup_epochs", "grad_clip", "patience", "n_models")
+
 #: CLI model names → (head, backbone).
 MODELS: dict[str, tuple[str, str]] = {
     "fc": ("dense", "fc"),
@@ -115,6 +125,7 @@ MODELS: dict[str, tuple[str, str]] = {
     "lstm": ("dense", "lstm"),
     "hrr-lstm": ("hrr", "lstm"),
     "solar": ("solar", "fc"),
+    "linear": ("linear", "fc"),
 }
 
 #: Tuned settings per dataset (on validation splits and pseudo-tests carved from the
@@ -142,6 +153,10 @@ MODELS: dict[str, tuple[str, str]] = {
 #: for a whole fit still below three times FC's (44.4 s against 18.0 s, 2 threads). On
 #: Delicious three networks gained as much (+1.35 ± 0.30) but took 93.0 s against three FC
 #: fits' 89.3 s, so its preset stays one network.
+#: Settings of a head kind on every dataset, beneath the dataset presets: the linear model
+#: retrains on all training rows once C is chosen (a fit costs seconds to minutes).
+HEAD_PRESETS: dict[str, dict[str, Any]] = {"linear": {"refit": True}}
+
 DATASET_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "bibtex": {
         "hrr": {"hidden": (2048,), "dim": 800, "epochs": 12, "refit": True, "n_models": 3},
@@ -175,7 +190,8 @@ def preset_params(dataset: str, model: str = "hrr-fc") -> dict[str, Any]:
         'dense'
     """
     params: dict[str, Any] = model_params(model)
-    return params | DATASET_PRESETS.get(str(dataset).lower(), {}).get(params["head"], {})
+    head = params["head"]
+    return params | HEAD_PRESETS.get(head, {}) | DATASET_PRESETS.get(str(dataset).lower(), {}).get(head, {})
 
 
 def output_layer_parameters(network: nn.Module) -> int:
@@ -192,12 +208,17 @@ def _members(network: Network | Ensemble) -> list[Network]:
 
 
 class XMCClassifier(BaseEstimator):
-    """Extreme multi-label classifier: a backbone plus an HRR, dense or SOLAR output layer.
+    """Extreme multi-label classifier: a backbone plus an HRR, dense or SOLAR output layer,
+    or a linear one-vs-rest model.
 
     Args:
-        head: ``"hrr"`` (``dim``-wide output, HRR loss), ``"dense"`` (``L`` logits, BCE) or
+        head: ``"hrr"`` (``dim``-wide output, HRR loss), ``"dense"`` (``L`` logits, BCE),
             ``"solar"`` (K independent chunk networks over B buckets each, trained with zero
-            communication, decoded through an inverted index; ``backbone="fc"`` only).
+            communication, decoded through an inverted index; ``backbone="fc"`` only) or
+            ``"linear"`` (one L2-regularised linear SVM per label on the L2-normalised input,
+            trained by liblinear, :mod:`holoxmc.train.linear`; ``backbone="fc"``, on the CPU,
+            for label sets up to tens of thousands; the network settings do not apply, and
+            its ``C`` is chosen on the validation split unless ``head_options`` fixes it).
         backbone: ``"fc"`` (sparse features X) or ``"cnn"``/``"lstm"`` (token-id matrices).
         dim: HRR dimension d' (``head="hrr"`` only).
         hidden: widths of the FC backbone's hidden layers (``None``: the head's default).
@@ -209,7 +230,9 @@ class XMCClassifier(BaseEstimator):
             ``{"ranking": 1.0, "label_bias": True}``, ``{"code": "circulant", "cache_codes": False}``
             for millions of labels, ...); for
             ``head="solar"``, :class:`holoxmc.train.solar.SolarConfig` fields such as
-            ``{"n_chunks": 8, "n_buckets": 500, "top_buckets": 10, "min_freq": 4, "scoring": "prob"}``.
+            ``{"n_chunks": 8, "n_buckets": 500, "top_buckets": 10, "min_freq": 4, "scoring": "prob"}``;
+            for ``head="linear"``, :class:`holoxmc.train.linear.LinearConfig` fields such as
+            ``{"C": 0.5}`` or ``{"C_grid": [0.3, 1.0], "prune": 0.0}``.
         epochs, batch_size, lr, weight_decay, sparse_updates, schedule, warmup_epochs, grad_clip,
         val_fraction, patience, refit: training settings, see :class:`holoxmc.train.TrainConfig`
             (``refit=True``: after choosing the epoch on the validation split, retrain on all
@@ -220,11 +243,11 @@ class XMCClassifier(BaseEstimator):
             decay, for inputs of at least 15,000 features of which a batch reads at most 7.5 %);
             ``None`` for epochs, batch_size and lr means the head's tuned default
             (:data:`HEAD_DEFAULTS`).
-        workers: SOLAR's chunk models, or an ensemble's networks (``n_models > 1``), trained
-            in this many parallel local processes, a positive integer (each process with
+        workers: SOLAR's chunk models, the linear model's label blocks, or an ensemble's
+            networks (``n_models > 1``), trained in this many parallel local processes, a positive integer (each process with
             ``cores // workers`` torch threads).
-        ray_address: train each SOLAR chunk, or each network of an ensemble, as a Ray task on
-            this cluster (``"auto"``, an address, or ``"local"``).
+        ray_address: train each SOLAR chunk, linear label block, or network of an ensemble, as
+            a Ray task on this cluster (``"auto"``, an address, or ``"local"``).
         n_models: ``head="hrr"``/``"dense"``: train this many networks of the same
             configuration and rank labels by their mean score. Member ``m`` is the network
             ``seed=seed + 100·m`` would train alone (its own initialisation, label code,
@@ -237,7 +260,8 @@ class XMCClassifier(BaseEstimator):
 
     Attributes (after fit):
         network_: the trained ``Network``, or an ``Ensemble`` of them when ``n_models > 1``
-        (``solar_``: the :class:`SolarModel` for ``head="solar"``); n_features_, n_labels_:
+        (``solar_``: the :class:`SolarModel` for ``head="solar"``, ``linear_``: the
+        :class:`~holoxmc.train.linear.LinearModel` for ``head="linear"``); n_features_, n_labels_:
         input and label sizes; inv_prop_: ``(L,)`` inverse propensities of the training
         labels; fit_results_: the trainer's :class:`~holoxmc.train.FitResult` per network
         (per-epoch history, times, and ``sparse_updates``: whether they were used);
@@ -335,8 +359,8 @@ class XMCClassifier(BaseEstimator):
         Returns:
             self.
         """
-        if self.head not in HEAD_DEFAULTS:
-            raise InputError(f"unknown head {self.head!r}; choose from {sorted(HEAD_DEFAULTS)}")
+        if self.head not in HEADS:
+            raise InputError(f"unknown head {self.head!r}; choose from {sorted(HEADS)}")
         if self.backbone not in BACKBONES:
             raise InputError(f"unknown backbone {self.backbone!r}; choose from {sorted(BACKBONES)}")
         if not isinstance(self.propensity, (tuple, list)) or len(self.propensity) != 2 \
@@ -345,8 +369,8 @@ class XMCClassifier(BaseEstimator):
         if self.head == "hrr" and (not isinstance(self.dim, (int, np.integer)) or isinstance(self.dim, bool)
                                    or self.dim < 2):
             raise InputError(f"dim (the HRR dimension d') must be an integer >= 2, got {self.dim!r}")
-        if self.head == "solar" and self.backbone != "fc":
-            raise InputError(f"head 'solar' takes sparse features (backbone 'fc'), not {self.backbone!r}")
+        if self.head in ("solar", "linear") and self.backbone != "fc":
+            raise InputError(f"head {self.head!r} takes sparse features (backbone 'fc'), not {self.backbone!r}")
         if self.head == "solar" and self.refit:
             raise InputError("refit applies to the hrr and dense heads; SOLAR selects each chunk's epoch itself")
         if not isinstance(self.n_models, (int, np.integer)) or isinstance(self.n_models, bool) or self.n_models < 1:
@@ -360,7 +384,10 @@ class XMCClassifier(BaseEstimator):
             raise InputError(f"linear_width must be a non-negative integer, got {self.linear_width!r}")
         if self.linear_width and (self.backbone != "fc" or self.head == "solar"):
             raise InputError("linear_width applies to the fc backbone with the hrr and dense heads")
-        self._train_config()  # its checks: the training settings are valid before any work
+        if self.head == "linear":
+            self._check_linear_settings()
+        else:
+            self._train_config()  # its checks: the training settings are valid before any work
         X = self._check_X(X, fitting=True)
         Y = _check_Y(Y, X.shape[0], n_labels=None)
         if (X_val is None) != (Y_val is None):
@@ -373,6 +400,13 @@ class XMCClassifier(BaseEstimator):
         self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
         if self.head == "solar":
             self._fit_solar(X, Y, X_val, Y_val, run_dir)
+            return self
+        if self.head == "linear":
+            self.linear_, history = fit_linear(
+                X, Y, self._linear_config(), X_val, Y_val, val_fraction=self.val_fraction, refit=bool(self.refit),
+                workers=self.workers, ray_address=self.ray_address,
+            )
+            self.fit_result_ = FitResult(history=history)
             return self
         jobs = [_MemberJob(seed, self._member_dir(run_dir, member)) for member, seed in enumerate(self.member_seeds())]
         data = _MemberData(self.get_params(), X, Y, X_val, Y_val, self.n_labels_, self.n_features_, resume)
@@ -440,6 +474,26 @@ class XMCClassifier(BaseEstimator):
             )
             self.fit_result_ = FitResult(history=_solar_history(folder, self.solar_.config.n_chunks))
 
+    def _linear_config(self) -> LinearConfig:
+        options = dict(self.head_options or {})
+        unknown = sorted(set(options) - LINEAR_OPTIONS)
+        if unknown:
+            raise InputError(f"options {unknown} are not accepted by head 'linear' (accepted: {sorted(LINEAR_OPTIONS)})")
+        return LinearConfig(seed=self.seed, **options)
+
+    def _check_linear_settings(self) -> None:
+        """``head="linear"``: refuse network settings a user changed, and non-CPU devices."""
+        defaults = XMCClassifier().get_params()
+        changed = [name for name in NETWORK_SETTINGS if getattr(self, name) != defaults[name]]
+        if changed:
+            raise InputError(f"{changed} configure or train a network; head 'linear' has none (its options: "
+                             f"head_options={{'C': ..., ...}}, val_fraction, refit, seed, workers, ray_address)")
+        if torch.device(self.device).type != "cpu":
+            raise InputError(f"head 'linear' trains and scores with liblinear and scipy on the CPU, not {self.device!r}")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise InputError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        self._linear_config()
+
     def _train_config(self, seed: int | None = None) -> TrainConfig:
         return TrainConfig(
             epochs=self.setting("epochs"),
@@ -474,6 +528,8 @@ class XMCClassifier(BaseEstimator):
         if self.head == "solar":
             indices, scores, _ = self.solar_.predict(X, int(k), batch_size=batch_size)
             return indices, scores
+        if self.head == "linear":
+            return self.linear_.predict(X, int(k), batch_size=batch_size)
         return predict_topk(self.network_, X, int(k), batch_size=batch_size, device=self.device)
 
     def predict_above(self, X: Any, threshold: float = 0.5, *, relative: bool = True,
@@ -483,7 +539,8 @@ class XMCClassifier(BaseEstimator):
         row, as a CSR matrix of those confidences.
 
         The confidence is the HRR head's ``cos(p* ⊗ ŝ, c_i)`` (``|cos|`` with ``loss="abs"``),
-        the dense head's ``sigmoid(logit)``, an ensemble's mean of its members' confidences,
+        the dense head's ``sigmoid(logit)``, the linear model's ``sigmoid(margin)`` (0.5 at
+        the SVM's decision boundary), an ensemble's mean of its members' confidences,
         SOLAR's mean over its K chunks of the probability of the label's bucket (over every
         label, not only its inverted index's candidates).
 
@@ -506,8 +563,9 @@ class XMCClassifier(BaseEstimator):
             raise InputError(f"threshold must be a finite number, got {threshold!r}")
         _check_relative_threshold(float(threshold), relative)
         X = self._check_X(X)
-        if self.head == "solar":
-            return labels_above(lambda rows: self.solar_.confidence_chunks(X[rows]), X.shape[0], float(threshold),
+        if self.head in ("solar", "linear"):
+            model = self.solar_ if self.head == "solar" else self.linear_
+            return labels_above(lambda rows: model.confidence_chunks(X[rows]), X.shape[0], float(threshold),
                                 self.n_labels_, relative=bool(relative), batch_size=batch_size)
         return predict_above(self.network_, X, float(threshold), self.n_labels_, relative=bool(relative),
                              batch_size=batch_size, device=self.device)
@@ -561,8 +619,8 @@ class XMCClassifier(BaseEstimator):
 
         Refuses when ``n · L`` exceeds ``MAX_DENSE_SCORES``: use :meth:`predict` (top-k)
         for large label spaces. For SOLAR, a label's score is the configured scoring summed
-        over all K chunks (every label, no inverted-index candidate filtering); for an
-        ensemble (``n_models > 1``), the members' mean score.
+        over all K chunks (every label, no inverted-index candidate filtering); for the linear
+        model, every label's SVM margin; for an ensemble (``n_models > 1``), the members' mean score.
         """
         self._check_fitted()
         X = self._check_X(X)
@@ -579,6 +637,10 @@ class XMCClassifier(BaseEstimator):
                 chunks = self.solar_.label_score_chunks(X[rows])
                 out[rows] = torch.cat([scores for _, scores in chunks], 1).float().numpy()
             return out
+        if self.head == "linear":
+            for start in range(0, n, batch_size):
+                out[start : start + batch_size] = self.linear_.margins(X[start : start + batch_size])
+            return out
         network = self.network_
         network.eval()
         with torch.no_grad():
@@ -592,7 +654,7 @@ class XMCClassifier(BaseEstimator):
         self._check_fitted()
         X = self._check_X(X)
         Y = _check_Y(Y, X.shape[0], n_labels=self.n_labels_)
-        if self.head == "solar":
+        if self.head in ("solar", "linear"):
             indices, _ = self.predict(X, k=min(max(ks), self.n_labels_))
             return evaluate(pad_predictions(indices, max(ks)), Y, inv_prop=self.inv_prop_, ks=tuple(ks))
         return evaluate_topk(
@@ -611,6 +673,8 @@ class XMCClassifier(BaseEstimator):
         if self.head == "solar":  # chunk weights, codes and index in SOLAR's own layout
             self.solar_.save(path)
             state = {}
+        elif self.head == "linear":
+            state = {f"linear.{k}": v for k, v in self.linear_.tensors().items()}
         else:
             state = {f"network.{k}": v for k, v in self.network_.state_dict().items()}
         state["inv_prop"] = torch.from_numpy(self.inv_prop_)
@@ -621,7 +685,7 @@ class XMCClassifier(BaseEstimator):
                 "format": FORMAT,
                 "written_by": {"holoxmc": __version__, "torch": torch.__version__},
                 "params": _json_params(self.get_params()),
-                "network": None if self.head == "solar" else self.network_.config,
+                "network": self.network_.config if hasattr(self, "network_") else None,
                 "n_features": self.n_features_,
                 "n_labels": self.n_labels_,
                 "history": self._histories(),
@@ -631,7 +695,7 @@ class XMCClassifier(BaseEstimator):
 
     def _histories(self) -> list[Any]:
         """Per-epoch history to save: one list, or one per member of an ensemble."""
-        if self.head == "solar":
+        if self.head in ("solar", "linear"):
             return self.fit_result_.history
         return _one_or_list([result.history for result in self.fit_results_])
 
@@ -668,6 +732,15 @@ class XMCClassifier(BaseEstimator):
             clf.fit_result_ = FitResult(history=history)
             clf.solar_ = SolarModel.load(path)
             return clf
+        if clf.head == "linear":
+            clf.fit_result_ = FitResult(history=history)
+            weights = {k.removeprefix("linear."): v for k, v in tensors.items()}
+            try:
+                clf.linear_ = LinearModel.from_tensors(weights, clf.n_features_, clf.n_labels_,
+                                                       clf._linear_config().normalize_rows)
+            except InputError as exc:
+                raise InputError(f"{path / MODEL_FILE}: {exc}") from None
+            return clf
         clf.fit_results_ = [FitResult(history=h) for h in (history if clf.n_models > 1 else [history])]
         clf.fit_result_ = clf.fit_results_[0]
         clf.network_ = build_model(config["network"])
@@ -683,6 +756,8 @@ class XMCClassifier(BaseEstimator):
     def n_parameters(self) -> dict[str, int]:
         """``{"total": ..., "output_layer": ...}`` trainable-parameter counts."""
         self._check_fitted()
+        if self.head == "linear":
+            return {"total": self.linear_.n_parameters, "output_layer": self.linear_.n_parameters}
         networks = self.solar_.networks if self.head == "solar" else _members(self.network_)
         return {
             "total": sum(p.numel() for network in networks for p in network.parameters()),
@@ -691,7 +766,7 @@ class XMCClassifier(BaseEstimator):
 
     # ------------------------------------------------------------------ validation
     def _check_fitted(self) -> None:
-        if not (hasattr(self, "network_") or hasattr(self, "solar_")):
+        if not any(hasattr(self, name) for name in ("network_", "solar_", "linear_")):
             raise InputError("this XMCClassifier is not fitted yet; call fit(X, Y) first")
 
     def _check_X(self, X: Any, *, fitting: bool = False, n_columns: int | None = None) -> sp.csr_matrix | np.ndarray:
@@ -894,6 +969,8 @@ def fit_and_report(
         {"total", "output_layer"}}`` (metrics in percent; PSP with the training-label
         propensities), plus ``candidates_per_point`` for SOLAR. SOLAR's ``epoch_seconds``
         sum its chunks; its ``best_epoch`` and ``sparse_updates`` are per chunk, so ``None``.
+        The linear model has no epochs (``epoch_seconds`` empty, ``best_epoch`` ``None``)
+        and adds ``fits``: ``{"C", "seconds", "val"}`` of every liblinear fit.
         An ensemble's ``epoch_seconds`` are its members' in turn, and its ``best_epoch``
         and ``sparse_updates`` are lists, one entry per member.
     """
@@ -911,16 +988,19 @@ def fit_and_report(
         indices, _ = clf.predict(X_test, k=k)
     predict_ms = 1000.0 * (time.perf_counter() - started) / X_test.shape[0]
     metrics = evaluate(pad_predictions(indices, max(ks)), Y_test, inv_prop=clf.inv_prop_, ks=ks)
-    if clf.head == "solar":
+    if clf.head in ("solar", "linear"):
         results, best_epoch, sparse_updates = [clf.fit_result_], None, None
     else:
         results = clf.fit_results_
         best_epoch = _one_or_list([result.best_epoch for result in results])
         sparse_updates = _one_or_list([result.sparse_updates for result in results])
+    epoch_seconds = [seconds for result in results for seconds in result.epoch_seconds]
+    if clf.head == "linear":  # no epochs: one liblinear fit per C tried, and the refit
+        extra["fits"], epoch_seconds = clf.fit_result_.history, []
     return extra | {
         "test": {f"{family}@{k}": metrics[f"{family}@{k}"] for family in REPORT_FAMILIES for k in ks},
         "train_seconds": float(sum(result.train_seconds for result in results)),
-        "epoch_seconds": [seconds for result in results for seconds in result.epoch_seconds],
+        "epoch_seconds": epoch_seconds,
         "best_epoch": best_epoch,
         "sparse_updates": sparse_updates,
         "predict_ms_per_point": predict_ms,

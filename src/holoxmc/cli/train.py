@@ -38,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train = subparsers.add_parser(
         "train",
         help="train a model on a dataset and evaluate it on its test split",
-        description="Train FC / HRR-FC (or CNN / LSTM variants) or SOLAR with the dataset's tuned "
-        "preset; options given here override the preset.",
+        description="Train FC / HRR-FC (or CNN / LSTM variants), SOLAR or a linear one-vs-rest model "
+        "with the dataset's tuned preset; options given here override the preset.",
     )
     train.add_argument("data", metavar="DATA", help="registry name (bibtex, delicious, synthetic, ...) or path")
     train.add_argument("--model", choices=sorted(MODELS), default="hrr-fc", help="model (default hrr-fc)")
@@ -78,13 +78,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--code-cache", action=argparse.BooleanOptionalAction, default=None,
                        help="HRR: keep the (L, 2d') label-key table in memory (default); --no-code-cache for "
                             "millions of labels, best with --label-code circulant")
+    train.add_argument("--C", type=float, metavar="C", dest="C",
+                       help="linear: every label's SVM regularisation (default: chosen on the validation split "
+                            "from 0.1, 0.3, 1, 3)")
     train.add_argument("--chunks", type=int, metavar="K", help="SOLAR: independent chunk models")
     train.add_argument("--buckets", type=int, metavar="B", help="SOLAR: buckets per chunk")
     train.add_argument("--workers", type=int,
-                       help="SOLAR's chunks, or an ensemble's networks, trained in parallel local processes")
+                       help="SOLAR's chunks, the linear model's label blocks, or an ensemble's networks, "
+                            "trained in parallel local processes")
     train.add_argument("--ray-address", metavar="ADDRESS",
-                       help="train each SOLAR chunk, or each network of an ensemble, as a Ray task on this cluster "
-                            "('auto', an address, or 'local')")
+                       help="train each SOLAR chunk, linear label block, or network of an ensemble, as a Ray task "
+                            "on this cluster ('auto', an address, or 'local')")
     train.add_argument("--resume", action="store_true", help="continue the checkpoint in RUN_DIR")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     add_data_options(train)
@@ -144,7 +148,11 @@ _HEAD_OPTIONS = {
     "hrr": {"loss": "loss", "ranking": "ranking", "learn_pm": "learn_pm", "label_bias": "label_bias",
             "label_code": "code", "code_cache": "cache_codes"},
     "solar": {"chunks": "n_chunks", "buckets": "n_buckets"},
+    "linear": {"C": "C"},
 }
+#: ``train`` options that configure or train a network: ``--model linear`` has none.
+_NETWORK_OPTIONS = ("epochs", "dim", "hidden", "dropout", "linear_width", "lr", "batch_size", "weight_decay",
+                    "sparse_updates", "schedule", "patience", "n_models")
 
 
 def _model_inputs(dataset: Any, backbone: str) -> Any:
@@ -163,14 +171,22 @@ def train_params(data: str, model: str, overrides: dict[str, Any]) -> dict[str, 
     overrides = {key: value for key, value in overrides.items() if value is not None}
     name = Path(data).name if Path(data).exists() else data  # a folder's name, or the registry name
     params = preset_params(name, model)
+    if params["head"] == "linear":
+        network_only = [key for key in _NETWORK_OPTIONS if key in overrides]
+        if network_only:
+            raise InputError(f"--{network_only[0].replace('_', '-')} configures a network; --model linear has none")
+    elif "C" in overrides:
+        raise InputError("--C applies to --model linear only")
     if params["head"] != "hrr" and "dim" in overrides:
         raise InputError("--dim applies to HRR models only (hrr-fc, hrr-cnn, hrr-lstm)")
     solar_only = [key for key in _HEAD_OPTIONS["solar"] if key in overrides]
     if params["head"] != "solar" and solar_only:
         raise InputError(f"--{solar_only[0].replace('_', '-')} applies to --model solar only")
     apart = [key for key in ("workers", "ray_address") if key in overrides]
-    if params["head"] != "solar" and apart and overrides.get("n_models", params.get("n_models", 1)) == 1:
-        raise InputError(f"--{apart[0].replace('_', '-')} applies to --model solar and to --n-models above 1")
+    jobs_apart = params["head"] in ("solar", "linear") or overrides.get("n_models", params.get("n_models", 1)) > 1
+    if apart and not jobs_apart:
+        raise InputError(f"--{apart[0].replace('_', '-')} applies to --model solar, --model linear and to "
+                         "--n-models above 1")
     hrr_only = [key for key in _HEAD_OPTIONS["hrr"] if key in overrides]
     if params["head"] != "hrr" and hrr_only:
         raise InputError(f"--{hrr_only[0].replace('_', '-')} applies to HRR models only (hrr-fc, hrr-cnn, hrr-lstm)")
@@ -213,8 +229,8 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
 
     options = (*_OVERRIDES, *(key for keys in _HEAD_OPTIONS.values() for key in keys))
     params = train_params(args.data, args.model, {key: getattr(args, key) for key in options})
-    if world > 1 and params["head"] == "solar":
-        raise InputError("SOLAR trains its chunks as independent jobs: use --workers or --ray-address, not torchrun")
+    if world > 1 and params["head"] in ("solar", "linear"):
+        raise InputError(f"--model {args.model} trains independent jobs: use --workers or --ray-address, not torchrun")
     params["progress"] = False if args.quiet else None
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
     load_options = data_options(args)
