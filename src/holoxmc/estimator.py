@@ -416,7 +416,7 @@ class XMCClassifier(BaseEstimator):
             trained = self._train_members_apart(jobs, data)
         networks = [network.eval() for network, _ in trained]
         self.fit_results_ = [result for _, result in trained]
-        self.fit_result_: FitResult = self.fit_results_[0]
+        self.fit_result_ = self.fit_results_[0]
         self.network_: Network | Ensemble = networks[0] if len(networks) == 1 else Ensemble(networks).eval()
         return self
 

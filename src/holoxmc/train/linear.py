@@ -109,7 +109,7 @@ class LinearConfig:
 
 def _positive_number(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
-        and math.isfinite(value) and value > 0
+        and bool(math.isfinite(value) and value > 0)
 
 
 class LinearModel:
