@@ -101,13 +101,15 @@ def test_labels_with_one_class_get_constant_scores_ranked_last_or_first():
     assert np.all(indices[:, 0] == 3) and np.all(indices[:, -1] == 2)
 
 
-def test_label_blocks_in_worker_processes_train_the_same_weights(data):
+@pytest.mark.parametrize("config", [LinearConfig(C=1.0, label_block=6), LinearConfig(C_grid=(0.01, 1.0), label_block=6)])
+def test_label_blocks_in_worker_processes_train_the_same_weights(data, config):
     train, _ = data
-    config = LinearConfig(C=1.0, label_block=6)
-    here, _ = fit_linear(train.X, train.Y, config)
-    apart, _ = fit_linear(train.X, train.Y, config, workers=2)
+    here, here_history = fit_linear(train.X, train.Y, config)
+    apart, apart_history = fit_linear(train.X, train.Y, config, workers=2)
     np.testing.assert_array_equal(here.weights.toarray(), apart.weights.toarray())
     np.testing.assert_array_equal(here.bias, apart.bias)
+    # a grid's (C, label block) jobs all run in one pool: each C's validation scores are its own
+    assert [(e["C"], e.get("val")) for e in here_history] == [(e["C"], e.get("val")) for e in apart_history]
 
 
 def test_a_label_that_does_not_converge_is_reported():

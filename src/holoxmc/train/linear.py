@@ -55,7 +55,8 @@ DEFAULT_C_GRID = (0.1, 0.3, 1.0, 3.0)
 #: Metric that chooses C on the validation split.
 SELECT_METRIC = "P@1"
 #: Scoring reads a dense float32 copy of the weights when ``D · L`` is at most this (256 MiB):
-#: 5-10x faster than a sparse product on Bibtex, Delicious and Debtags (README, "Linear one-vs-rest").
+#: top-5 8.6-11.3x faster than a sparse product on Bibtex, Delicious and Debtags
+#: (``benchmarks/linear_scoring.py``; README, "Linear one-vs-rest").
 DENSE_SCORING_ENTRIES = 2**26
 
 
@@ -230,9 +231,10 @@ class _Problem:
     config: LinearConfig
 
 
-def _fit_block(block: _Block, problem: _Problem) -> tuple[sp.csc_matrix, np.ndarray, int]:
+def _fit_block(block: _Block, problem: _Problem) -> tuple[sp.csc_matrix, np.ndarray, int, float]:
     """One SVM per label of the block: ``(pruned (D, m) CSC weights, (m,) biases, labels
-    that reached max_iter)``."""
+    that reached max_iter, seconds)``."""
+    started = time.perf_counter()
     config, n = problem.config, problem.X.shape[0]
     columns, biases, unconverged = [], [], 0
     for label in range(block.start, block.stop):
@@ -253,19 +255,27 @@ def _fit_block(block: _Block, problem: _Problem) -> tuple[sp.csc_matrix, np.ndar
         keep = np.flatnonzero(np.abs(w) >= config.prune) if config.prune else np.flatnonzero(w)
         columns.append(sp.csc_matrix((w[keep].astype(np.float32), keep, [0, len(keep)]), shape=(len(w), 1)))
         biases.append(float(svm.intercept_[0]))
-    return sp.hstack(columns, format="csc"), np.asarray(biases, dtype=np.float32), unconverged
+    weights = sp.hstack(columns, format="csc")
+    return weights, np.asarray(biases, dtype=np.float32), unconverged, time.perf_counter() - started
 
 
-def _train(X: sp.csr_matrix, Y: sp.csr_matrix, C: float, config: LinearConfig, workers: int,
-           ray_address: str | None) -> tuple[LinearModel, int]:
-    """A model over all labels of ``Y`` at one ``C``, and how many labels reached max_iter."""
+def _train(X: sp.csr_matrix, Y: sp.csr_matrix, Cs: Sequence[float], config: LinearConfig, workers: int,
+           ray_address: str | None) -> list[tuple[LinearModel, int, float]]:
+    """One model over all labels of ``Y`` per value of ``Cs``, every (C, label block) pair a
+    job of one :func:`~holoxmc.distributed.run_jobs` call (one worker pool for a whole grid):
+    ``(model, labels that reached max_iter, seconds its blocks took, summed)`` per C."""
     L = Y.shape[1]
-    blocks = [_Block(start, min(start + config.label_block, L), float(C)) for start in range(0, L, config.label_block)]
-    problem = _Problem(X, sp.csc_matrix(Y), config)
-    parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address)
-    weights = sp.hstack([w for w, _, _ in parts], format="csr")
-    bias = np.concatenate([b for _, b, _ in parts])
-    return LinearModel(weights, bias, normalize_rows=False), sum(u for _, _, u in parts)
+    starts = range(0, L, config.label_block)
+    blocks = [_Block(start, min(start + config.label_block, L), float(C)) for C in Cs for start in starts]
+    parts = run_jobs(_fit_block, blocks, _Problem(X, sp.csc_matrix(Y), config), workers=workers,
+                     ray_address=ray_address)
+    models = []
+    for first in range(0, len(parts), len(starts)):
+        mine = parts[first : first + len(starts)]
+        weights = sp.hstack([part[0] for part in mine], format="csr")
+        model = LinearModel(weights, np.concatenate([part[1] for part in mine]), normalize_rows=False)
+        models.append((model, sum(part[2] for part in mine), sum(part[3] for part in mine)))
+    return models
 
 
 def fit_linear(
@@ -285,7 +295,8 @@ def fit_linear(
     With ``config.C=None``, one model per ``C_grid`` value trains on the training rows less a
     carved validation share (``val_fraction``, drawn with ``config.seed``), or on all of them
     when ``(X_val, Y_val)`` is given; the best by validation P@1 is kept and, for a carved
-    split with ``refit``, trained again on every training row.
+    split with ``refit``, trained again on every training row. The grid's models train as one
+    set of jobs (one worker pool) and are held together until validation has picked one.
 
     Args:
         X: ``(n, D)`` sparse features; Y: ``(n, L)`` binary labels.
@@ -294,8 +305,8 @@ def fit_linear(
         workers, ray_address: where the label blocks train (see :func:`holoxmc.distributed.run_jobs`).
 
     Returns:
-        ``(model, history)``: one entry per model trained, ``{"C", "seconds",
-        "unconverged_labels"}`` plus ``"val"`` (P@1, P@3, P@5) for the grid's models and
+        ``(model, history)``: one entry per model trained, ``{"C", "seconds" (its label
+        blocks' seconds, summed over workers), "unconverged_labels"}`` plus ``"val"`` (P@1, P@3, P@5) for the grid's models and
         ``"refit": True`` for the last one after a refit.
     """
     X = sp.csr_matrix(X, dtype=np.float64)
@@ -304,18 +315,20 @@ def fit_linear(
     Y = sp.csr_matrix(Y)
     history: list[dict[str, Any]] = []
 
-    def train(rows: Any, C: float, **entry: Any) -> LinearModel:
-        started = time.perf_counter()
-        model, unconverged = _train(X if rows is None else X[rows], Y if rows is None else Y[rows], C, config,
-                                    workers, ray_address)
-        if unconverged:
-            warnings.warn(f"liblinear reached max_iter={config.max_iter} on {unconverged} of {Y.shape[1]} labels "
-                          f"(C={C}); raise max_iter or lower C", ConvergenceWarning, stacklevel=3)
-        history.append({"C": C, "seconds": time.perf_counter() - started, "unconverged_labels": unconverged} | entry)
-        return model
+    def train(rows: Any, Cs: Sequence[float], **entry: Any) -> list[LinearModel]:
+        models = []
+        for C, (model, unconverged, seconds) in zip(Cs, _train(X if rows is None else X[rows],
+                                                               Y if rows is None else Y[rows], Cs, config,
+                                                               workers, ray_address)):
+            if unconverged:
+                warnings.warn(f"liblinear reached max_iter={config.max_iter} on {unconverged} of {Y.shape[1]} "
+                              f"labels (C={C}); raise max_iter or lower C", ConvergenceWarning, stacklevel=3)
+            history.append({"C": C, "seconds": seconds, "unconverged_labels": unconverged} | entry)
+            models.append(model)
+        return models
 
     if config.C is not None and X_val is None:
-        model = train(None, config.C)
+        model = train(None, [config.C])[0]
     else:
         carved = X_val is None
         if carved and not 0.0 < val_fraction < 1.0:
@@ -328,15 +341,15 @@ def fit_linear(
             inner, X_sel, Y_sel = None, X_val, sp.csr_matrix(Y_val)
         grid = [config.C] if config.C is not None else list(config.C_grid)
         best: tuple[float, float, LinearModel] | None = None
-        for C in grid:
-            model = train(inner, C)
+        models = train(inner, grid)
+        for C, model, entry in zip(grid, models, history[-len(grid):]):
             model.normalize_rows = config.normalize_rows
             indices, _ = model.predict(X_sel, k=min(5, model.n_labels))
             metrics = evaluate(pad_predictions(indices, 5), Y_sel, ks=(1, 3, 5))
-            history[-1]["val"] = {name: metrics[name] for name in ("P@1", "P@3", "P@5")}
+            entry["val"] = {name: metrics[name] for name in ("P@1", "P@3", "P@5")}
             if best is None or metrics[SELECT_METRIC] > best[0]:
                 best = (metrics[SELECT_METRIC], C, model)
         assert best is not None
-        model = train(None, best[1], refit=True) if carved and refit else best[2]
+        model = train(None, [best[1]], refit=True)[0] if carved and refit else best[2]
     model.normalize_rows = config.normalize_rows
     return model, history
