@@ -3,7 +3,8 @@ top-5 over the whole test split with the weights as a dense table read by
 ``embedding_bag`` (what ``LinearModel`` does while ``D · L`` fits
 ``DENSE_SCORING_ENTRIES``) against scipy's sparse product ``X @ W`` (what it does above).
 One model per set, trained once with a fixed ``C`` (the measurement is of scoring, not of
-accuracy); the two paths alternate, median of ``--repeats``, and their top-5 must agree.
+accuracy); the two paths alternate, median of ``--repeats``, and the share of rows whose
+top-5 the two paths rank alike (over every repeat) is printed beside the times.
 
 Usage:
     python benchmarks/linear_scoring.py --datasets bibtex delicious debtags --repeats 7 --threads 2
@@ -49,15 +50,16 @@ def main() -> None:
         model, _ = fit_linear(train.X, train.Y, LinearConfig(C=1.0))
         top5_seconds(model, test.X[:256], dense=True)  # builds the dense table once, outside the timing
         times: dict[bool, list[float]] = {True: [], False: []}
-        answers = {}
+        answers: dict[bool, list[np.ndarray]] = {True: [], False: []}
         for _ in range(args.repeats):
             for dense in (True, False):
-                seconds, answers[dense] = top5_seconds(model, test.X, dense)
+                seconds, indices = top5_seconds(model, test.X, dense)
                 times[dense].append(seconds)
-        agree = float(np.mean(answers[True] == answers[False]))
+                answers[dense].extend(indices)
+        agree = float(np.mean([np.array_equal(a, b) for a, b in zip(answers[True], answers[False])]))
         ms = {dense: 1e3 * statistics.median(times[dense]) / test.X.shape[0] for dense in times}
         print(f"| {name} | {model.n_features:,} × {model.n_labels:,} | {model.weights.nnz:,} | {ms[True]:.4f} | "
-              f"{ms[False]:.4f} | {ms[False] / ms[True]:.1f}× (top-5 agree {100 * agree:.2f} %) |", flush=True)
+              f"{ms[False]:.4f} | {ms[False] / ms[True]:.1f}× (top-5 alike on {100 * agree:.2f} % of rows) |", flush=True)
 
 
 if __name__ == "__main__":

@@ -70,13 +70,21 @@ def test_c_is_chosen_by_validation_p_at_1_then_refit_on_every_row(data):
     np.testing.assert_array_equal(kept.weights.toarray(), partial.weights.toarray())
 
 
-def test_a_given_validation_set_chooses_c_and_nothing_is_refit(data):
+def test_a_given_validation_set_chooses_c_then_refit_adds_its_rows(data):
     train, test = data
-    model, history = fit_linear(train.X, train.Y, LinearConfig(C_grid=(0.1, 10.0)), test.X, test.Y)
+    config = LinearConfig(C_grid=(0.1, 10.0))
+    model, history = fit_linear(train.X, train.Y, config, test.X, test.Y, refit=False)
     assert len(history) == 2 and not any("refit" in entry for entry in history)
     best = max(history, key=lambda entry: entry["val"]["P@1"])
     fixed, _ = fit_linear(train.X, train.Y, LinearConfig(C=best["C"]))
     np.testing.assert_array_equal(model.weights.toarray(), fixed.weights.toarray())
+    P1 = evaluate(fixed.predict(test.X, k=5)[0], test.Y, ks=(1,))["P@1"]
+    assert P1 == pytest.approx(best["val"]["P@1"])  # the given rows scored once normalised, as the model does
+    # refit, as the Trainer's with a given validation set: the chosen C on the training and validation rows together
+    refit, refit_history = fit_linear(train.X, train.Y, config, test.X, test.Y)
+    assert refit_history[-1] == refit_history[-1] | {"C": best["C"], "refit": True}
+    both, _ = fit_linear(sp.vstack([train.X, test.X]), sp.vstack([train.Y, test.Y]), LinearConfig(C=best["C"]))
+    np.testing.assert_array_equal(refit.weights.toarray(), both.weights.toarray())
 
 
 def test_pruning_drops_exactly_the_small_weights(data):
@@ -112,6 +120,31 @@ def test_label_blocks_in_worker_processes_train_the_same_weights(data, config):
     assert [(e["C"], e.get("val")) for e in here_history] == [(e["C"], e.get("val")) for e in apart_history]
 
 
+def test_ray_tasks_train_the_same_weights_and_ask_for_no_gpu(data, monkeypatch):
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'holoxmc[ray]'")
+    train, _ = data
+    config = LinearConfig(C_grid=(0.01, 1.0), label_block=6)
+    here, here_history = fit_linear(train.X, train.Y, config)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    asked, remote = [], ray.remote
+
+    def recording_remote(*args, **kwargs):  # notes the GPUs a task asks for, then runs it on the CPUs
+        asked.append(kwargs.get("num_gpus"))
+        return remote(*args, **(kwargs | {"num_gpus": 0} if "num_gpus" in kwargs else kwargs))
+
+    monkeypatch.setattr(ray, "remote", recording_remote)
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0, "GPU": 1.0})  # as a cluster with a GPU
+    try:
+        there, there_history = fit_linear(train.X, train.Y, config, ray_address="local")
+    finally:
+        ray.shutdown()
+    # grid and refit: CPU-only tasks, which need not wait for a GPU (Ray's own calls name no GPUs)
+    assert [gpus for gpus in asked if gpus is not None] == [0, 0]
+    np.testing.assert_array_equal(here.weights.toarray(), there.weights.toarray())
+    np.testing.assert_array_equal(here.bias, there.bias)
+    assert [(e["C"], e.get("val")) for e in here_history] == [(e["C"], e.get("val")) for e in there_history]
+
+
 def test_a_label_that_does_not_converge_is_reported():
     X = sp.random(200, 30, density=0.3, format="csr", random_state=1, dtype=np.float32)
     Y = sp.csr_matrix((np.random.default_rng(0).random((200, 3)) < 0.5).astype(np.float32))  # labels are noise
@@ -125,7 +158,12 @@ def test_a_label_that_does_not_converge_is_reported():
     [
         ({"C": 0.0}, "C must be a positive"),
         ({"C": float("nan")}, "C must be a positive"),
-        ({"C_grid": ()}, "at least one C"),
+        ({"C_grid": ()}, "C_grid must be a non-empty list"),
+        ({"C_grid": None}, "C_grid must be a non-empty list"),
+        ({"C_grid": 1.0}, "C_grid must be a non-empty list"),
+        ({"C": "1"}, "C must be a number"),
+        ({"tol": 0.0}, "tol must be"),
+        ({"seed": 1.5}, "seed must be an int"),
         ({"C_grid": (1.0, -1.0)}, "C must be a positive"),
         ({"prune": -0.1}, "prune must be"),
         ({"max_iter": 0}, "max_iter must be"),
@@ -144,6 +182,31 @@ def test_choosing_c_needs_a_validation_share(data):
         fit_linear(train.X, train.Y, LinearConfig(), val_fraction=0.0)
 
 
+def test_fit_linear_checks_its_inputs_and_reads_only_nonzero_labels(data):
+    train, test = data
+    with pytest.raises(InputError, match="X has 600 rows but Y has 599"):
+        fit_linear(train.X, train.Y[:599], LinearConfig(C=1.0))
+    with pytest.raises(InputError, match="both X_val and Y_val"):
+        fit_linear(train.X, train.Y, LinearConfig(), test.X)
+    with pytest.raises(InputError, match="X_val, Y_val have 80 features and 19 labels"):
+        fit_linear(train.X, train.Y, LinearConfig(), test.X, test.Y[:, :19])
+    stored_zeros = sp.csr_matrix(train.Y, copy=True)
+    stored_zeros.data[stored_zeros.indices == 5] = 0.0  # column 5 keeps its entries, now stored zeros
+    assert stored_zeros[:, 5].nnz > 0 and not stored_zeros[:, 5].toarray().any()
+    model, _ = fit_linear(train.X, stored_zeros, LinearConfig(C=1.0))
+    assert model.bias[5] == -np.inf and stored_zeros[:, 5].nnz > 0  # ranked last; the caller's Y untouched
+
+
+def test_raw_rows_are_scored_as_given_without_normalising(data):
+    train, test = data
+    model, _ = fit_linear(train.X, train.Y, LinearConfig(C=1.0, normalize_rows=False, prune=0.0))
+    y = np.where(train.Y[:, 3].toarray().ravel() > 0, 1, -1)
+    svm = LinearSVC(C=1.0, dual=True, random_state=0).fit(sp.csr_matrix(train.X, dtype=np.float64), y)
+    np.testing.assert_allclose(model.weights[:, 3].toarray().ravel(), svm.coef_.ravel(), rtol=1e-5, atol=1e-7)
+    expected = test.X.astype(np.float64) @ model.weights.toarray() + model.bias
+    np.testing.assert_allclose(model.margins(test.X), expected, rtol=1e-4, atol=1e-5)
+
+
 # ---------------------------------------------------------------------------- estimator
 def test_the_estimator_fits_scores_saves_and_loads_a_linear_model(data, tmp_path):
     train, test = data
@@ -158,6 +221,15 @@ def test_the_estimator_fits_scores_saves_and_loads_a_linear_model(data, tmp_path
     assert loaded.n_parameters() == clf.n_parameters() == {"total": clf.linear_.n_parameters,
                                                            "output_layer": clf.linear_.n_parameters}
     assert json.loads((tmp_path / "model" / "config.json").read_text())["network"] is None
+    assert clf.setting("epochs") is None  # no network settings, and no error asking for one
+
+
+def test_a_classifier_refit_as_linear_saves_no_stale_network(data, tmp_path):
+    train, _ = data
+    clf = XMCClassifier(head="dense", hidden=(8,), epochs=1, progress=False).fit(train.X, train.Y)
+    clf.set_params(head="linear", hidden=None, epochs=None).fit(train.X, train.Y)
+    assert json.loads((clf.save(tmp_path / "model") / "config.json").read_text())["network"] is None
+    assert XMCClassifier.load(tmp_path / "model").head == "linear"
 
 
 def test_a_saved_linear_model_with_broken_weights_is_one_error(data, tmp_path):
@@ -179,6 +251,9 @@ def test_a_saved_linear_model_with_broken_weights_is_one_error(data, tmp_path):
         ({"n_models": 2}, "configure or train a network"),
         ({"backbone": "cnn"}, "takes sparse features"),
         ({"device": "cuda"}, "on the CPU"),
+        ({"device": "gpu"}, "on the CPU"),
+        ({"val_fraction": "0.1"}, "val_fraction must be a number"),
+        ({"head_options": {"C_grid": 1.0}}, "C_grid must be a non-empty list"),
         ({"head_options": {"dim": 3}}, "not accepted by head 'linear'"),
         ({"head_options": {"seed": 3}}, "not accepted by head 'linear'"),
         ({"val_fraction": 1.5}, "val_fraction must be"),
@@ -226,7 +301,11 @@ def test_cli_refuses_network_options_for_a_linear_model(toy, tmp_path, capsys, a
 
 def test_a_fit_is_deterministic_for_its_seed(data):
     train, _ = data
-    first, _ = fit_linear(train.X, train.Y, LinearConfig(seed=9))
-    second, _ = fit_linear(train.X, train.Y, LinearConfig(seed=9))
+    first, first_history = fit_linear(train.X, train.Y, LinearConfig(seed=9))
+    second, second_history = fit_linear(train.X, train.Y, LinearConfig(seed=9))
     np.testing.assert_array_equal(first.weights.toarray(), second.weights.toarray())
     np.testing.assert_array_equal(first.bias, second.bias)
+    assert [e.get("val") for e in first_history] == [e.get("val") for e in second_history]
+    # the seed is used: another one carves another validation split, which scores the grid otherwise
+    _, other_history = fit_linear(train.X, train.Y, LinearConfig(seed=10))
+    assert [e.get("val") for e in other_history] != [e.get("val") for e in first_history]

@@ -332,9 +332,10 @@ class XMCClassifier(BaseEstimator):
         self.ray_address = ray_address
 
     def setting(self, name: str) -> Any:
-        """The value of a head-dependent setting: the explicit one, else the head's default."""
+        """The value of a head-dependent setting: the explicit one, else the head's default
+        (``None`` for the linear model, which has no network settings)."""
         value = getattr(self, name)
-        return HEAD_DEFAULTS[self.head][name] if value is None else value
+        return HEAD_DEFAULTS.get(self.head, {}).get(name) if value is None else value
 
     # ------------------------------------------------------------------ fitting
     def fit(
@@ -488,10 +489,9 @@ class XMCClassifier(BaseEstimator):
         if changed:
             raise InputError(f"{changed} configure or train a network; head 'linear' has none (its options: "
                              f"head_options={{'C': ..., ...}}, val_fraction, refit, seed, workers, ray_address)")
-        if torch.device(self.device).type != "cpu":
+        if str(self.device).partition(":")[0] != "cpu":  # also the one error for a name that is no device
             raise InputError(f"head 'linear' trains and scores with liblinear and scipy on the CPU, not {self.device!r}")
-        if not 0.0 <= self.val_fraction < 1.0:
-            raise InputError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        TrainConfig(val_fraction=self.val_fraction)  # the trainer's own check of the validation share
         self._linear_config()
 
     def _train_config(self, seed: int | None = None) -> TrainConfig:
@@ -685,7 +685,7 @@ class XMCClassifier(BaseEstimator):
                 "format": FORMAT,
                 "written_by": {"holoxmc": __version__, "torch": torch.__version__},
                 "params": _json_params(self.get_params()),
-                "network": self.network_.config if hasattr(self, "network_") else None,
+                "network": self.network_.config if self.head in NETWORK_FACTORIES else None,
                 "n_features": self.n_features_,
                 "n_labels": self.n_labels_,
                 "history": self._histories(),
@@ -970,7 +970,10 @@ def fit_and_report(
         propensities), plus ``candidates_per_point`` for SOLAR. SOLAR's ``epoch_seconds``
         sum its chunks; its ``best_epoch`` and ``sparse_updates`` are per chunk, so ``None``.
         The linear model has no epochs (``epoch_seconds`` empty, ``best_epoch`` ``None``)
-        and adds ``fits``: ``{"C", "seconds", "val"}`` of every liblinear fit.
+        and adds ``fits``: ``{"C", "seconds", "unconverged_labels"}`` of every liblinear fit,
+        with ``"val"`` for the C grid's and ``"refit": True`` for the refit; its
+        ``train_seconds`` sum those fits' label blocks (over every worker, like an ensemble's
+        members), without the validation passes.
         An ensemble's ``epoch_seconds`` are its members' in turn, and its ``best_epoch``
         and ``sparse_updates`` are lists, one entry per member.
     """

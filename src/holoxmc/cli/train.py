@@ -21,7 +21,7 @@ import numpy as np
 
 from holoxmc.cli.data import add_data_options, data_options
 from holoxmc.errors import InputError
-from holoxmc.estimator import REPORT_FAMILIES
+from holoxmc.estimator import NETWORK_SETTINGS, REPORT_FAMILIES
 from holoxmc.metrics import label_set_f1
 
 __all__ = ["register", "metrics_table", "train_params", "TEXT_ENCODER_FILE"]
@@ -150,9 +150,6 @@ _HEAD_OPTIONS = {
     "solar": {"chunks": "n_chunks", "buckets": "n_buckets"},
     "linear": {"C": "C"},
 }
-#: ``train`` options that configure or train a network: ``--model linear`` has none.
-_NETWORK_OPTIONS = ("epochs", "dim", "hidden", "dropout", "linear_width", "lr", "batch_size", "weight_decay",
-                    "sparse_updates", "schedule", "patience", "n_models")
 
 
 def _model_inputs(dataset: Any, backbone: str) -> Any:
@@ -172,7 +169,7 @@ def train_params(data: str, model: str, overrides: dict[str, Any]) -> dict[str, 
     name = Path(data).name if Path(data).exists() else data  # a folder's name, or the registry name
     params = preset_params(name, model)
     if params["head"] == "linear":
-        network_only = [key for key in _NETWORK_OPTIONS if key in overrides]
+        network_only = [key for key in NETWORK_SETTINGS if key in overrides]
         if network_only:
             raise InputError(f"--{network_only[0].replace('_', '-')} configures a network; --model linear has none")
     elif "C" in overrides:

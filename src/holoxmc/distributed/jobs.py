@@ -103,14 +103,14 @@ def _run_local(fn, jobs, shared, workers, threads) -> tuple[list[Any], list[JobF
     return results, failures
 
 
-def _run_ray(fn, jobs, shared, address, threads) -> tuple[list[Any], list[JobFailure]]:
+def _run_ray(fn, jobs, shared, address, threads, gpu) -> tuple[list[Any], list[JobFailure]]:
     try:
         import ray
     except ImportError as exc:
         raise InputError("Ray is not installed: pip install 'holoxmc[ray]'") from exc
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+    gpus = 1 if gpu and ray.cluster_resources().get("GPU", 0) >= 1 else 0
     task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=0)(_call_with_threads)
     shared_ref = ray.put(shared)
     refs = [task.remote(fn, job, shared_ref, threads) for job in jobs]
@@ -150,6 +150,7 @@ def run_jobs(
     workers: int = 1,
     ray_address: str | None = None,
     threads_per_job: int = 1,
+    gpu: bool = True,
 ) -> list[Result]:
     """Run ``fn(job, shared)`` for every job, with no communication between jobs.
 
@@ -160,9 +161,11 @@ def run_jobs(
         workers: local worker processes (spawned); ``1`` runs in this process.
         ray_address: run each job as a Ray task on this cluster (``"auto"``, ``"ray://host:10001"``,
             or ``"local"`` for a fresh local instance); a task asks for one GPU when the cluster
-            has GPUs. Overrides ``workers``.
+            has GPUs and ``gpu`` is true. Overrides ``workers``.
         threads_per_job: torch threads inside each job (the same in every backend, so results are
             bit-identical; keep ``workers * threads_per_job`` at or below the core count).
+        gpu: whether a Ray task may use a GPU (``False`` for CPU-only jobs, so that they do not
+            wait for one).
 
     Returns:
         the results of ``fn``, in job order.
@@ -182,7 +185,7 @@ def run_jobs(
         return []
     if ray_address is not None:
         address = None if ray_address == "local" else ray_address
-        results, failures = _run_ray(fn, jobs, shared, address, threads_per_job)
+        results, failures = _run_ray(fn, jobs, shared, address, threads_per_job, gpu)
     elif workers == 1:
         results, failures = _run_inline(fn, jobs, shared, threads_per_job)
     else:

@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -43,7 +44,7 @@ from torch import Tensor
 
 from holoxmc.data.batch import SparseBatch
 from holoxmc.distributed import run_jobs
-from holoxmc.errors import InputError
+from holoxmc.errors import InputError, check_number_types
 from holoxmc.metrics import evaluate, pad_predictions
 from holoxmc.train.trainer import split_validation
 
@@ -66,7 +67,7 @@ class LinearConfig:
 
     Args:
         C: inverse regularisation strength of every label's SVM; ``None`` chooses it from
-            ``C_grid`` by validation P@1 (ties: the smaller C).
+            ``C_grid`` by validation P@1 (ties: the first in grid order).
         C_grid: the C values ``C=None`` tries.
         normalize_rows: L2-normalise every input row, in training and inference.
         prune: weights of magnitude below this are dropped after training (0 keeps all).
@@ -85,32 +86,30 @@ class LinearConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if not isinstance(self.C_grid, (tuple, list)) or not self.C_grid:
+            raise InputError(f"C_grid must be a non-empty list of positive numbers, got {self.C_grid!r}")
         object.__setattr__(self, "C_grid", tuple(self.C_grid))
+        check_number_types(self)
         for value in (self.C, *self.C_grid):
-            if value is not None and not _positive_number(value):
+            if value is not None and not (_is_number(value) and value > 0):
                 raise InputError(f"C must be a positive finite number, got {value!r}")
-        if not self.C_grid:
-            raise InputError("C_grid must name at least one C")
         if not isinstance(self.normalize_rows, bool):
             raise InputError(f"normalize_rows must be true or false, got {self.normalize_rows!r}")
-        if not (_positive_number(self.prune) or self.prune == 0):
+        if not (math.isfinite(self.prune) and self.prune >= 0):
             raise InputError(f"prune must be a non-negative finite number, got {self.prune!r}")
-        if not _positive_number(self.tol):
+        if not (math.isfinite(self.tol) and self.tol > 0):
             raise InputError(f"tol must be a positive finite number, got {self.tol!r}")
         for name in ("max_iter", "label_block"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise InputError(f"{name} must be a positive integer, got {value!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
-            raise InputError(f"seed must be an integer, got {self.seed!r}")
+            if getattr(self, name) < 1:
+                raise InputError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"C_grid": list(self.C_grid)}
 
 
-def _positive_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
-        and bool(math.isfinite(value) and value > 0)
+def _is_number(value: Any) -> bool:
+    """A finite real number (not a boolean)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class LinearModel:
@@ -268,7 +267,7 @@ def _train(X: sp.csr_matrix, Y: sp.csr_matrix, Cs: Sequence[float], config: Line
     starts = range(0, L, config.label_block)
     blocks = [_Block(start, min(start + config.label_block, L), float(C)) for C in Cs for start in starts]
     parts = run_jobs(_fit_block, blocks, _Problem(X, sp.csc_matrix(Y), config), workers=workers,
-                     ray_address=ray_address)
+                     ray_address=ray_address, gpu=False)
     models = []
     for first in range(0, len(parts), len(starts)):
         mine = parts[first : first + len(starts)]
@@ -294,12 +293,14 @@ def fit_linear(
 
     With ``config.C=None``, one model per ``C_grid`` value trains on the training rows less a
     carved validation share (``val_fraction``, drawn with ``config.seed``), or on all of them
-    when ``(X_val, Y_val)`` is given; the best by validation P@1 is kept and, for a carved
-    split with ``refit``, trained again on every training row. The grid's models train as one
-    set of jobs (one worker pool) and are held together until validation has picked one.
+    when ``(X_val, Y_val)`` is given; the best by validation P@1 is kept and, with ``refit``,
+    trained again on every training row (and the given validation rows, as the Trainer's
+    refit does). The grid's models train as one set of jobs (one worker pool) and are held
+    together until validation has picked one.
 
     Args:
-        X: ``(n, D)`` sparse features; Y: ``(n, L)`` binary labels.
+        X: ``(n, D)`` sparse features; Y: ``(n, L)`` labels, its nonzero entries the present
+            ones (stored zeros are not labels).
         config: the model; X_val, Y_val: an optional validation set (never the test set).
         val_fraction, refit: the carved split and whether to retrain on all rows after it.
         workers, ray_address: where the label blocks train (see :func:`holoxmc.distributed.run_jobs`).
@@ -309,17 +310,14 @@ def fit_linear(
         blocks' seconds, summed over workers), "unconverged_labels"}`` plus ``"val"`` (P@1, P@3, P@5) for the grid's models and
         ``"refit": True`` for the last one after a refit.
     """
-    X = sp.csr_matrix(X, dtype=np.float64)
-    if config.normalize_rows:
-        X = normalize(X)
-    Y = sp.csr_matrix(Y)
+    X, Y = _training_rows(X, Y)
+    if (X_val is None) != (Y_val is None):
+        raise InputError("give both X_val and Y_val, or neither")
     history: list[dict[str, Any]] = []
 
-    def train(rows: Any, Cs: Sequence[float], **entry: Any) -> list[LinearModel]:
+    def train(X_fit: sp.csr_matrix, Y_fit: sp.csr_matrix, Cs: Sequence[float], **entry: Any) -> list[LinearModel]:
         models = []
-        for C, (model, unconverged, seconds) in zip(Cs, _train(X if rows is None else X[rows],
-                                                               Y if rows is None else Y[rows], Cs, config,
-                                                               workers, ray_address)):
+        for C, (model, unconverged, seconds) in zip(Cs, _train(X_fit, Y_fit, Cs, config, workers, ray_address)):
             if unconverged:
                 warnings.warn(f"liblinear reached max_iter={config.max_iter} on {unconverged} of {Y.shape[1]} "
                               f"labels (C={C}); raise max_iter or lower C", ConvergenceWarning, stacklevel=3)
@@ -327,29 +325,51 @@ def fit_linear(
             models.append(model)
         return models
 
+    if config.normalize_rows:
+        X = normalize(X)
     if config.C is not None and X_val is None:
-        model = train(None, [config.C])[0]
+        model = train(X, Y, [config.C])[0]
     else:
-        carved = X_val is None
-        if carved and not 0.0 < val_fraction < 1.0:
-            raise InputError(f"choosing C needs a validation share in (0, 1), got val_fraction={val_fraction}; "
-                             "or give X_val, Y_val, or a fixed C")
-        if carved:
+        if X_val is None:
+            if not (_is_number(val_fraction) and 0.0 < val_fraction < 1.0):
+                raise InputError(f"choosing C needs a validation share in (0, 1), got val_fraction={val_fraction!r}; "
+                                 "or give X_val, Y_val, or a fixed C")
             inner, held = split_validation(X.shape[0], val_fraction, int(config.seed))
-            X_sel, Y_sel = X[held], Y[held]
+            X_fit, Y_fit, X_sel, Y_sel = X[inner], Y[inner], X[held], Y[held]
         else:
-            inner, X_sel, Y_sel = None, X_val, sp.csr_matrix(Y_val)
+            X_sel, Y_sel = _training_rows(X_val, Y_val, "X_val", "Y_val")
+            if X_sel.shape[1] != X.shape[1] or Y_sel.shape[1] != Y.shape[1]:
+                raise InputError(f"X_val, Y_val have {X_sel.shape[1]} features and {Y_sel.shape[1]} labels; "
+                                 f"X, Y have {X.shape[1]} and {Y.shape[1]}")
+            X_sel = normalize(X_sel) if config.normalize_rows else X_sel
+            X_fit, Y_fit = X, Y
         grid = [config.C] if config.C is not None else list(config.C_grid)
         best: tuple[float, float, LinearModel] | None = None
-        models = train(inner, grid)
-        for C, model, entry in zip(grid, models, history[-len(grid):]):
-            model.normalize_rows = config.normalize_rows
+        models = train(X_fit, Y_fit, grid)
+        for C, entry in zip(grid, history[-len(grid):]):
+            model = models.pop(0)  # a model that loses is released here, with its scoring table
             indices, _ = model.predict(X_sel, k=min(5, model.n_labels))
             metrics = evaluate(pad_predictions(indices, 5), Y_sel, ks=(1, 3, 5))
             entry["val"] = {name: metrics[name] for name in ("P@1", "P@3", "P@5")}
             if best is None or metrics[SELECT_METRIC] > best[0]:
                 best = (metrics[SELECT_METRIC], C, model)
         assert best is not None
-        model = train(None, [best[1]], refit=True)[0] if carved and refit else best[2]
+        if refit:  # every training row, and a given validation set's rows too (as the Trainer's refit)
+            X_all = X if X_val is None else sp.vstack([X, X_sel], format="csr")
+            Y_all = Y if X_val is None else sp.vstack([Y, Y_sel], format="csr")
+            model = train(X_all, Y_all, [best[1]], refit=True)[0]
+        else:
+            model = best[2]
     model.normalize_rows = config.normalize_rows
     return model, history
+
+
+def _training_rows(X: Any, Y: Any, x_name: str = "X", y_name: str = "Y") -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """``X`` as float64 CSR (liblinear's type) and ``Y``'s nonzeros as a 0/1 CSR, same rows."""
+    try:
+        X, Y = sp.csr_matrix(X, dtype=np.float64), sp.csr_matrix(sp.csr_matrix(Y) != 0, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{x_name}, {y_name} must be 2-D numeric matrices: {exc}") from None
+    if X.shape[0] != Y.shape[0]:
+        raise InputError(f"{x_name} has {X.shape[0]} rows but {y_name} has {Y.shape[0]}")
+    return X, Y
