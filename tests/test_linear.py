@@ -186,6 +186,8 @@ def test_fit_linear_checks_its_inputs_and_reads_only_nonzero_labels(data):
     train, test = data
     with pytest.raises(InputError, match="X has 600 rows but Y has 599"):
         fit_linear(train.X, train.Y[:599], LinearConfig(C=1.0))
+    with pytest.raises(InputError, match=r"Y has shape \(600, 0\): no rows or no labels"):
+        fit_linear(train.X, train.Y[:, :0], LinearConfig(C=1.0))
     with pytest.raises(InputError, match="both X_val and Y_val"):
         fit_linear(train.X, train.Y, LinearConfig(), test.X)
     with pytest.raises(InputError, match="X_val, Y_val have 80 features and 19 labels"):

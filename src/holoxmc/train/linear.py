@@ -372,4 +372,6 @@ def _training_rows(X: Any, Y: Any, x_name: str = "X", y_name: str = "Y") -> tupl
         raise InputError(f"{x_name}, {y_name} must be 2-D numeric matrices: {exc}") from None
     if X.shape[0] != Y.shape[0]:
         raise InputError(f"{x_name} has {X.shape[0]} rows but {y_name} has {Y.shape[0]}")
+    if 0 in Y.shape:
+        raise InputError(f"{y_name} has shape {Y.shape}: no rows or no labels")
     return X, Y
