@@ -8,8 +8,10 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import torch
 from safetensors.torch import load_file, save_file
 from sklearn.preprocessing import normalize
+from sklearn.linear_model import LogisticRegression
 from sklearn.svm import LinearSVC
 
 from holoxmc.cli import main
@@ -85,6 +87,20 @@ def test_a_given_validation_set_chooses_c_then_refit_adds_its_rows(data):
     assert refit_history[-1] == refit_history[-1] | {"C": best["C"], "refit": True}
     both, _ = fit_linear(sp.vstack([train.X, test.X]), sp.vstack([train.Y, test.Y]), LinearConfig(C=best["C"]))
     np.testing.assert_array_equal(refit.weights.toarray(), both.weights.toarray())
+
+
+def test_confidences_are_platt_scaled_on_the_chosen_models_validation_margins(data):
+    train, test = data
+    model, _ = fit_linear(train.X, train.Y, LinearConfig(C_grid=(1.0,)), test.X, test.Y, refit=False)
+    margins, present = model.margins(test.X), test.Y.toarray() > 0
+    platt = LogisticRegression(C=1e6).fit(margins.reshape(-1, 1).astype(np.float64), present.ravel())
+    assert model.calibration == pytest.approx((platt.coef_[0, 0], platt.intercept_[0]), rel=1e-6)
+    confidence = next(model.confidence_chunks(test.X))[1].numpy()
+    # calibrated, absent labels sit near 0 (sigmoid(margin) left them near sigmoid(-1) = 0.27)
+    assert confidence[~present].mean() < 0.1 < 0.5 < confidence[present].mean()
+    assert (1 / (1 + np.exp(-margins[~present]))).mean() > 0.2  # what the plain sigmoid(margin) gave them
+    fixed, _ = fit_linear(train.X, train.Y, LinearConfig(C=1.0))  # no validation rows: nothing to fit on
+    assert fixed.calibration == (1.0, 0.0)
 
 
 def test_pruning_drops_exactly_the_small_weights(data):
@@ -217,9 +233,12 @@ def test_the_estimator_fits_scores_saves_and_loads_a_linear_model(data, tmp_path
     margins = clf.decision_function(test.X, batch_size=40)
     np.testing.assert_array_equal(margins, clf.linear_.margins(test.X))
     above = clf.predict_above(test.X, 0.5, relative=False)
-    np.testing.assert_array_equal(above.toarray() > 0, margins > 0)
+    a, b = clf.linear_.calibration
+    np.testing.assert_array_equal(above.toarray() > 0, torch.sigmoid(torch.from_numpy(margins) * a + b).numpy() > 0.5)
     loaded = XMCClassifier.load(clf.save(tmp_path / "model"))
     np.testing.assert_array_equal(loaded.decision_function(test.X), margins)
+    assert loaded.linear_.calibration == clf.linear_.calibration
+    assert (loaded.predict_above(test.X, 0.5) != clf.predict_above(test.X, 0.5)).nnz == 0
     assert loaded.n_parameters() == clf.n_parameters() == {"total": clf.linear_.n_parameters,
                                                            "output_layer": clf.linear_.n_parameters}
     assert json.loads((tmp_path / "model" / "config.json").read_text())["network"] is None

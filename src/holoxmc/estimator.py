@@ -539,8 +539,9 @@ class XMCClassifier(BaseEstimator):
         row, as a CSR matrix of those confidences.
 
         The confidence is the HRR head's ``cos(p* ⊗ ŝ, c_i)`` (``|cos|`` with ``loss="abs"``),
-        the dense head's ``sigmoid(logit)``, the linear model's ``sigmoid(margin)`` (0.5 at
-        the SVM's decision boundary), an ensemble's mean of its members' confidences,
+        the dense head's ``sigmoid(logit)``, the linear model's ``sigmoid(a · margin + b)``
+        (Platt-scaled on the validation margins when C was chosen on them, else ``a, b = 1, 0``),
+        an ensemble's mean of its members' confidences,
         SOLAR's mean over its K chunks of the probability of the label's bucket (over every
         label, not only its inverted index's candidates).
 

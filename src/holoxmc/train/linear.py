@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import normalize
+from sklearn.linear_model import LogisticRegression
 from sklearn.svm import LinearSVC
 from torch import Tensor
 
@@ -120,6 +121,9 @@ class LinearModel:
         bias: ``(L,)`` biases; ``-inf`` for a label no training row has (it ranks last),
             ``+inf`` for one every training row has.
         normalize_rows: L2-normalise input rows before scoring.
+        calibration: ``(a, b)`` of the confidence ``sigmoid(a · margin + b)`` (Platt scaling,
+            one pair for all labels, fitted on validation margins by :func:`fit_linear`;
+            ``(1, 0)``: the plain sigmoid of the margin).
 
     Example:
         >>> model = LinearModel(sp.csr_matrix(np.eye(3, dtype=np.float32)), np.zeros(3, np.float32))
@@ -127,12 +131,14 @@ class LinearModel:
         [[1, 2]]
     """
 
-    def __init__(self, weights: sp.spmatrix, bias: np.ndarray, normalize_rows: bool = True) -> None:
+    def __init__(self, weights: sp.spmatrix, bias: np.ndarray, normalize_rows: bool = True,
+                 calibration: tuple[float, float] = (1.0, 0.0)) -> None:
         self.weights = sp.csr_matrix(weights, dtype=np.float32)
         self.bias = np.asarray(bias, dtype=np.float32)
         if self.bias.shape != (self.weights.shape[1],):
             raise InputError(f"bias has shape {self.bias.shape}, expected ({self.weights.shape[1]},)")
         self.normalize_rows = bool(normalize_rows)
+        self.calibration = (float(calibration[0]), float(calibration[1]))
         self.n_features, self.n_labels = self.weights.shape
         self._table: Tensor | None = None  # the dense weights, built at the first scoring
     @property
@@ -178,9 +184,13 @@ class LinearModel:
         return indices, scores
 
     def confidence_chunks(self, X: sp.spmatrix) -> Iterator[tuple[int, Tensor]]:
-        """``(0, sigmoid(margins))``: confidences in ``[0, 1]``, 0.5 at the SVM's decision
-        boundary (the form :func:`holoxmc.train.labels_above` reads)."""
-        yield 0, torch.sigmoid(torch.from_numpy(self.margins(X)))
+        """``(0, sigmoid(a · margins + b))``: confidences in ``[0, 1]`` with the model's
+        ``calibration`` (the form :func:`holoxmc.train.labels_above` reads). Calibrated, an
+        absent label's confidence is near 0, so a cut relative to the row's best keeps the
+        few labels near it; the plain ``sigmoid(margin)`` leaves absent labels near
+        ``sigmoid(-1) ≈ 0.27`` (squared-hinge margins gather at ±1)."""
+        a, b = self.calibration
+        yield 0, torch.sigmoid(torch.from_numpy(self.margins(X)) * a + b)
 
     def tensors(self) -> dict[str, Tensor]:
         """The weights as safetensors-ready tensors (CSR arrays and the biases)."""
@@ -189,6 +199,7 @@ class LinearModel:
             "weights.indices": torch.from_numpy(self.weights.indices.astype(np.int32)),
             "weights.data": torch.from_numpy(self.weights.data),
             "bias": torch.from_numpy(self.bias),
+            "calibration": torch.tensor(self.calibration, dtype=torch.float64),
         }
 
     @classmethod
@@ -197,7 +208,8 @@ class LinearModel:
     ) -> "LinearModel":
         """The model :meth:`tensors` wrote; refuses arrays that do not form a
         ``(n_features, n_labels)`` CSR matrix."""
-        missing = [name for name in ("weights.indptr", "weights.indices", "weights.data", "bias") if name not in tensors]
+        missing = [name for name in ("weights.indptr", "weights.indices", "weights.data", "bias", "calibration")
+                   if name not in tensors]
         if missing:
             raise InputError(f"missing tensor {missing[0]!r}")
         indptr, indices = tensors["weights.indptr"].numpy(), tensors["weights.indices"].numpy()
@@ -206,8 +218,11 @@ class LinearModel:
                 or len(indices) != len(data) or np.any(np.diff(indptr) < 0)
                 or (len(indices) and (indices.min() < 0 or indices.max() >= n_labels))):
             raise InputError(f"the stored weights do not form a ({n_features}, {n_labels}) sparse matrix")
+        calibration = tensors["calibration"].tolist()
+        if len(calibration) != 2 or not all(map(math.isfinite, calibration)):
+            raise InputError(f"the stored calibration is not two finite numbers: {calibration}")
         weights = sp.csr_matrix((data, indices, indptr), shape=(n_features, n_labels))
-        return cls(weights, tensors["bias"].numpy(), normalize_rows)
+        return cls(weights, tensors["bias"].numpy(), normalize_rows, (calibration[0], calibration[1]))
 
 
 # ---------------------------------------------------------------------------- training
@@ -296,7 +311,9 @@ def fit_linear(
     when ``(X_val, Y_val)`` is given; the best by validation P@1 is kept and, with ``refit``,
     trained again on every training row (and the given validation rows, as the Trainer's
     refit does). The grid's models train as one set of jobs (one worker pool) and are held
-    together until validation has picked one.
+    together until validation has picked one. The chosen model's validation margins also fit
+    its ``calibration`` (Platt scaling, :meth:`LinearModel.confidence_chunks`); a fixed ``C``
+    without a validation set leaves the plain ``sigmoid(margin)``.
 
     Args:
         X: ``(n, D)`` sparse features; Y: ``(n, L)`` labels, its nonzero entries the present
@@ -354,14 +371,34 @@ def fit_linear(
             if best is None or metrics[SELECT_METRIC] > best[0]:
                 best = (metrics[SELECT_METRIC], C, model)
         assert best is not None
+        calibration = _platt(best[2], X_sel, Y_sel)
         if refit:  # every training row, and a given validation set's rows too (as the Trainer's refit)
             X_all = X if X_val is None else sp.vstack([X, X_sel], format="csr")
             Y_all = Y if X_val is None else sp.vstack([Y, Y_sel], format="csr")
             model = train(X_all, Y_all, [best[1]], refit=True)[0]
         else:
             model = best[2]
+        model.calibration = calibration
     model.normalize_rows = config.normalize_rows
     return model, history
+
+
+#: Validation (margin, label) pairs that Platt scaling fits on, at most (rows are taken in order).
+CALIBRATION_PAIRS = 2_000_000
+
+
+def _platt(model: LinearModel, X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[float, float]:
+    """``(a, b)`` maximising the likelihood of ``sigmoid(a · margin + b)`` for "label present"
+    over the validation rows' (margin, label) pairs (Platt, 1999); ``(1, 0)`` when those pairs
+    hold only one class. Labels with a constant score (``±inf`` margins) are left out."""
+    rows = max(1, CALIBRATION_PAIRS // model.n_labels)
+    margins, present = model.margins(X[:rows]), Y[:rows].toarray() > 0
+    finite = np.isfinite(margins)
+    x, y = margins[finite].astype(np.float64), present[finite]
+    if y.all() or not y.any():
+        return 1.0, 0.0
+    fit = LogisticRegression(C=1e6).fit(x[:, None], y)  # all but unregularised, as Platt's fit
+    return float(fit.coef_[0, 0]), float(fit.intercept_[0])
 
 
 def _training_rows(X: Any, Y: Any, x_name: str = "X", y_name: str = "Y") -> tuple[sp.csr_matrix, sp.csr_matrix]:
