@@ -10,8 +10,8 @@ import pytest
 import scipy.sparse as sp
 import torch
 from safetensors.torch import load_file, save_file
-from sklearn.preprocessing import normalize
 from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import normalize
 from sklearn.svm import LinearSVC
 
 from holoxmc.cli import main
