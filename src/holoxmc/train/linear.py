@@ -141,6 +141,7 @@ class LinearModel:
         self.calibration = (float(calibration[0]), float(calibration[1]))
         self.n_features, self.n_labels = self.weights.shape
         self._table: Tensor | None = None  # the dense weights, built at the first scoring
+
     @property
     def n_parameters(self) -> int:
         """Stored weights (after pruning) plus one bias per label."""
@@ -193,7 +194,7 @@ class LinearModel:
         yield 0, torch.sigmoid(torch.from_numpy(self.margins(X)) * a + b)
 
     def tensors(self) -> dict[str, Tensor]:
-        """The weights as safetensors-ready tensors (CSR arrays and the biases)."""
+        """The model as safetensors-ready tensors (CSR arrays, biases, calibration)."""
         return {
             "weights.indptr": torch.from_numpy(self.weights.indptr.astype(np.int64)),
             "weights.indices": torch.from_numpy(self.weights.indices.astype(np.int32)),
