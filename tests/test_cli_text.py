@@ -93,6 +93,18 @@ def test_a_text_run_trained_with_data_options_evaluates_and_predicts_its_own_set
     assert "--data-option does not apply" in capsys.readouterr().err
 
 
+def test_a_run_on_word_pairs_encodes_new_texts_with_them(text_set, tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = ["train", str(text_set), "--model", "linear", "--out", str(run), "--data-option", "ngrams=2", "--quiet"]
+    assert main(argv) == 0
+    assert json.loads((run / "metrics.json").read_text())["data"]["options"] == {"ngrams": 2}
+    encoder = TextEncoder.load(run / TEXT_ENCODER_FILE)
+    assert any(" " in term for term in encoder.tfidf.get_feature_names_out())  # word pairs are terms
+    assert main(["evaluate", str(run), str(text_set), "--output", str(tmp_path / "e.json")]) == 0
+    expected = json.loads((run / "metrics.json").read_text())["test"]
+    assert {k: v for k, v in json.loads((tmp_path / "e.json").read_text())["metrics"].items() if k in expected} == expected
+
+
 def test_text_encoder_is_the_one_the_dataset_was_made_with(text_set, tmp_path):
     train, test = load(text_set, "train"), load(text_set, "test", features="tokens")
     encoder = TextEncoder.from_dict(json.loads(json.dumps(test.encoder.to_dict())))

@@ -9,7 +9,7 @@ import pytest
 
 from holoxmc.data import Tokenizer, load
 from holoxmc.data.text import build_label_vocabulary
-from holoxmc.errors import DataFormatError
+from holoxmc.errors import DataFormatError, InputError
 
 
 def _write_jsonl(path, rows):
@@ -61,6 +61,39 @@ def test_text_folder_vocabulary_from_labels_txt_or_data(tmp_path):
     (folder / "labels.txt").write_text("food\ncar\ngreen\n")
     with pytest.raises(DataFormatError, match=r"test.jsonl:1: label 'rare' is not in the label vocabulary"):
         load(folder, "test", min_df=1)
+
+
+def test_ngrams_add_word_runs_to_the_tfidf_terms_and_survive_saving(tmp_path):
+    from holoxmc.data import TextEncoder
+
+    folder = tmp_path / "Toy"
+    folder.mkdir()
+    rows = [{"id": "1", "text": "red apple pie", "labels": ["food"]}, {"id": "2", "text": "red apple tree", "labels": ["tree"]}]
+    _write_jsonl(folder / "train.jsonl", rows)
+    _write_jsonl(folder / "test.jsonl", [{"id": "3", "text": "apple pie red", "labels": ["food"]}])
+    words, pairs = load(folder, "train", min_df=1), load(folder, "train", min_df=1, ngrams=2)
+    assert words.encoder.tfidf.get_feature_names_out().tolist() == ["apple", "pie", "red", "tree"]
+    assert pairs.encoder.tfidf.get_feature_names_out().tolist() == [
+        "apple", "apple pie", "apple tree", "pie", "red", "red apple", "tree"]
+    test = load(folder, "test", min_df=1, ngrams=2)
+    terms = pairs.encoder.tfidf.get_feature_names_out()
+    assert sorted(terms[test.X.indices].tolist()) == ["apple", "apple pie", "pie", "red"]  # "pie red" unseen
+    (tmp_path / "encoder.json").write_text(json.dumps(pairs.encoder.to_dict()))
+    restored = TextEncoder.load(tmp_path / "encoder.json")
+    assert (restored.features(["apple pie red"]) != test.X).nnz == 0
+    # an encoder file written before the option has no ngram_range: words alone, as then
+    state = words.encoder.to_dict()
+    del state["tfidf"]["ngram_range"]
+    (tmp_path / "old.json").write_text(json.dumps(state))
+    assert (TextEncoder.load(tmp_path / "old.json").features(["red apple"]) != words.encoder.features(["red apple"])).nnz == 0
+    for bad in ([2, 1], [0, 1], [1], [1, 2.5]):
+        state["tfidf"]["ngram_range"] = bad
+        (tmp_path / "bad.json").write_text(json.dumps(state))
+        with pytest.raises(DataFormatError, match="not a text encoder file"):
+            TextEncoder.load(tmp_path / "bad.json")
+    for bad_ngrams in (0, 1.5, True):
+        with pytest.raises(InputError, match="ngrams must be a positive integer"):
+            load(folder, "train", min_df=1, ngrams=bad_ngrams)
 
 
 def test_build_label_vocabulary_orders_by_frequency_then_name():

@@ -141,7 +141,7 @@ def _only_file(candidates: list[Path], role: str) -> Path | None:
 Widths = tuple[int | None, int | None]
 
 #: ``load`` options each kind of source takes; any other option is an error, never ignored.
-TEXT_DEFAULTS: dict[str, int] = {"min_df": 2, "max_vocab": 50_000, "max_length": 256}
+TEXT_DEFAULTS: dict[str, int] = {"min_df": 2, "max_vocab": 50_000, "max_length": 256, "ngrams": 1}
 TEXT_OPTIONS = frozenset(TEXT_DEFAULTS)
 SPLIT_FILE_OPTIONS = frozenset({"split_column"})
 SYNTHETIC_OPTIONS = frozenset({"preset"} | set(inspect.signature(make_synthetic).parameters))
@@ -322,7 +322,8 @@ def load(
         **options: ``synthetic``: ``preset`` (``"demo"``, ``"amazon-670k-like"``) and any
             :func:`make_synthetic` argument (given ``n_points`` without ``n_test``, the test
             split has ``n_points // 5`` points, whatever the preset's); text sets: ``min_df``, ``max_vocab``,
-            ``max_length``; split-file sets: ``split_column``. Any other option, or one the
+            ``max_length``, ``ngrams`` (TF-IDF over runs of up to n words; 1, words alone, by
+            default); split-file sets: ``split_column``. Any other option, or one the
             source does not take, is an :class:`InputError` (never silently ignored).
 
     Returns:

@@ -76,15 +76,23 @@ def labels_to_csr(records: JsonlRecords, vocabulary: list[str], path: str | os.P
     return Y
 
 
-def fit_tfidf(train_texts: list[str], *, min_df: int = 2, max_features: int | None = None) -> TfidfVectorizer:
-    """A ``TfidfVectorizer`` (sublinear tf, L2 rows, float32) fitted on the training texts only.
+def fit_tfidf(
+    train_texts: list[str], *, min_df: int = 2, max_features: int | None = None, ngrams: int = 1
+) -> TfidfVectorizer:
+    """A ``TfidfVectorizer`` (sublinear tf, L2 rows, float32) fitted on the training texts only,
+    over words and, with ``ngrams`` n > 1, runs of up to n consecutive words.
 
     Example:
         >>> v = fit_tfidf(["red apple", "green apple", "red car"], min_df=1)
         >>> v.transform(["apple car"]).shape
         (1, 4)
+        >>> fit_tfidf(["red apple", "green apple", "red car"], min_df=1, ngrams=2).get_feature_names_out()[:3].tolist()
+        ['apple', 'car', 'green']
     """
-    vectorizer = TfidfVectorizer(min_df=min_df, max_features=max_features, sublinear_tf=True, dtype=np.float32)
+    if isinstance(ngrams, bool) or not isinstance(ngrams, int) or ngrams < 1:
+        raise InputError(f"ngrams must be a positive integer (1: words, 2: words and word pairs, ...), got {ngrams!r}")
+    vectorizer = TfidfVectorizer(min_df=min_df, max_features=max_features, sublinear_tf=True, dtype=np.float32,
+                                 ngram_range=(1, ngrams))
     try:
         vectorizer.fit(train_texts)
     except ValueError as exc:  # empty vocabulary
@@ -195,11 +203,13 @@ class TextEncoder:
     @classmethod
     def fit(
         cls, texts: list[str], labels: list[str], *, min_df: int = 2, tokens: bool = False,
-        max_vocab: int = 50_000, max_length: int = 256,
+        max_vocab: int = 50_000, max_length: int = 256, ngrams: int = 1,
     ) -> "TextEncoder":
-        """Fit TF-IDF (and, with ``tokens``, a :class:`Tokenizer`) on the training ``texts``."""
+        """Fit TF-IDF over words and runs of up to ``ngrams`` words (and, with ``tokens``, a
+        :class:`Tokenizer` of single words) on the training ``texts``."""
+        tfidf = fit_tfidf(texts, min_df=min_df, ngrams=ngrams)
         tokenizer = Tokenizer(max_vocab=max_vocab, max_length=max_length).fit(texts) if tokens else None
-        return cls(labels, fit_tfidf(texts, min_df=min_df), tokenizer)
+        return cls(labels, tfidf, tokenizer)
 
     def features(self, texts: list[str]) -> sp.csr_matrix:
         """``(len(texts), n_terms)`` float32 TF-IDF rows."""
@@ -217,7 +227,8 @@ class TextEncoder:
             "format": self.FORMAT,
             "labels": self.labels,
             "tfidf": {"terms": self.tfidf.get_feature_names_out().tolist(), "idf": self.tfidf.idf_.tolist(),
-                      "sublinear_tf": self.tfidf.sublinear_tf, "norm": self.tfidf.norm},
+                      "sublinear_tf": self.tfidf.sublinear_tf, "norm": self.tfidf.norm,
+                      "ngram_range": list(self.tfidf.ngram_range)},
             "tokenizer": None if self.tokenizer is None else self.tokenizer.to_dict(),
         }
 
@@ -229,8 +240,13 @@ class TextEncoder:
         tfidf_state = state["tfidf"]
         if tfidf_state["norm"] not in ("l1", "l2", None):
             raise ValueError(f"TF-IDF norm {tfidf_state['norm']!r}, expected 'l1', 'l2' or null")
+        ngram_range = tuple(tfidf_state.get("ngram_range", (1, 1)))  # files written before the option: words
+        if len(ngram_range) != 2 or not all(type(n) is int and n >= 1 for n in ngram_range) \
+                or ngram_range[0] > ngram_range[1]:
+            raise ValueError(f"TF-IDF ngram_range {list(ngram_range)}, expected [1, n] with n >= 1")
         tfidf = TfidfVectorizer(vocabulary=[str(term) for term in tfidf_state["terms"]], dtype=np.float32,
-                                sublinear_tf=bool(tfidf_state["sublinear_tf"]), norm=tfidf_state["norm"])
+                                sublinear_tf=bool(tfidf_state["sublinear_tf"]), norm=tfidf_state["norm"],
+                                ngram_range=ngram_range)
         idf = np.asarray(tfidf_state["idf"], dtype=np.float32)
         if idf.shape != (len(tfidf_state["terms"]),):
             raise ValueError(f"{idf.shape[0] if idf.ndim else 0} idf weights for {len(tfidf_state['terms'])} terms")
