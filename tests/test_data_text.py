@@ -86,7 +86,7 @@ def test_ngrams_add_word_runs_to_the_tfidf_terms_and_survive_saving(tmp_path):
     del state["tfidf"]["ngram_range"]
     (tmp_path / "old.json").write_text(json.dumps(state))
     assert (TextEncoder.load(tmp_path / "old.json").features(["red apple"]) != words.encoder.features(["red apple"])).nnz == 0
-    for bad in ([2, 1], [0, 1], [1], [1, 2.5]):
+    for bad in ([2, 1], [0, 1], [2, 3], [1], [1, 2.5]):
         state["tfidf"]["ngram_range"] = bad
         (tmp_path / "bad.json").write_text(json.dumps(state))
         with pytest.raises(DataFormatError, match="not a text encoder file"):

@@ -86,8 +86,8 @@ def fit_tfidf(
         >>> v = fit_tfidf(["red apple", "green apple", "red car"], min_df=1)
         >>> v.transform(["apple car"]).shape
         (1, 4)
-        >>> fit_tfidf(["red apple", "green apple", "red car"], min_df=1, ngrams=2).get_feature_names_out()[:3].tolist()
-        ['apple', 'car', 'green']
+        >>> fit_tfidf(["red apple", "green apple", "red car"], min_df=1, ngrams=2).get_feature_names_out().tolist()
+        ['apple', 'car', 'green', 'green apple', 'red', 'red apple', 'red car']
     """
     if isinstance(ngrams, bool) or not isinstance(ngrams, int) or ngrams < 1:
         raise InputError(f"ngrams must be a positive integer (1: words, 2: words and word pairs, ...), got {ngrams!r}")
@@ -241,8 +241,8 @@ class TextEncoder:
         if tfidf_state["norm"] not in ("l1", "l2", None):
             raise ValueError(f"TF-IDF norm {tfidf_state['norm']!r}, expected 'l1', 'l2' or null")
         ngram_range = tuple(tfidf_state.get("ngram_range", (1, 1)))  # files written before the option: words
-        if len(ngram_range) != 2 or not all(type(n) is int and n >= 1 for n in ngram_range) \
-                or ngram_range[0] > ngram_range[1]:
+        if len(ngram_range) != 2 or not all(type(n) is int for n in ngram_range) \
+                or ngram_range[0] != 1 or ngram_range[1] < 1:
             raise ValueError(f"TF-IDF ngram_range {list(ngram_range)}, expected [1, n] with n >= 1")
         tfidf = TfidfVectorizer(vocabulary=[str(term) for term in tfidf_state["terms"]], dtype=np.float32,
                                 sublinear_tf=bool(tfidf_state["sublinear_tf"]), norm=tfidf_state["norm"],
