@@ -13,6 +13,7 @@ Usage:
     python benchmarks/step_time.py delicious --device cuda --compile --launches     # on a GPU
     python benchmarks/step_time.py delicious --torch-dropout   # also each model with nn.Dropout
     python benchmarks/step_time.py bibtex --hrr-params '{"batch_size": 256}'  # µs/row compares batch sizes
+    python benchmarks/step_time.py delicious --bfloat16   # also each model with bfloat16 steps (autocast)
 
 Each run steps through batches of its own ``batch_size`` (the presets': 64), covering the
 same training rows, so µs/row (time per step / batch size) is what an epoch costs per row.
@@ -54,6 +55,8 @@ def main() -> None:
     parser.add_argument("--launches", action="store_true", help="count GPU kernel launches per step (profiler)")
     parser.add_argument("--torch-dropout", action="store_true",
                         help="also time every model with torch's nn.Dropout instead of the backbone's own")
+    parser.add_argument("--bfloat16", action="store_true",
+                        help="also time every model with its steps under bfloat16 autocast (precision='bfloat16')")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -77,15 +80,19 @@ def main() -> None:
     for name, params in runs.items():
         for compiled in (False, True) if args.compile else (False,):
             for torch_dropout in (False, True) if args.torch_dropout else (False,):
-                clf = XMCClassifier(**params)
-                batch_size = clf.setting("batch_size")
-                batches = batches_of.setdefault(batch_size, prepared(batch_size))
-                network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1]).to(device)
-                if torch_dropout:
-                    network.backbone.dropout = torch.nn.Dropout(network.backbone.dropout.p)
-                loss = torch.compile(network.loss, dynamic=True) if compiled else network.loss
-                label = name + (" compiled" if compiled else "") + (" nn.Dropout" if torch_dropout else "")
-                models[label] = (loss, torch.optim.Adam(network.parameters(), lr=1e-3, fused=True), batches)
+                for bfloat16 in (False, True) if args.bfloat16 else (False,):
+                    clf = XMCClassifier(**params)
+                    batch_size = clf.setting("batch_size")
+                    batches = batches_of.setdefault(batch_size, prepared(batch_size))
+                    network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1]).to(device)
+                    if torch_dropout:
+                        network.backbone.dropout = torch.nn.Dropout(network.backbone.dropout.p)
+                    loss = torch.compile(network.loss, dynamic=True) if compiled else network.loss
+                    if bfloat16:
+                        loss = autocast_bfloat16(loss, device.type)
+                    label = (name + (" compiled" if compiled else "") + (" nn.Dropout" if torch_dropout else "")
+                             + (" bfloat16" if bfloat16 else ""))
+                    models[label] = (loss, torch.optim.Adam(network.parameters(), lr=1e-3, fused=True), batches)
 
     def clock() -> float:
         if device.type == "cuda":
@@ -122,6 +129,14 @@ def main() -> None:
             busy_ms = sum(e.self_device_time_total for e in events) / 1000
             print(f"{name}: {launches / len(batches):.0f} kernel launches and {busy_ms / len(batches):.3f} ms "
                   "of GPU time per step")
+
+
+def autocast_bfloat16(loss: Callable, device_type: str) -> Callable:
+    """``loss`` under bfloat16 autocast, as the trainer runs it with ``precision="bfloat16"``."""
+    def mixed(x, y):
+        with torch.autocast(device_type, dtype=torch.bfloat16):
+            return loss(x, y)
+    return mixed
 
 
 if __name__ == "__main__":

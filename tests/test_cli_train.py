@@ -131,6 +131,15 @@ def test_dense_model_reports_its_output_layer(toy, tmp_path):
     assert metrics["params"]["output_layer"] == 32 * 30 + 30
 
 
+def test_bfloat16_precision_reaches_the_saved_model(toy, tmp_path):
+    run_dir = tmp_path / "bf16"
+    assert main(["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--precision", "bfloat16", *FAST]) == 0
+    assert json.loads((run_dir / "config.json").read_text())["params"]["precision"] == "bfloat16"
+    clf = XMCClassifier.load(run_dir)
+    assert clf.precision == "bfloat16" and clf._train_config().precision == "bfloat16"
+    assert all(p.dtype == torch.float32 for p in clf.network_.parameters())
+
+
 def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
     run_dir = tmp_path / "wide"
     assert main(["train", str(toy), "--model", "fc", "--out", str(run_dir), "--linear-width", "12", *FAST]) == 0
@@ -161,6 +170,7 @@ def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--n-models", "2"], "SOLAR already"),
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--linear-width", "8"], "fc backbone with the hrr"),
         (["train", "{toy}", "--out", "{tmp}/run", "--linear-width", "-1"], "non-negative integer"),
+        (["train", "{toy}", "--model", "linear", "--out", "{tmp}/run", "--precision", "bfloat16"], "configures a network"),
         (["train", "{toy}", "--out", "{tmp}/run", "--seed", "-5"], "seed must be a non-negative integer"),
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--seed", "-1"], "seed must be"),
         (["train", "{toy}", "--out", "{tmp}/run", "--weight-decay", "inf"], "weight_decay must be a finite"),

@@ -303,6 +303,8 @@ def test_fit_validation_and_unfitted_use(data, tmp_path):
         ({"n_models": 2, "workers": None}, "workers must be a positive integer, got None"),
         ({"head": "solar", "workers": 0}, "workers must be a positive integer, got 0"),
         ({"head": "solar", "head_options": {"n_bucket": 4}}, r"options \['n_bucket'\] are not accepted by head 'solar'"),
+        ({"precision": "half"}, "precision must be one of"),
+        ({"head": "linear", "precision": "bfloat16"}, r"'precision'\] configure or train a network"),
     ],
 )
 def test_bad_settings_are_one_input_error_before_any_training(data, params, match):
@@ -508,6 +510,21 @@ def test_solar_decision_function_sums_bucket_probabilities(data, solar):
     buckets = solar.solar_.code.buckets  # (K, L)
     expected = sum(torch.sigmoid(logits[:, k, buckets[k]]).numpy() for k in range(buckets.shape[0]))
     np.testing.assert_allclose(full, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("head", ["hrr", "dense", "solar"])
+def test_bfloat16_training_learns_and_saves_float32_weights(tmp_path, data, head):
+    train, test = data
+    params = (SOLAR_SMALL if head == "solar" else SMALL) | {"precision": "bfloat16"}
+    clf = XMCClassifier(head=head, **params).fit(train.X, train.Y)
+    assert clf.score(test.X, test.Y)["P@1"] > popularity_p1(train, test) + 15
+    networks = clf.solar_.networks if head == "solar" else [clf.network_]
+    assert all(p.dtype == torch.float32 for network in networks for p in network.parameters())
+    if head == "solar":
+        assert clf.solar_.config.train.precision == "bfloat16"
+    again = XMCClassifier.load(clf.save(tmp_path / head))
+    assert again.precision == "bfloat16"
+    assert np.array_equal(again.predict(test.X, k=5)[0], clf.predict(test.X, k=5)[0])
 
 
 def test_solar_defaults_are_the_tuned_solar_settings():

@@ -149,11 +149,11 @@ def test_same_seed_same_weights_and_global_rng_untouched():
     assert not torch.equal(weights(first)["out.weight"], weights(third)["out.weight"])
 
 
-@pytest.mark.parametrize("sparse_updates", [False, True])
+@pytest.mark.parametrize("sparse_updates, precision", [(False, "float32"), (True, "float32"), (False, "bfloat16")])
 @pytest.mark.parametrize("kill_at_step", [14, 17])  # 7 steps/epoch: right after epoch 2, and mid-epoch 3
-def test_killed_run_resumes_to_identical_weights_and_metrics(tmp_path, kill_at_step, sparse_updates):
+def test_killed_run_resumes_to_identical_weights_and_metrics(tmp_path, kill_at_step, sparse_updates, precision):
     X, Y = make_data()
-    config = TrainConfig(**CONFIG, sparse_updates=sparse_updates)
+    config = TrainConfig(**CONFIG, sparse_updates=sparse_updates, precision=precision)
     reference = TinyNetwork(X.shape[1], Y.shape[1])
     expected = Trainer(config).fit(reference, X, Y, run_dir=tmp_path / "uninterrupted")
 
@@ -242,11 +242,37 @@ def test_predict_topk_pads_ranks_beyond_the_label_count(head):
      ({"weight_decay": float("nan")}, "weight_decay"), ({"warmup_epochs": -1.0}, "warmup_epochs"),
      ({"grad_clip": 0.0}, "grad_clip"), ({"grad_clip": float("inf")}, "grad_clip"), ({"seed": -1}, "seed"),
      ({"seed": 1.5}, "seed"), ({"seed": True}, "seed"), ({"select_metric": "P@2"}, "select_metric"),
-     ({"select_metric": "PSP@1"}, "select_metric")],
+     ({"select_metric": "PSP@1"}, "select_metric"), ({"precision": "float16"}, "precision"),
+     ({"precision": "bf16"}, "precision")],
 )
 def test_config_validation(bad, match):
     with pytest.raises(InputError, match=match):
         TrainConfig(**bad)
+
+
+@pytest.mark.parametrize("head", ["dense", "hrr"])
+def test_bfloat16_steps_run_the_layers_in_bfloat16_and_keep_float32_weights(head):
+    from holoxmc.backbones import build_network
+
+    X, Y = make_data()
+    seen: dict[str, set[torch.dtype]] = {"backbone": set(), "head": set()}
+    networks = {}
+    for precision in ("float32", "bfloat16"):
+        network = build_network("fc", head, n_features=40, n_labels=6, hidden=[32, 32], seed=0)
+        record = {"backbone": network.backbone.layers[0], "head": network.head.linear if head == "hrr" else network.head}
+        hooks = [module.register_forward_hook(lambda _m, _i, out, part=part: seen[part].add(out.dtype))
+                 for part, module in record.items()] if precision == "bfloat16" else []
+        Trainer(TrainConfig(**CONFIG | {"epochs": 8, "precision": precision})).fit(network, X, Y)
+        for hook in hooks:
+            hook.remove()
+        networks[precision] = network
+    assert seen["backbone"] >= {torch.bfloat16} and seen["head"] >= {torch.bfloat16}  # training steps
+    assert torch.float32 in seen["backbone"]  # validation runs in float32
+    mixed = networks["bfloat16"]
+    assert all(p.dtype == torch.float32 for p in mixed.parameters())
+    assert not torch.equal(mixed.backbone.layers[0].weight, networks["float32"].backbone.layers[0].weight)
+    p_at_1 = {precision: evaluate_topk(net, X, Y, ks=(1,))["P@1"] for precision, net in networks.items()}
+    assert p_at_1["bfloat16"] > 80 and abs(p_at_1["bfloat16"] - p_at_1["float32"]) < 10
 
 
 def test_refit_refuses_validation_labels_of_another_label_space_before_training():

@@ -42,7 +42,7 @@ from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, labels
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
 from holoxmc.train.linear import LinearConfig, LinearModel, fit_linear
 from holoxmc.train.solar import DONE_FILE, SolarConfig, SolarModel, chunk_dir, fit_solar
-from holoxmc.train.trainer import Schedule
+from holoxmc.train.trainer import Precision, Schedule
 
 __all__ = [
     "XMCClassifier",
@@ -114,7 +114,7 @@ HEADS = (*HEAD_DEFAULTS, "linear")
 LINEAR_OPTIONS = frozenset(f.name for f in fields(LinearConfig)) - {"seed"}
 #: Keywords that configure or train a network: ``head="linear"`` refuses them when set.
 NETWORK_SETTINGS = ("dim", "hidden", "dropout", "linear_width", "epochs", "batch_size", "lr", "weight_decay",
-                    "sparse_updates", "schedule", "warmup_epochs", "grad_clip", "patience", "n_models")
+                    "sparse_updates", "schedule", "warmup_epochs", "grad_clip", "patience", "n_models", "precision")
 
 #: CLI model names → (head, backbone).
 MODELS: dict[str, tuple[str, str]] = {
@@ -243,6 +243,9 @@ class XMCClassifier(BaseEstimator):
             decay, for inputs of at least 15,000 features of which a batch reads at most 7.5 %);
             ``None`` for epochs, batch_size and lr means the head's tuned default
             (:data:`HEAD_DEFAULTS`).
+        precision: ``"float32"``, or ``"bfloat16"``: mixed-precision training steps (the
+            forward pass under ``torch.autocast``; weights, loss, optimiser, scoring and saved
+            model stay float32), see :class:`holoxmc.train.TrainConfig`.
         workers: SOLAR's chunk models, the linear model's label blocks, or an ensemble's
             networks (``n_models > 1``), trained in this many parallel local processes, a positive integer (each process with
             ``cores // workers`` torch threads).
@@ -297,6 +300,7 @@ class XMCClassifier(BaseEstimator):
         val_fraction: float = 0.1,
         patience: int | None = None,
         refit: bool = False,
+        precision: Precision = "float32",
         n_models: int = 1,
         seed: int = 0,
         device: str = "cpu",
@@ -323,6 +327,7 @@ class XMCClassifier(BaseEstimator):
         self.val_fraction = val_fraction
         self.patience = patience
         self.refit = refit
+        self.precision = precision
         self.n_models = n_models
         self.seed = seed
         self.device = device
@@ -507,6 +512,7 @@ class XMCClassifier(BaseEstimator):
             val_fraction=self.val_fraction,
             patience=self.patience,
             refit=self.refit,
+            precision=self.precision,
             seed=self.seed if seed is None else seed,
             device=self.device,
             progress=self.progress,

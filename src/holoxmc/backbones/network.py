@@ -59,8 +59,17 @@ class Network(nn.Module):
         return self.head(self.backbone(x))
 
     def loss(self, x: Input, labels: LabelBatch) -> Tensor:
-        """Scalar training loss of a batch (mean over its rows)."""
-        return self.head.loss(self(x), labels)
+        """Scalar training loss of a batch (mean over its rows).
+
+        Under ``torch.autocast`` (``TrainConfig(precision="bfloat16")``) the backbone and the
+        head's layer run in lower precision; the loss itself is computed in float32 from the
+        head output cast back, as cosines, FFTs and BCE need.
+        """
+        out = self(x)
+        if out.dtype in (torch.bfloat16, torch.float16):
+            out = out.float()
+        with torch.autocast(out.device.type, enabled=False):
+            return self.head.loss(out, labels)
 
     def topk(self, x: Input, k: int) -> tuple[Tensor, Tensor]:
         """``(scores (B, k), label indices (B, k))``, best first.

@@ -63,6 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--patience", type=int, help="early-stopping patience in epochs")
     train.add_argument("--refit", action=argparse.BooleanOptionalAction, default=None,
                        help="after choosing the epoch on the validation split, retrain on all training rows")
+    train.add_argument("--precision", choices=["float32", "bfloat16"],
+                       help="bfloat16: mixed-precision training steps (autocast; weights and scoring stay float32)")
     train.add_argument("--n-models", type=int, metavar="N",
                        help="train N networks from different seeds and rank labels by their mean score "
                             "(N times the training time)")
@@ -140,8 +142,8 @@ def _check_threshold_options(args: argparse.Namespace) -> None:
 # ---------------------------------------------------------------------------- train
 #: ``train`` options that override the dataset preset when given.
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "linear_width", "lr", "batch_size", "weight_decay",
-              "sparse_updates", "schedule", "val_fraction", "patience", "refit", "n_models", "device", "workers",
-              "ray_address")
+              "sparse_updates", "schedule", "val_fraction", "patience", "refit", "precision", "n_models", "device",
+              "workers", "ray_address")
 #: Head-specific ``train`` options → head keywords (passed as ``head_options`` over the
 #: preset's), per head kind.
 _HEAD_OPTIONS = {

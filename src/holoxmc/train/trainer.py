@@ -56,6 +56,8 @@ REFIT_DIR = "refit"
 
 Schedule = Literal["none", "cosine", "linear"]
 _SCHEDULES = ("none", "cosine", "linear")
+Precision = Literal["float32", "bfloat16"]
+_PRECISIONS = ("float32", "bfloat16")
 
 
 class TrainableNetwork(Protocol):
@@ -111,6 +113,11 @@ class TrainConfig:
         reuse_memory: on a CPU, keep freed large blocks mapped while training
             (:func:`~holoxmc.train.heap.reuse_freed_memory`) instead of paying page faults
             for fresh ones in every step; results are the same either way.
+        precision: ``"float32"``, or ``"bfloat16"`` for mixed precision: each training
+            step's forward pass runs under ``torch.autocast`` with bfloat16 (matrix
+            products, convolutions and LSTMs in bfloat16; embedding tables, the loss,
+            weights, gradients and Adam's state stay float32), on the CPU or a GPU.
+            Validation, scoring and saved weights are float32 either way.
     """
 
     epochs: int = 20
@@ -131,6 +138,7 @@ class TrainConfig:
     eval_batch_size: int = 1024
     progress: bool | None = None
     reuse_memory: bool = True
+    precision: Precision = "float32"
 
     def __post_init__(self) -> None:
         check_number_types(self)
@@ -163,6 +171,8 @@ class TrainConfig:
                 "sparse_updates has no weight decay (it would move every row in every step); "
                 "set weight_decay=0 or sparse_updates=False"
             )
+        if self.precision not in _PRECISIONS:
+            raise InputError(f"precision must be one of {_PRECISIONS}, got {self.precision!r}")
         if self.select_metric not in SELECT_METRICS:
             raise InputError(f"select_metric must be one of {SELECT_METRICS}, got {self.select_metric!r}")
         check_device(self.device)
@@ -460,7 +470,8 @@ class Trainer:
                 for group in groups:
                     group["lr"] = cfg.lr * factor
                 rows, weight = (rows, 1.0) if world == 1 else share_of_batch(rows, rank, world)
-                loss = loss_of(input_batch(X, rows).to(device), label_batch(Y, rows).to(device))
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bfloat16"):
+                    loss = loss_of(input_batch(X, rows).to(device), label_batch(Y, rows).to(device))
                 for optimizer in optimizers:
                     optimizer.zero_grad(set_to_none=True)
                 (loss if weight == 1.0 else loss * weight).backward()
