@@ -50,8 +50,9 @@ def test_invalid_arguments():
     assert run_jobs(_describe_worker, [], shared=None) == []
     with pytest.raises(InputError):
         run_jobs(_describe_worker, [1], workers=0)
-    with pytest.raises(InputError):
-        run_jobs(_describe_worker, [1], threads_per_job=0)
+    for threads in (0, 1.5, "2", True):
+        with pytest.raises(InputError, match="threads_per_job must be a positive integer"):
+            run_jobs(_describe_worker, [1], threads_per_job=threads)
 
 
 @pytest.mark.parametrize("workers", [0, -1, 2.0, True, None])
@@ -71,5 +72,20 @@ def test_ray_tasks_return_results_and_report_failures():
         assert [f.position for f in info.value.failures] == [1]
         assert info.value.results[0] == 0.5
         assert "ZeroDivisionError" in info.value.failures[0].error
+    finally:
+        ray.shutdown()
+
+
+def test_ray_tasks_fit_the_largest_node_and_a_new_address_restarts_our_session():
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'holoxmc[ray]'")
+    try:
+        # More threads than any node has: each task asks for the largest node's CPUs (it
+        # waited forever for 64 before). pow is importable in Ray's workers; this module is not.
+        assert run_jobs(pow, [1, 2], shared=3, ray_address="local", threads_per_job=64, gpu=False) == [1, 8]
+        # Our local session is not reused for another address (it ran there silently before);
+        # no cluster runs at "auto" here, so that is one clear error.
+        with pytest.raises(InputError, match="cannot start or reach Ray"):
+            run_jobs(pow, [1], shared=2, ray_address="auto", gpu=False)
+        assert not ray.is_initialized()
     finally:
         ray.shutdown()

@@ -7,7 +7,13 @@ process (local) or once into the object store (Ray), never once per job. Every b
 ``fn`` with the same number of torch threads, so floating-point results are bit-identical.
 
 A job that raises does not stop the others: every job runs to its end, then
-:class:`JobsFailed` reports the failed ones, and a re-run only needs those.
+:class:`JobsFailed` reports the failed ones, and a re-run only needs those. A local worker
+process that dies (killed, out of memory) takes the process pool down with it: the jobs not
+finished by then are reported failed too.
+
+Ray, once started here, stays up for the next call (as ``ray.init`` leaves it, until the
+process exits or calls ``ray.shutdown()``); a call for another address restarts it there.
+A Ray session the caller started itself is used as it is.
 """
 
 from __future__ import annotations
@@ -51,6 +57,8 @@ class JobsFailed(HoloxmcError):
 
 # Per-worker-process state of the local backend: filled once by the pool initializer.
 _WORKER_SHARED: Any = None
+# The Ray session this module started: its driver job id and the address asked for.
+_OUR_RAY: dict[str, Any] = {}
 
 
 def _init_local_worker(threads: int, shared: Any) -> None:
@@ -103,13 +111,37 @@ def _run_local(fn, jobs, shared, workers, threads) -> tuple[list[Any], list[JobF
     return results, failures
 
 
+def _connect_ray(ray: Any, address: str | None) -> None:
+    """Make this process a driver of the Ray cluster at ``address`` (``None``: a new local
+    instance), reusing the session already running when it is the caller's own or ours for
+    the same address."""
+    if ray.is_initialized():
+        ours = _OUR_RAY.get("job") == ray.get_runtime_context().get_job_id()
+        if not ours or _OUR_RAY["address"] == address:
+            return
+        ray.shutdown()
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = "a new local instance" if address is None else repr(address)
+        raise InputError(f"cannot start or reach Ray at {where}: {exc}") from None
+    _OUR_RAY.update(job=ray.get_runtime_context().get_job_id(), address=address)
+
+
+def _largest_node_cpus(ray: Any) -> int:
+    """CPUs of the cluster's largest live node (0 when Ray reports none)."""
+    return int(max((node["Resources"].get("CPU", 0) for node in ray.nodes() if node.get("Alive")), default=0))
+
+
 def _run_ray(fn, jobs, shared, address, threads, gpu) -> tuple[list[Any], list[JobFailure]]:
     try:
         import ray
     except ImportError as exc:
         raise InputError("Ray is not installed: pip install 'holoxmc[ray]'") from exc
-    if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    _connect_ray(ray, address)
+    largest = _largest_node_cpus(ray)
+    if largest:  # a task asking for more CPUs than any node has would wait forever
+        threads = max(1, min(threads, largest))
     gpus = 1 if gpu and ray.cluster_resources().get("GPU", 0) >= 1 else 0
     task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=0)(_call_with_threads)
     shared_ref = ray.put(shared)
@@ -161,9 +193,12 @@ def run_jobs(
         workers: local worker processes (spawned); ``1`` runs in this process.
         ray_address: run each job as a Ray task on this cluster (``"auto"``, ``"ray://host:10001"``,
             or ``"local"`` for a fresh local instance); a task asks for one GPU when the cluster
-            has GPUs and ``gpu`` is true. Overrides ``workers``.
+            has GPUs and ``gpu`` is true. Overrides ``workers``. An address Ray cannot be
+            started at or reached at is an :class:`~holoxmc.errors.InputError`.
         threads_per_job: torch threads inside each job (the same in every backend, so results are
-            bit-identical; keep ``workers * threads_per_job`` at or below the core count).
+            bit-identical; keep ``workers * threads_per_job`` at or below the core count). A Ray
+            task asks for as many CPUs, at most the CPUs of the cluster's largest node (then
+            runs with that many threads).
         gpu: whether a Ray task may use a GPU (``False`` for CPU-only jobs, so that they do not
             wait for one).
 
@@ -178,8 +213,8 @@ def run_jobs(
         [1, 4, 9]
     """
     _check_workers(workers)
-    if threads_per_job < 1:
-        raise InputError(f"threads_per_job must be >= 1, got {threads_per_job}")
+    if isinstance(threads_per_job, bool) or not isinstance(threads_per_job, numbers.Integral) or threads_per_job < 1:
+        raise InputError(f"threads_per_job must be a positive integer, got {threads_per_job!r}")
     jobs = list(jobs)
     if not jobs:
         return []
