@@ -205,3 +205,136 @@ def test_cli_rejects_an_output_path_that_is_a_file(
     error = capsys.readouterr().err.strip()
     assert error.startswith("holoxmc: error: --out") and "not a directory" in error
     assert "\n" not in error and not_a_folder.read_text() == "{}"
+
+
+#: Seconds-long sizes with a single capacity dimension (no linear fit is determined).
+TINY = CapacityConfig(
+    fig1_terms=(1, 4), fig1_trials=1, capacity_dims=(64,), capacity_trials=2, capacity_max_n=8,
+    fig7_n=(1, 4), fig7_trials=1, queries=4, methods=("hrr", "vtb"),
+)
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("holoxmc: error: ") and "\n" not in error
+    return error
+
+
+def test_cli_checks_the_output_folder_before_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def never(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise AssertionError("the experiment ran before --out was checked")
+
+    monkeypatch.setattr(capacity_module, "run_capacity", never)
+    (tmp_path / "afile").write_text("x")
+    occupied = tmp_path / "occupied"
+    (occupied / "capacity.json").mkdir(parents=True)
+    for out, fault in ((tmp_path / "afile" / "sub", "is not a folder"), (occupied, "is a folder")):
+        assert main(["experiment", "capacity", "--quick", "--out", str(out)]) == 2
+        assert fault in _one_line_error(capsys)
+    assert sorted(p.name for p in occupied.iterdir()) == ["capacity.json"]
+
+
+def test_cli_removes_the_folders_it_created_when_the_run_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fail(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise InputError("simulated failure")
+
+    monkeypatch.setattr(capacity_module, "run_capacity", fail)
+    assert main(["experiment", "capacity", "--quick", "--out", str(tmp_path / "new" / "sub")]) == 2
+    assert "simulated failure" in _one_line_error(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_outputs_are_all_or_nothing(
+    results: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_plot(capacity: dict[str, Any], *args: Any) -> bytes:
+        raise InputError("simulated plot failure")
+
+    with monkeypatch.context() as patch:  # a late file fails: none is written
+        patch.setattr(capacity_module, "_plot_errors", broken_plot)
+        with pytest.raises(InputError, match="simulated plot failure"):
+            write_capacity_outputs(results, tmp_path / "a")
+    assert not (tmp_path / "a").exists()
+
+    out = tmp_path / "b"
+    replace = capacity_module.os.replace
+
+    def failing_move(src: Any, dst: Any) -> None:  # the last move into place fails
+        if Path(dst) == out / "capacity.json":
+            raise OSError(28, "No space left on device")
+        replace(src, dst)
+
+    monkeypatch.setattr(capacity_module.os, "replace", failing_move)
+    with pytest.raises(InputError, match="No space left"):
+        write_capacity_outputs(results, out)
+    assert not out.exists()
+
+
+def test_a_negative_or_fractional_seed_is_one_input_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(CapacityConfig, "quick", classmethod(lambda cls: TINY))
+    out = tmp_path / "out"
+    assert main(["experiment", "capacity", "--quick", "--seed", "-1", "--out", str(out)]) == 2
+    assert "--seed" in _one_line_error(capsys) and not out.exists()
+    for seed in (-1, 1.5, True):
+        with pytest.raises(InputError, match="seed must be an integer >= 0"):
+            run_capacity(TINY, seed=seed)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"fig1_terms": ()}, "fig1_terms must not be empty"),
+        ({"fig7_n": 64}, "fig7_n must be a sequence"),
+        ({"capacity_dims": ()}, "capacity_dims must not be empty"),
+        ({"capacity_dims": (0,)}, "capacity_dims must hold integers >= 1"),
+        ({"capacity_dims": (64, 64)}, "capacity_dims must not repeat"),
+        ({"capacity_dims": (64.0,)}, "capacity_dims must hold integers"),
+        ({"fig1_dim": 0}, "fig1_dim must be >= 1"),
+        ({"methods": ()}, "methods must not be empty"),
+        ({"methods": "hrr"}, "methods must be a sequence"),
+        ({"capacity_trials": 2.5}, "capacity_trials must be an int"),
+        ({"queries": "8"}, "queries must be an int"),
+        ({"capacity_dims": (64, 50)}, "vtb needs perfect-square capacity_dims, got 50"),
+        ({"capacity_stop_error": 0.03}, "capacity_stop_error must be above capacity_threshold"),
+    ],
+)
+def test_config_refuses_bad_fields(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        CapacityConfig(**fields)
+
+
+def test_config_takes_any_sequence_and_non_square_dims_without_vtb() -> None:
+    config = CapacityConfig(fig1_terms=[1, 2], capacity_dims=[50, 100], methods=["hrr"])  # type: ignore[arg-type]
+    assert config.fig1_terms == (1, 2) and config.capacity_dims == (50, 100) and config.methods == ("hrr",)
+    assert hash(config) == hash(CapacityConfig(fig1_terms=(1, 2), capacity_dims=(50, 100), methods=("hrr",)))
+
+
+def test_chunking_does_not_change_results_when_d_is_not_a_multiple_of_16(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def responses() -> dict[str, list[float]]:
+        return response_statistics(
+            VSAS["hrr"], 20, [3], trials=3, queries=2, generator=torch.Generator().manual_seed(0)
+        )
+
+    whole = responses()
+    monkeypatch.setattr(capacity_module, "_CHUNK_ELEMENTS", 1)  # one trial per chunk
+    assert responses() == whole
+
+
+@pytest.mark.filterwarnings("error")
+def test_a_single_dimension_reports_no_linear_fit(tmp_path: Path) -> None:
+    results = run_capacity(TINY, seed=0)
+    assert results["capacity"]["linear_fit"] == {"hrr": None, "vtb": None}
+    written = write_capacity_outputs(results, tmp_path)
+    assert [p.name for p in written] == list(capacity_module.OUTPUT_FILES)
+    text = (tmp_path / "capacity.json").read_text()
+    data = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in capacity.json"))
+    assert data["capacity"]["linear_fit"] == {"hrr": None, "vtb": None}
+    assert "| slope per d (R²) | — | — |" in summary_table(results)

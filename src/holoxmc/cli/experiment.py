@@ -2,7 +2,7 @@
 
 ``holoxmc experiment capacity --out DIR [--quick] [--seed S]`` runs the HRR paper's Fig. 1 and
 App. D.1–D.2 capacity measurements (see :mod:`holoxmc.experiments.capacity`) and writes
-``DIR/capacity.json``, CSVs and PNG plots.
+``DIR/capacity.json``, CSVs and PNG plots, all or nothing; DIR is checked before the run.
 """
 
 from __future__ import annotations
@@ -36,21 +36,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_capacity_command(args: argparse.Namespace) -> int:
-    """Run the capacity experiment, write its outputs, print the headline table."""
+    """Check the arguments and the output folder, run the capacity experiment, write its
+    outputs (all or nothing), print the headline table."""
     from holoxmc.experiments.capacity import (
         CapacityConfig,
+        output_folder,
         run_capacity,
         summary_table,
         write_capacity_outputs,
     )
 
+    if args.seed < 0:
+        raise InputError(f"--seed must be >= 0, got {args.seed}")
     if args.out.exists() and not args.out.is_dir():
         raise InputError(f"--out {args.out} exists and is not a directory")
     config = CapacityConfig.quick() if args.quick else CapacityConfig.full()
-    results = run_capacity(
-        config, seed=args.seed, progress=lambda message: print(message, file=sys.stderr)
-    )
-    written = write_capacity_outputs(results, args.out)
+    with output_folder(args.out) as out:
+        results = run_capacity(
+            config, seed=args.seed, progress=lambda message: print(message, file=sys.stderr)
+        )
+        written = write_capacity_outputs(results, out)
     print(summary_table(results))
     print(f"\nwrote {len(written)} files to {args.out}")
     return 0

@@ -24,7 +24,8 @@ dotted names resolve key by key — ``fig1.terms``, ``fig1.projected.present_mea
 lists aligned with their ``terms``/``dims``/``n`` list. CSVs (``fig1.csv``,
 ``capacity.csv``, ``retrieval_errors.csv``, ``fig7.csv``) and PNGs (``fig1_response.png``,
 ``fig5_capacity.png``, ``fig6_retrieval_error.png``, ``fig7_response_range.png``) sit
-beside it; every file is written atomically.
+beside it; they are written all or nothing (:func:`output_folder` checks the folder before
+a long run).
 
 Randomness: every (figure, method, d) cell draws from its own ``torch.Generator`` seeded
 from ``(seed, figure, method, d)``, so a cell's numbers do not depend on which other cells
@@ -42,9 +43,14 @@ from __future__ import annotations
 import csv
 import io
 import math
+import numbers
+import os
+import shutil
+import tempfile
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,9 +59,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from holoxmc.errors import InputError
+from holoxmc.errors import InputError, check_number_types
 from holoxmc.experiments.vsa import VSAS, VSA
-from holoxmc.io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from holoxmc.io import atomic_write_bytes, to_json
 
 __all__ = [
     "CapacityConfig",
@@ -64,6 +70,7 @@ __all__ = [
     "retrieval_error_rates",
     "capacity_curve",
     "run_capacity",
+    "output_folder",
     "write_capacity_outputs",
     "summary_table",
 ]
@@ -74,6 +81,11 @@ CAPACITY_METHODS: tuple[str, ...] = ("hrr", "hrr_approx_inverse", "hrr_projected
 RESPONSE_METHODS: dict[str, str] = {"naive": "hrr", "projected": "hrr_projected"}
 #: Elements per chunk of trials, bounding the memory of the retrieval test (~256 MiB).
 _CHUNK_ELEMENTS = 1 << 26
+#: Files of :func:`write_capacity_outputs`, in the order it writes them.
+OUTPUT_FILES: tuple[str, ...] = (
+    "fig1.csv", "fig7.csv", "capacity.csv", "retrieval_errors.csv", "fig1_response.png",
+    "fig5_capacity.png", "fig6_retrieval_error.png", "fig7_response_range.png", "capacity.json",
+)
 
 
 def sqrt2_grid(max_n: int) -> list[int]:
@@ -101,15 +113,20 @@ class CapacityConfig:
         fig1_dim: dimension of Fig. 1 (paper: 256).
         fig1_terms: numbers ``T`` of bound terms (paper: up to 1024).
         fig1_trials: independent statements per ``T``.
-        capacity_dims: dimensions of Figs. 5–6; perfect squares because of VTB.
+        capacity_dims: distinct dimensions of Figs. 5–6; perfect squares when a method
+            needs them (VTB).
         capacity_trials: trials per ``(method, d, n)`` (paper: 10).
         capacity_threshold: error rate that ends the capacity (paper: 3 %).
         capacity_max_n: largest ``n`` tried; a capacity equal to it is a lower bound.
-        capacity_stop_error: stop a Fig. 6 curve once the mean error rate reaches this.
+        capacity_stop_error: stop a Fig. 6 curve once the mean error rate reaches this;
+            above ``capacity_threshold``, so a curve never stops before its capacity.
         fig7_dim: dimension of Fig. 7 (paper: 256).
         fig7_n: bundle sizes ``n`` of Fig. 7 (paper: up to 2¹⁶).
         fig7_trials: independent statements per ``n``.
         queries: present and absent pairs probed per statement in Figs. 1 and 7.
+        methods: distinct names in :data:`VSAS` measured in Figs. 5–6.
+
+    The sequence fields take any non-empty sequence (a list too) and store it as a tuple.
     """
 
     fig1_dim: int = 256
@@ -158,20 +175,58 @@ class CapacityConfig:
         )
 
     def __post_init__(self) -> None:
-        unknown = set(self.methods) - set(VSAS)
-        if unknown:
-            raise InputError(f"unknown methods {sorted(unknown)}; known: {sorted(VSAS)}")
-        if not 0 < self.capacity_threshold < 1:
-            raise InputError(f"capacity_threshold must lie in (0, 1), got {self.capacity_threshold}")
-        for name in ("fig1_trials", "capacity_trials", "fig7_trials", "queries", "capacity_max_n"):
+        for name in ("fig1_terms", "capacity_dims", "fig7_n"):
+            object.__setattr__(self, name, _sizes(name, getattr(self, name)))
+        object.__setattr__(self, "methods", _sequence("methods", self.methods))
+        check_number_types(self)
+        for name in ("fig1_dim", "fig1_trials", "capacity_trials", "capacity_max_n", "fig7_dim",
+                     "fig7_trials", "queries"):
             if getattr(self, name) < 1:
                 raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if min(self.fig1_terms + self.fig7_n) < 1:
-            raise InputError("bundle sizes must be >= 1")
+        unknown = [m for m in self.methods if not isinstance(m, str) or m not in VSAS]
+        if unknown:
+            raise InputError(f"unknown methods {unknown}; known: {sorted(VSAS)}")
+        for name in ("capacity_dims", "methods"):
+            if len(set(getattr(self, name))) < len(getattr(self, name)):
+                raise InputError(f"{name} must not repeat, got {getattr(self, name)}")
+        self._check_square_dims()
+        if not 0 < self.capacity_threshold < 1:
+            raise InputError(f"capacity_threshold must lie in (0, 1), got {self.capacity_threshold}")
+        if self.capacity_stop_error <= self.capacity_threshold:
+            raise InputError(f"capacity_stop_error must be above capacity_threshold "
+                             f"({self.capacity_threshold}), got {self.capacity_stop_error}")
+
+    def _check_square_dims(self) -> None:
+        """Every capacity dimension is a perfect square if a method needs it (VTB)."""
+        square = [m for m in self.methods if VSAS[m].needs_square_dim]
+        other = [d for d in self.capacity_dims if math.isqrt(d) ** 2 != d]
+        if square and other:
+            raise InputError(f"{', '.join(square)} needs perfect-square capacity_dims, got {other[0]}")
+
+
+def _sequence(name: str, value: object) -> tuple[Any, ...]:
+    """``value`` as a tuple; :class:`InputError` unless it is a non-empty, non-string sequence."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InputError(f"{name} must be a sequence, got {value!r}")
+    if not value:
+        raise InputError(f"{name} must not be empty")
+    return tuple(value)
+
+
+def _sizes(name: str, value: object) -> tuple[int, ...]:
+    """``value`` as a non-empty tuple of ints ``>= 1`` (sizes or dimensions)."""
+    values = _sequence(name, value)
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+            raise InputError(f"{name} must hold integers >= 1, got {v!r}")
+    return tuple(int(v) for v in values)
 
 
 def _generator(seed: int, *parts: object) -> torch.Generator:
-    """A local generator for one experiment cell, seeded from ``seed`` and the cell's name."""
+    """A local generator for one experiment cell, seeded from ``seed`` (an int ``>= 0``) and
+    the cell's name."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise InputError(f"seed must be an integer >= 0, got {seed!r}")
     key = zlib.crc32("/".join(map(str, parts)).encode())
     state = np.random.SeedSequence([seed, key]).generate_state(2, dtype=np.uint32)
     return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
@@ -183,11 +238,16 @@ def _draw(
     """Draw, for each of ``batch`` trials, blocks of ``counts`` vectors: ``(batch, count, d)``.
 
     Trial-major order (all blocks of trial 1, then of trial 2, …) keeps the random stream
-    the same however the trials are chunked.
+    the same however the trials are chunked. ``torch.randn`` fills 16 values at a time, so
+    one request for the whole chunk equals one request per trial only when each trial draws
+    a multiple of 16 numbers: then one request is made (faster), otherwise one per trial.
     """
     total = sum(counts)
-    vectors = vsa.random(batch * total, d, generator=generator).reshape(batch, total, d)
-    return vectors.split(list(counts), dim=1)
+    if total * d % 16 == 0:
+        vectors = vsa.random(batch * total, d, generator=generator)
+    else:
+        vectors = torch.cat([vsa.random(total, d, generator=generator) for _ in range(batch)])
+    return vectors.reshape(batch, total, d).split(list(counts), dim=1)
 
 
 def response_statistics(
@@ -330,8 +390,11 @@ def _crossing(curve: dict[str, Any], n_fail: int, error_fail: float, threshold: 
     return float(math.exp(math.log(n_pass) + fraction * (math.log(n_fail) - math.log(n_pass))))
 
 
-def _linear_fit(dims: Sequence[int], values: Sequence[float]) -> dict[str, float]:
-    """Least-squares line ``capacity ≈ slope·d + intercept`` and its R²."""
+def _linear_fit(dims: Sequence[int], values: Sequence[float]) -> dict[str, float] | None:
+    """Least-squares line ``capacity ≈ slope·d + intercept`` and its R²; ``None`` for fewer
+    than two dimensions, where no line is determined."""
+    if len(dims) < 2:
+        return None
     x, y = np.asarray(dims, dtype=float), np.asarray(values, dtype=float)
     slope, intercept = np.polyfit(x, y, 1)
     residual = y - (slope * x + intercept)
@@ -429,13 +492,13 @@ def _response_rows(section: dict[str, Any], sizes_key: str) -> list[list[object]
     return rows
 
 
-def _save_figure(figure: Any, path: Path) -> None:
+def _png(figure: Any) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
-    atomic_write_bytes(path, buffer.getvalue())
+    return buffer.getvalue()
 
 
-def _plot_responses(section: dict[str, Any], sizes_key: str, title: str, xlabel: str, path: Path) -> None:
+def _plot_responses(section: dict[str, Any], sizes_key: str, title: str, xlabel: str) -> bytes:
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(6.5, 4.2))
@@ -455,10 +518,10 @@ def _plot_responses(section: dict[str, Any], sizes_key: str, title: str, xlabel:
     axes.set_ylabel("response xᵀ(S ⊗ y†)  (mean ± std)")
     axes.set_title(title)
     axes.legend(fontsize=8)
-    _save_figure(figure, path)
+    return _png(figure)
 
 
-def _plot_capacity(capacity: dict[str, Any], path: Path) -> None:
+def _plot_capacity(capacity: dict[str, Any]) -> bytes:
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(6.5, 4.2))
@@ -474,10 +537,10 @@ def _plot_capacity(capacity: dict[str, Any], path: Path) -> None:
     axes.set_ylabel(f"capacity n (≤ {capacity['threshold']:.0%} error; faint: √2 grid)")
     axes.set_title("Binding capacity vs dimension (App. D.1, Fig. 5)")
     axes.legend(fontsize=8)
-    _save_figure(figure, path)
+    return _png(figure)
 
 
-def _plot_errors(capacity: dict[str, Any], path: Path) -> None:
+def _plot_errors(capacity: dict[str, Any]) -> bytes:
     from matplotlib.figure import Figure
 
     methods = list(capacity["error_curves"])
@@ -493,20 +556,67 @@ def _plot_errors(capacity: dict[str, Any], path: Path) -> None:
         axes.set_xlabel("n pairs (= n distractors)")
     figure.axes[0].set_ylabel("P(retrieval error)")
     figure.axes[0].legend(fontsize=7)
-    _save_figure(figure, path)
+    return _png(figure)
+
+
+@contextmanager
+def output_folder(out_dir: str | os.PathLike) -> Iterator[Path]:
+    """Create ``out_dir`` and check that it takes the output files, before a long run; if
+    the ``with`` block fails, remove the folders this created (when still empty).
+
+    Raises:
+        InputError: ``out_dir`` cannot be created or written, or a folder stands where an
+            output file goes.
+    """
+    out = Path(out_dir)
+    created = [folder for folder in (out, *out.parents) if not folder.exists()]  # deepest first
+    _probe(out)
+    try:
+        yield out
+    except BaseException:
+        for folder in created:
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def _probe(out: Path) -> None:
+    """Create ``out`` and write a temporary file in it; :class:`InputError` if that fails."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out) as probe:
+            probe.write(b"0")
+    except OSError as exc:
+        blocking = [folder for folder in (out, *out.parents) if folder.exists() and not folder.is_dir()]
+        reason = f"{blocking[0]} is not a folder" if blocking else exc.strerror or str(exc)
+        raise InputError(f"{out}: cannot write the outputs there ({reason})") from exc
+    taken = [name for name in OUTPUT_FILES if (out / name).is_dir()]
+    if taken:
+        raise InputError(f"{out / taken[0]} is a folder; the capacity experiment writes a file there")
 
 
 def write_capacity_outputs(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
-    """Write ``capacity.json``, the CSVs and the PNG plots into ``out_dir`` (atomically).
+    """Write ``capacity.json``, the CSVs and the PNG plots into ``out_dir``, all or nothing:
+    every file is rendered first, written into a temporary folder inside ``out_dir``, then
+    moved into place; on a failure none of this call's files remain.
 
     Returns:
         The paths written.
     """
-    out = Path(out_dir)
+    files = _render_outputs(results)
+    with output_folder(out_dir) as out:
+        _install(files, out)
+    return [out / name for name in files]
+
+
+def _render_outputs(results: dict[str, Any]) -> dict[str, bytes]:
+    """The contents of every output file, by name, in the order of :data:`OUTPUT_FILES`."""
     fig1, capacity, fig7 = results["fig1"], results["capacity"], results["fig7"]
     response_header = ("method", "case", "n", "mean", "std")
     methods = list(capacity["error_curves"])
-    files = {
+    tables = {
         "fig1.csv": _csv(response_header, _response_rows(fig1, "terms")),
         "fig7.csv": _csv(response_header, _response_rows(fig7, "n")),
         "capacity.csv": _csv(
@@ -527,26 +637,39 @@ def write_capacity_outputs(results: dict[str, Any], out_dir: str | Path) -> list
             ],
         ),
     }
-    written: list[Path] = []
-    for name, text in files.items():
-        atomic_write_text(out / name, text)
-        written.append(out / name)
-    plots = {
-        "fig1_response.png": lambda p: _plot_responses(
-            fig1, "terms", f"Fig. 1: responses, d={fig1['dim']}", "T bound terms", p
-        ),
-        "fig5_capacity.png": lambda p: _plot_capacity(capacity, p),
-        "fig6_retrieval_error.png": lambda p: _plot_errors(capacity, p),
-        "fig7_response_range.png": lambda p: _plot_responses(
-            fig7, "n", f"Fig. 7: response range, d={fig7['dim']}", "n bound pairs", p
-        ),
-    }
-    for name, plot in plots.items():
-        plot(out / name)
-        written.append(out / name)
-    atomic_write_json(out / "capacity.json", results)
-    written.append(out / "capacity.json")
-    return written
+    files = {name: text.encode("utf-8") for name, text in tables.items()}
+    files["fig1_response.png"] = _plot_responses(
+        fig1, "terms", f"Fig. 1: responses, d={fig1['dim']}", "T bound terms"
+    )
+    files["fig5_capacity.png"] = _plot_capacity(capacity)
+    files["fig6_retrieval_error.png"] = _plot_errors(capacity)
+    files["fig7_response_range.png"] = _plot_responses(
+        fig7, "n", f"Fig. 7: response range, d={fig7['dim']}", "n bound pairs"
+    )
+    text = to_json(results, indent=2, sort_keys=False, allow_nan=False) + "\n"  # as atomic_write_json
+    files["capacity.json"] = text.encode("utf-8")
+    return files
+
+
+def _install(files: dict[str, bytes], out: Path) -> None:
+    """Write ``files`` into a temporary folder inside ``out``, then move them into ``out``;
+    on a failure remove the files already moved (a file they replaced is gone too)."""
+    staging = Path(tempfile.mkdtemp(prefix=".capacity-", dir=out))
+    moved: list[Path] = []
+    try:
+        for name, data in files.items():
+            atomic_write_bytes(staging / name, data)
+        for name in files:
+            os.replace(staging / name, out / name)
+            moved.append(out / name)
+    except BaseException as exc:
+        for path in moved:
+            path.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise InputError(f"{out}: cannot write the outputs ({exc.strerror or exc})") from exc
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def summary_table(results: dict[str, Any]) -> str:
@@ -582,14 +705,15 @@ def summary_table(results: dict[str, Any]) -> str:
         ]
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
     fits = capacity["linear_fit"]
-    lines.append(
-        "| slope per d (R²) | "
-        + " | ".join(f"{fits[m]['slope']:.4f} ({fits[m]['r2']:.2f})" for m in methods)
-        + " |"
-    )
+    lines.append("| slope per d (R²) | " + " | ".join(_fit_cell(fits[m]) for m in methods) + " |")
     lines.append("")
     lines.append(
         "Cells: largest √2-grid n (in parentheses: the 3 % crossing interpolated in log n); "
         "slope and R² of a least-squares line through the interpolated capacities."
     )
     return "\n".join(lines)
+
+
+def _fit_cell(fit: dict[str, float] | None) -> str:
+    """``slope (R²)`` of a linear fit, or a dash where there is none."""
+    return "—" if fit is None else f"{fit['slope']:.4f} ({fit['r2']:.2f})"
