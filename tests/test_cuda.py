@@ -137,6 +137,19 @@ def test_cuda_text_backbones_train_and_decode(data, backbone):
         assert clf.score(tokens(test.X), test.Y)["P@1"] > popularity_p1(train, test) + 10, head
 
 
+@pytest.mark.parametrize("backbone", ["fc", "cnn", "lstm"])
+def test_cuda_bfloat16_training_learns_like_float32(data, backbone):
+    train, test = data
+    X_train, X_test = (train.X, test.X) if backbone == "fc" else (tokens(train.X), tokens(test.X))
+    params = dict(SMALL, backbone=backbone, device="cuda") | ({} if backbone == "fc" else {"hidden": None, "epochs": 15})
+    for head in ("dense", "hrr"):
+        full = XMCClassifier(**params, head=head).fit(X_train, train.Y)
+        mixed = XMCClassifier(**params, head=head, precision="bfloat16").fit(X_train, train.Y)
+        assert all(p.dtype == torch.float32 and p.is_cuda for p in mixed.network_.parameters())
+        full_p1, mixed_p1 = full.score(X_test, test.Y)["P@1"], mixed.score(X_test, test.Y)["P@1"]
+        assert mixed_p1 > popularity_p1(train, test) + 10 and abs(mixed_p1 - full_p1) < 10, (head, mixed_p1, full_p1)
+
+
 def test_cuda_solar_trains_and_decodes(data):
     train, test = data
     clf = XMCClassifier(head="solar", hidden=(64,), epochs=8, batch_size=32, lr=1e-2, seed=1, progress=False,
