@@ -252,3 +252,11 @@ def test_batched_inference_equals_each_chunk_network(data, feature_dim, hidden):
     np.testing.assert_array_equal(indices, labels.numpy())
     np.testing.assert_allclose(got_scores, scores.numpy(), rtol=1e-5)
     np.testing.assert_array_equal(got_candidates, candidates.numpy())
+
+
+def test_a_float32_solar_config_is_recorded_as_before_precision_existed():
+    """Its training fingerprint then matches folders written before the field, so they resume."""
+    assert "precision" not in _config().to_dict()["train"]
+    mixed = _config(train=TrainConfig(epochs=5, precision="bfloat16", progress=False))
+    assert mixed.to_dict()["train"]["precision"] == "bfloat16"
+    assert SolarConfig.from_dict(mixed.to_dict()).train.precision == "bfloat16"

@@ -196,6 +196,21 @@ def test_resume_with_other_configuration_is_refused(tmp_path):
         )
 
 
+def test_a_float32_checkpoint_is_recorded_as_before_precision_existed_and_resumes_only_as_float32(tmp_path):
+    X, Y = make_data()
+    Trainer(TrainConfig(**CONFIG | {"epochs": 1})).fit(TinyNetwork(40, 6), X, Y, run_dir=tmp_path / "full")
+    saved = json.loads((tmp_path / "full" / CHECKPOINT_JSON).read_text())["config"]
+    assert "precision" not in saved and "reuse_memory" not in saved  # so checkpoints written before still match
+    with pytest.raises(InputError, match="another configuration"):
+        Trainer(TrainConfig(**CONFIG | {"epochs": 1, "precision": "bfloat16"})).fit(
+            TinyNetwork(40, 6), X, Y, run_dir=tmp_path / "full", resume=True
+        )
+    Trainer(TrainConfig(**CONFIG | {"epochs": 1, "precision": "bfloat16"})).fit(
+        TinyNetwork(40, 6), X, Y, run_dir=tmp_path / "mixed"
+    )
+    assert json.loads((tmp_path / "mixed" / CHECKPOINT_JSON).read_text())["config"]["precision"] == "bfloat16"
+
+
 def test_resume_on_other_data_of_the_same_shape_is_refused(tmp_path):
     X, Y = make_data()
     Trainer(TrainConfig(**CONFIG | {"epochs": 1})).fit(TinyNetwork(40, 6), X, Y, run_dir=tmp_path)

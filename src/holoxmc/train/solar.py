@@ -143,8 +143,7 @@ class SolarConfig:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["hidden"] = list(self.hidden)
-        out["train"] = asdict(self.train) | {"progress": None}
-        del out["train"]["reuse_memory"]  # does not change results
+        out["train"] = self.train.record()
         return out
 
     @classmethod

@@ -58,6 +58,10 @@ Schedule = Literal["none", "cosine", "linear"]
 _SCHEDULES = ("none", "cosine", "linear")
 Precision = Literal["float32", "bfloat16"]
 _PRECISIONS = ("float32", "bfloat16")
+#: Training settings added after runs were first recorded, with the value those runs trained
+#: with: :meth:`TrainConfig.record` leaves them out at that value, so older checkpoints and
+#: SOLAR folders still match.
+LATER_FIELDS: dict[str, Any] = {"precision": "float32"}
 
 
 class TrainableNetwork(Protocol):
@@ -114,10 +118,12 @@ class TrainConfig:
             (:func:`~holoxmc.train.heap.reuse_freed_memory`) instead of paying page faults
             for fresh ones in every step; results are the same either way.
         precision: ``"float32"``, or ``"bfloat16"`` for mixed precision: each training
-            step's forward pass runs under ``torch.autocast`` with bfloat16 (matrix
-            products, convolutions and LSTMs in bfloat16; embedding tables, the loss,
-            weights, gradients and Adam's state stay float32), on the CPU or a GPU.
-            Validation, scoring and saved weights are float32 either way.
+            step's forward pass runs under ``torch.autocast`` with bfloat16 on the CPU or a
+            GPU (matrix products and convolutions in bfloat16; embedding tables, weights,
+            gradients and Adam's state stay float32, and so does the loss of a
+            :class:`~holoxmc.backbones.Network`, which computes it with autocast off; on the
+            CPU an LSTM over packed sequences stays float32 too). Validation, scoring and
+            saved weights are float32 either way.
     """
 
     epochs: int = 20
@@ -176,6 +182,18 @@ class TrainConfig:
         if self.select_metric not in SELECT_METRICS:
             raise InputError(f"select_metric must be one of {SELECT_METRICS}, got {self.select_metric!r}")
         check_device(self.device)
+
+    def record(self) -> dict[str, Any]:
+        """The settings that decide what training computes, as the JSON record a checkpoint
+        or a SOLAR run is matched by: every field but ``progress`` (display) and
+        ``reuse_memory`` (where memory comes from), and without a field of
+        :data:`LATER_FIELDS` while it holds the value runs recorded before it existed had."""
+        record = asdict(self) | {"progress": None}
+        del record["reuse_memory"]
+        for name, earlier in LATER_FIELDS.items():
+            if record[name] == earlier:
+                del record[name]
+        return record
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "TrainConfig":
@@ -346,8 +364,7 @@ class Trainer:
             # carved validation rows are rows of X_train: its digest covers them
             "digest": None if run_dir is None else data_digest(X_train, Y_train, *(() if carved else (X_val, Y_val))),
         }
-        config_json = asdict(cfg) | {"progress": None, "device": None}
-        del config_json["reuse_memory"]  # where memory comes from does not change results
+        config_json = cfg.record() | {"device": None}
         start_epoch = 0
         if resume and run_dir is not None:
             checkpoint = load_checkpoint(run_dir, device)
