@@ -35,6 +35,7 @@ from holoxmc.data import load
 from holoxmc.data.batch import LabelBatch, SparseBatch
 from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier, preset_params
 from holoxmc.train.heap import reuse_freed_memory
+from holoxmc.train.trainer import training_autocast
 
 
 def main() -> None:
@@ -89,7 +90,7 @@ def main() -> None:
                         network.backbone.dropout = torch.nn.Dropout(network.backbone.dropout.p)
                     loss = torch.compile(network.loss, dynamic=True) if compiled else network.loss
                     if bfloat16:
-                        loss = autocast_bfloat16(loss, device.type)
+                        loss = bfloat16_steps(loss, device.type)
                     label = (name + (" compiled" if compiled else "") + (" nn.Dropout" if torch_dropout else "")
                              + (" bfloat16" if bfloat16 else ""))
                     models[label] = (loss, torch.optim.Adam(network.parameters(), lr=1e-3, fused=True), batches)
@@ -131,10 +132,10 @@ def main() -> None:
                   "of GPU time per step")
 
 
-def autocast_bfloat16(loss: Callable, device_type: str) -> Callable:
-    """``loss`` under bfloat16 autocast, as the trainer runs it with ``precision="bfloat16"``."""
+def bfloat16_steps(loss: Callable, device_type: str) -> Callable:
+    """``loss`` under the autocast of the trainer's ``precision="bfloat16"`` steps."""
     def mixed(x, y):
-        with torch.autocast(device_type, dtype=torch.bfloat16):
+        with training_autocast("bfloat16", device_type):
             return loss(x, y)
     return mixed
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from holoxmc.errors import InputError
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "to_json"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "json_text", "to_json"]
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -79,6 +79,11 @@ def _numpy_scalar(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
+def json_text(obj: Any, *, allow_nan: bool = True) -> str:
+    """``obj`` as the indented JSON text, with a final newline, that the project's files hold."""
+    return to_json(obj, indent=2, sort_keys=False, allow_nan=allow_nan) + "\n"
+
+
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     """Atomically write ``obj`` as indented JSON to ``path``."""
-    atomic_write_text(path, to_json(obj, indent=2, sort_keys=False) + "\n")
+    atomic_write_text(path, json_text(obj))

@@ -61,7 +61,7 @@ from torch import Tensor
 
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.experiments.vsa import VSAS, VSA
-from holoxmc.io import atomic_write_bytes, to_json
+from holoxmc.io import atomic_write_bytes, json_text
 
 __all__ = [
     "CapacityConfig",
@@ -646,8 +646,7 @@ def _render_outputs(results: dict[str, Any]) -> dict[str, bytes]:
     files["fig7_response_range.png"] = _plot_responses(
         fig7, "n", f"Fig. 7: response range, d={fig7['dim']}", "n bound pairs"
     )
-    text = to_json(results, indent=2, sort_keys=False, allow_nan=False) + "\n"  # as atomic_write_json
-    files["capacity.json"] = text.encode("utf-8")
+    files["capacity.json"] = json_text(results, allow_nan=False).encode("utf-8")
     return files
 
 

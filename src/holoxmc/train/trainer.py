@@ -247,6 +247,12 @@ def split_validation(n_rows: int, fraction: float, seed: int) -> tuple[np.ndarra
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
 
+def training_autocast(precision: Precision, device_type: str) -> torch.autocast:
+    """The autocast a training step's forward runs under: bfloat16 for ``"bfloat16"``, off
+    for ``"float32"`` (see :class:`TrainConfig`)."""
+    return torch.autocast(device_type, dtype=torch.bfloat16, enabled=precision == "bfloat16")
+
+
 def lr_factor(schedule: Schedule, step: int, total_steps: int, warmup_steps: int = 0) -> float:
     """LR multiplier at optimisation ``step`` (0-based) of ``total_steps``.
 
@@ -487,7 +493,7 @@ class Trainer:
                 for group in groups:
                     group["lr"] = cfg.lr * factor
                 rows, weight = (rows, 1.0) if world == 1 else share_of_batch(rows, rank, world)
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bfloat16"):
+                with training_autocast(cfg.precision, device.type):
                     loss = loss_of(input_batch(X, rows).to(device), label_batch(Y, rows).to(device))
                 for optimizer in optimizers:
                     optimizer.zero_grad(set_to_none=True)
