@@ -209,3 +209,78 @@ def test_sparse_inputs_with_nan_are_refused(data):
     X.data[0] = np.nan
     with pytest.raises(InputError, match="NaN"):
         XMCClassifier(**SMALL).fit(sp.csr_matrix(X), data.Y)
+
+
+# ---------------------------------------------------------------- processes (defect 2, Ctrl-C)
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _start_workers(tiny: Path, out: Path, model: list[str]):
+    import subprocess
+    import sys
+    import time
+    process = subprocess.Popen(
+        [sys.executable, "-m", "holoxmc", "train", str(tiny), *model, "--workers", "2", "--epochs", "300",
+         "--out", str(out), "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None and len(_children(process.pid)) < 2:
+        time.sleep(0.2)
+    time.sleep(2.0)  # the workers are training
+    children = _children(process.pid)
+    assert process.poll() is None and len(children) >= 2, "the workers did not start"
+    return process, children
+
+
+def _all_gone(pids: list[int], seconds: float = 10.0) -> bool:
+    import time
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.1)
+    return not any(_alive(pid) for pid in pids)
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc (Linux)")
+
+
+@needs_proc
+@pytest.mark.parametrize("model, how", [
+    (["--model", "solar"], "SIGKILL"),
+    (["--model", "solar"], "SIGTERM"),
+    (["--model", "hrr-fc", "--hidden", "16", "--n-models", "2"], "SIGKILL"),
+])
+def test_workers_die_with_their_parent(tiny, tmp_path, model, how):
+    import signal
+    process, children = _start_workers(tiny, tmp_path / "R", model)
+    process.send_signal(getattr(signal, how))
+    process.wait(timeout=30)
+    assert _all_gone(children), "a worker outlived its parent"
+
+
+@needs_proc
+def test_ctrl_c_to_a_workers_group_is_one_line_and_ends_the_workers(tiny, tmp_path):
+    import os
+    import signal
+    process, children = _start_workers(tiny, tmp_path / "R", ["--model", "solar"])
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "Traceback" not in err and "holoxmc: interrupted" in err
+    assert _all_gone(children)
