@@ -43,6 +43,7 @@ from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
 from holoxmc.train.linear import LinearConfig, LinearModel, fit_linear
 from holoxmc.train.solar import DONE_FILE, SolarConfig, SolarModel, chunk_dir, fit_solar
 from holoxmc.train.trainer import Precision, Schedule
+from holoxmc.untrusted import check_loaded_weights, check_saved_classifier, codes_digest
 
 __all__ = [
     "XMCClassifier",
@@ -685,7 +686,10 @@ class XMCClassifier(BaseEstimator):
         else:
             state = {f"network.{k}": v for k, v in self.network_.state_dict().items()}
         state["inv_prop"] = torch.from_numpy(self.inv_prop_)
-        save_state_dict(path / MODEL_FILE, state, metadata={"format": FORMAT})
+        network_config = self.network_.config if self.head in NETWORK_FACTORIES else None
+        digest = codes_digest(network_config)
+        save_state_dict(path / MODEL_FILE, state,
+                        metadata={"format": FORMAT} | ({"codes_digest": digest} if digest else {}))
         atomic_write_json(
             path / CONFIG_FILE,
             {
@@ -719,6 +723,7 @@ class XMCClassifier(BaseEstimator):
         if not config_path.is_file():
             raise InputError(f"{path}: not a saved model (no {CONFIG_FILE})")
         config = _read_config(config_path, cls._get_param_names())
+        check_saved_classifier(config, path / MODEL_FILE, config_path)
         params: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in config["params"].items()}
         if device is not None:
             params["device"] = device
@@ -730,7 +735,8 @@ class XMCClassifier(BaseEstimator):
         clf = cls(**params)
         clf.n_features_ = config["n_features"]
         clf.n_labels_ = config["n_labels"]
-        tensors, _ = load_state_dict_file(path / MODEL_FILE)
+        tensors, metadata = load_state_dict_file(path / MODEL_FILE)
+        check_loaded_weights(tensors, metadata, config["network"], path / MODEL_FILE)
         if "inv_prop" not in tensors:
             raise InputError(f"{path / MODEL_FILE}: missing tensor 'inv_prop'")
         clf.inv_prop_ = tensors.pop("inv_prop").numpy()
