@@ -179,3 +179,55 @@ def test_a_folder_saved_before_the_digest_still_loads(saved, tmp_path, data):
     original = XMCClassifier.load(saved["hrr"]).predict(data[1].X)
     again = XMCClassifier.load(folder).predict(data[1].X)
     assert np.array_equal(original[0], again[0])
+
+
+# ---------------------------------------------------------------------------- checkpoints (defect 4)
+def _checkpoint_run(data, run_dir: Path):
+    """A tiny two-epoch trainer run that leaves its checkpoint in ``run_dir``."""
+    from holoxmc.backbones.network import build_network
+    from holoxmc.train import TrainConfig, Trainer
+
+    train, _ = data
+
+    def fit(resume: bool):
+        network = build_network("fc", "hrr", n_features=train.X.shape[1], n_labels=train.Y.shape[1],
+                                hidden=[16], dim=32, seed=0)
+        config = TrainConfig(epochs=2, batch_size=64, lr=1e-2, seed=0, progress=False)
+        return Trainer(config).fit(network, train.X, train.Y, run_dir=run_dir, resume=resume)
+    return fit
+
+
+def _rewrite_state(run_dir: Path, edit) -> None:
+    """Apply ``edit(state)`` to the trainer state stored in the checkpoint's metadata."""
+    from safetensors import safe_open
+
+    path = run_dir / "checkpoint.safetensors"
+    with safe_open(str(path), framework="pt") as f:
+        metadata = dict(f.metadata())
+    tensors = load_file(path)
+    state = json.loads(metadata["trainer_state"])
+    edit(state)
+    metadata["trainer_state"] = json.dumps(state)
+    save_file(tensors, path, metadata=metadata)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(data, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("run")
+    fit = _checkpoint_run(data, run_dir)
+    fit(False)
+    return run_dir, (run_dir / "checkpoint.safetensors").read_bytes(), fit
+
+
+@pytest.mark.parametrize("edit", [
+    _set(("epoch",), -1), _set(("epoch",), "1"), _set(("epoch",), float("nan")), _set(("since_best",), None),
+    _set(("history",), {}), _set(("best_score",), float("nan")), _set(("stopped_early",), 0),
+    lambda state: state.pop("best_epoch"), lambda state: state.pop("optimizers"), _set(("optimizers",), [1]),
+    _set(("epoch",), 10**12),
+], ids=lambda edit: str(id(edit)))
+def test_a_tampered_checkpoint_state_is_one_input_error(checkpoint, edit):
+    run_dir, original, fit = checkpoint
+    (run_dir / "checkpoint.safetensors").write_bytes(original)
+    _rewrite_state(run_dir, edit)
+    with pytest.raises(InputError):
+        fit(True)

@@ -23,6 +23,7 @@ from torch import Tensor
 
 from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_bytes, atomic_write_json, to_json
+from holoxmc.untrusted import check_checkpoint_state, check_finite_tensors
 
 __all__ = [
     "CHECKPOINT_TENSORS",
@@ -35,6 +36,7 @@ __all__ = [
     "save_state_dict",
     "load_state_dict_file",
     "data_digest",
+    "restore_checkpoint",
 ]
 
 CHECKPOINT_TENSORS = "checkpoint.safetensors"
@@ -168,17 +170,49 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
     tensors, metadata = load_state_dict_file(path, device)
     if _STATE_KEY not in metadata:
         raise InputError(f"{path}: not a holoxmc training checkpoint (no trainer state)")
-    state = json.loads(metadata[_STATE_KEY])
-    if state.get("format") != CHECKPOINT_FORMAT:
+    try:
+        state = json.loads(metadata[_STATE_KEY])
+    except ValueError as exc:
+        raise InputError(f"{path}: the trainer state is not JSON ({exc})") from None
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise InputError(
-            f"{path}: checkpoint format {state.get('format')!r}, this holoxmc resumes {CHECKPOINT_FORMAT!r}; "
+            f"{path}: checkpoint format {state.get('format') if isinstance(state, dict) else state!r}, "
+            f"this holoxmc resumes {CHECKPOINT_FORMAT!r}; "
             "start again in a new run directory"
         )
+    check_checkpoint_state(state, path)
+    check_finite_tensors(tensors, path)
     rests = state.pop("optimizers")
     names = ("model", "best", *(f"optim{i}" for i in range(len(rests))))
     groups: dict[str, dict[str, Tensor]] = {name: {} for name in names}
     for name, tensor in tensors.items():
-        group, key = name.split(".", 1)
+        group, _, key = name.partition(".")
+        if group not in groups or not key:
+            raise InputError(f"{path}: unexpected tensor {name!r}")
         groups[group][key] = tensor
-    optimizers = [unflatten_optimizer_state(groups[f"optim{i}"], rest) for i, rest in enumerate(rests)]
+    try:
+        optimizers = [unflatten_optimizer_state(groups[f"optim{i}"], rest) for i, rest in enumerate(rests)]
+    except (ValueError, AttributeError) as exc:
+        raise InputError(f"{path}: unreadable optimizer state ({exc})") from None
     return {"model": groups["model"], "best_model": groups["best"], "optimizers": optimizers, "state": state}
+
+
+def restore_checkpoint(checkpoint: dict[str, Any], network: torch.nn.Module,
+                       optimizers: list[torch.optim.Optimizer], run_dir: str | Path) -> None:
+    """Load :func:`load_checkpoint`'s weights and optimizer states into ``network`` and
+    ``optimizers``.
+
+    Raises:
+        InputError: the checkpoint's tensors or optimizer states do not fit them.
+    """
+    if len(checkpoint["optimizers"]) != len(optimizers):
+        raise InputError(f"{run_dir}: the checkpoint holds {len(checkpoint['optimizers'])} optimizer states, "
+                         f"the run has {len(optimizers)}")
+    try:
+        network.load_state_dict(checkpoint["model"])
+        for optimizer, optimizer_state in zip(optimizers, checkpoint["optimizers"]):
+            optimizer.load_state_dict(optimizer_state)
+        network.load_state_dict(checkpoint["best_model"])  # the best weights must fit too
+        network.load_state_dict(checkpoint["model"])
+    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise InputError(f"{run_dir}: the checkpoint does not fit this network ({str(exc).splitlines()[0]})") from None

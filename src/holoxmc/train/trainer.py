@@ -39,7 +39,7 @@ from holoxmc.distributed.data_parallel import (
     sum_over_ranks,
 )
 from holoxmc.errors import InputError, check_number_types
-from holoxmc.train.checkpoint import data_digest, load_checkpoint, save_checkpoint
+from holoxmc.train.checkpoint import data_digest, load_checkpoint, restore_checkpoint, save_checkpoint
 from holoxmc.train.heap import reuse_freed_memory
 from holoxmc.train.inference import evaluate_topk
 from holoxmc.train.optim import (
@@ -381,9 +381,7 @@ class Trainer:
                         f"{run_dir}: the checkpoint was made with another configuration or data; "
                         "use the same options to resume, or a new run directory"
                     )
-                network.load_state_dict(checkpoint["model"])
-                for optimizer, optimizer_state in zip(optimizers, checkpoint["optimizers"]):
-                    optimizer.load_state_dict(optimizer_state)
+                restore_checkpoint(checkpoint, network, optimizers, run_dir)
                 best_state = checkpoint["best_model"]
                 start_epoch = state["epoch"]
                 since_best = state["since_best"]
