@@ -231,3 +231,99 @@ def test_a_tampered_checkpoint_state_is_one_input_error(checkpoint, edit):
     _rewrite_state(run_dir, edit)
     with pytest.raises(InputError):
         fit(True)
+
+
+# ---------------------------------------------------------------------------- fuzzing (defect 7)
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+FUZZ = settings(max_examples=2, deadline=None, derandomize=True, database=None)
+HOSTILE = st.one_of(
+    st.sampled_from([0, -1, 1, 2**31, 10**12, 2**63, float("nan"), float("inf"), -float("inf"), 0.5, True, None,
+                     "", "x", [], {}, [10**9], {"members": []}]),
+    st.integers(), st.floats(), st.text(max_size=3), st.lists(st.integers(-5, 10**10), max_size=3),
+)
+
+
+def _paths(value, prefix=()):
+    """Every key path inside a JSON value."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield prefix + (key,)
+            yield from _paths(item, prefix + (key,))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield prefix + (i,)
+            yield from _paths(item, prefix + (i,))
+
+
+def _mutate(config, draw):
+    """Replace, delete, insert or nest at one drawn path of ``config`` (in place)."""
+    path = draw(st.sampled_from(sorted(_paths(config), key=repr)))
+    parent = config
+    for key in path[:-1]:
+        parent = parent[key]
+    action = draw(st.sampled_from(["replace", "delete", "insert", "nest"]))
+    if action == "delete":
+        del parent[path[-1]]
+    elif action == "insert" and isinstance(parent, dict):
+        parent[draw(st.sampled_from(["extra", "members", "dim", "hidden", "n_labels"]))] = draw(HOSTILE)
+    elif action == "nest":
+        parent[path[-1]] = [parent[path[-1]]]
+    else:
+        parent[path[-1]] = draw(HOSTILE)
+
+
+
+@FUZZ
+@given(st.data())
+def test_fuzzed_config_json_loads_or_is_one_input_error_under_a_memory_cap(saved, tmp_path_factory, data):
+    root = tmp_path_factory.mktemp("fuzz")
+    folders = []
+    for i in range(24):
+        head = data.draw(st.sampled_from(["hrr", "dense", "ensemble"]))
+        config = json.loads((saved[head] / "config.json").read_text())
+        for _ in range(data.draw(st.integers(1, 3))):
+            _mutate(config, data.draw)
+        (root / str(i)).mkdir()
+        folders.append(edited(saved[head], root / str(i), lambda c, new=config: (c.clear(), c.update(new))))
+    outcomes = capped_load(folders)
+    bad = [(json.loads((folder / "config.json").read_text(), parse_constant=str), outcome)
+           for folder, outcome in zip(folders, outcomes) if not outcome.startswith(("ok", "InputError:"))]
+    assert not bad, bad[0]
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+@given(st.data())
+def test_fuzzed_checkpoint_state_resumes_or_is_one_input_error(checkpoint, data):
+    run_dir, original, fit = checkpoint
+    (run_dir / "checkpoint.safetensors").write_bytes(original)
+    _rewrite_state(run_dir, lambda state: [_mutate(state, data.draw) for _ in range(data.draw(st.integers(1, 3)))])
+    try:
+        result = fit(True)
+    except InputError:
+        return
+    assert len(result.history) == 2
+
+
+# ---------------------------------------------------------------------------- final save (defect 6)
+def test_a_save_cut_short_leaves_the_old_folder_and_no_temporary_file(saved, tmp_path, data, monkeypatch):
+    import os
+
+    folder = edited(saved["hrr"], tmp_path, lambda config: None)
+    (folder / ".config.json.stale.tmp").write_text("{")  # left by an earlier killed save
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if not p.name.startswith(".")}
+    clf = XMCClassifier.load(saved["dense"])
+    real_fsync, calls = os.fsync, []
+
+    def failing_fsync(fd):
+        calls.append(fd)
+        if len(calls) == 2:  # the second file (config.json) fails after the weights were written
+            raise OSError(28, "No space left on device")
+        real_fsync(fd)
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(InputError, match="No space left"):
+        clf.save(folder)
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    XMCClassifier.load(folder).predict(data[1].X)

@@ -36,10 +36,11 @@ from holoxmc.devices import check_device
 from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.distributed.data_parallel import process_group
 from holoxmc.errors import InputError
-from holoxmc.io import atomic_write_json
+from holoxmc.io import atomic_write_files, finite_or_null, json_text
+from safetensors.torch import save as safetensors_bytes
 from holoxmc.metrics import evaluate, inverse_propensity, label_set_f1, pad_predictions
 from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, labels_above, predict_above, predict_topk
-from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
+from holoxmc.train.checkpoint import load_state_dict_file
 from holoxmc.train.linear import LinearConfig, LinearModel, fit_linear
 from holoxmc.train.solar import DONE_FILE, SolarConfig, SolarModel, chunk_dir, fit_solar
 from holoxmc.train.trainer import Precision, Schedule
@@ -688,20 +689,19 @@ class XMCClassifier(BaseEstimator):
         state["inv_prop"] = torch.from_numpy(self.inv_prop_)
         network_config = self.network_.config if self.head in NETWORK_FACTORIES else None
         digest = codes_digest(network_config)
-        save_state_dict(path / MODEL_FILE, state,
-                        metadata={"format": FORMAT} | ({"codes_digest": digest} if digest else {}))
-        atomic_write_json(
-            path / CONFIG_FILE,
-            {
-                "format": FORMAT,
-                "written_by": {"holoxmc": __version__, "torch": torch.__version__},
-                "params": _json_params(self.get_params()),
-                "network": self.network_.config if self.head in NETWORK_FACTORIES else None,
-                "n_features": self.n_features_,
-                "n_labels": self.n_labels_,
-                "history": self._histories(),
-            },
-        )
+        weights = safetensors_bytes({k: v.detach().cpu().contiguous().clone() for k, v in state.items()},
+                                    metadata={"format": FORMAT} | ({"codes_digest": digest} if digest else {}))
+        config = {
+            "format": FORMAT,
+            "written_by": {"holoxmc": __version__, "torch": torch.__version__},
+            "params": _json_params(self.get_params()),
+            "network": network_config,
+            "n_features": self.n_features_,
+            "n_labels": self.n_labels_,
+            "history": self._histories(),
+        }
+        atomic_write_files(path, {MODEL_FILE: weights, CONFIG_FILE: json_text(finite_or_null(config),
+                                                                               allow_nan=False).encode()})
         return path
 
     def _histories(self) -> list[Any]:

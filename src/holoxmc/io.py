@@ -13,7 +13,7 @@ import numpy as np
 
 from holoxmc.errors import InputError
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "json_text", "to_json", "finite_or_null"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "json_text", "to_json", "finite_or_null", "atomic_write_files"]
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -43,6 +43,40 @@ def _write_and_replace(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_files(folder: str | os.PathLike, files: dict[str, bytes]) -> None:
+    """Write several files of ``folder`` together: every one is written and fsynced to a
+    temporary file first, and only then are they renamed into place, in the given order
+    (put the file a reader checks first, such as ``config.json``, last). A failure while
+    writing leaves the folder's old files untouched and no temporary file behind; stale
+    temporary files of an earlier killed write are removed first.
+
+    Raises:
+        InputError: ``folder`` cannot be written.
+    """
+    folder = Path(folder)
+    temps: list[tuple[str, Path]] = []
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            for stale in folder.glob(f".{name}.*.tmp"):
+                stale.unlink(missing_ok=True)
+        for name, data in files.items():
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+            temps.append((name, Path(tmp)))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o666 & ~_umask())
+        for name, tmp in temps:
+            os.replace(tmp, folder / name)
+    except OSError as exc:
+        raise InputError(f"{folder}: cannot write it ({_reason(exc, folder / 'x')})") from exc
+    finally:
+        for _, tmp in temps:
+            tmp.unlink(missing_ok=True)
 
 
 def _umask() -> int:
