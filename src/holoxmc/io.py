@@ -63,20 +63,20 @@ def atomic_write_files(folder: str | os.PathLike, files: dict[str, bytes]) -> No
             for stale in folder.glob(f".{name}.*.tmp"):
                 stale.unlink(missing_ok=True)
         for name, data in files.items():
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
-            temps.append((name, Path(tmp)))
+            fd, temp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+            temps.append((name, Path(temp_name)))
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-            os.chmod(tmp, 0o666 & ~_umask())
-        for name, tmp in temps:
-            os.replace(tmp, folder / name)
+            os.chmod(temp_name, 0o666 & ~_umask())
+        for name, temp in temps:
+            os.replace(temp, folder / name)
     except OSError as exc:
         raise InputError(f"{folder}: cannot write it ({_reason(exc, folder / 'x')})") from exc
     finally:
-        for _, tmp in temps:
-            tmp.unlink(missing_ok=True)
+        for _, temp in temps:
+            temp.unlink(missing_ok=True)
 
 
 def _umask() -> int:

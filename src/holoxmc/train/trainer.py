@@ -38,7 +38,7 @@ from holoxmc.distributed.data_parallel import (
     share_of_batch,
     sum_over_ranks,
 )
-from holoxmc.errors import InputError, check_number_types
+from holoxmc.errors import InputError, TrainingDiverged, check_number_types
 from holoxmc.train.checkpoint import data_digest, load_checkpoint, restore_checkpoint, save_checkpoint
 from holoxmc.train.heap import reuse_freed_memory
 from holoxmc.train.inference import evaluate_topk
@@ -152,8 +152,8 @@ class TrainConfig:
             raise InputError(f"epochs must be >= 1, got {self.epochs}")
         if self.batch_size < 1:
             raise InputError(f"batch_size must be >= 1, got {self.batch_size}")
-        if not self.lr > 0:
-            raise InputError(f"lr must be > 0, got {self.lr}")
+        if not 0.0 < self.lr < math.inf:
+            raise InputError(f"lr must be a finite number > 0, got {self.lr}")
         if self.schedule not in _SCHEDULES:
             raise InputError(f"schedule must be one of {_SCHEDULES}, got {self.schedule!r}")
         if not 0.0 <= self.val_fraction < 1.0:
@@ -513,6 +513,9 @@ class Trainer:
         if world > 1:
             sum_over_ranks(total_loss)
         mean_loss = float(total_loss) / max(len(order), 1)
+        if not math.isfinite(mean_loss):
+            raise TrainingDiverged(f"training diverged in epoch {epoch + 1}: the loss is {mean_loss} "
+                                   f"(lr {cfg.lr}: try a smaller learning rate, or grad_clip)")
         seconds = time.perf_counter() - start
         bar.close()
         return mean_loss, seconds
