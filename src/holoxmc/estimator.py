@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from sklearn.base import BaseEstimator
+from safetensors.torch import save as safetensors_bytes
 from torch import nn
 
 from holoxmc import __version__
@@ -37,11 +38,11 @@ from holoxmc.devices import check_device
 from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.distributed.data_parallel import process_group
 from holoxmc.errors import InputError
-from holoxmc.io import atomic_write_json, to_json
+from holoxmc.io import atomic_write_files, finite_or_null, json_text, to_json
 from holoxmc.limits import check_allocation, check_size
 from holoxmc.metrics import evaluate, inverse_propensity, label_set_f1, pad_predictions
 from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, labels_above, predict_above, predict_topk
-from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
+from holoxmc.train.checkpoint import load_state_dict_file
 from holoxmc.train.linear import LinearConfig, LinearModel, fit_linear
 from holoxmc.train.solar import DONE_FILE, SolarConfig, SolarModel, chunk_dir, fit_solar
 from holoxmc.train.trainer import Precision, Schedule
@@ -709,8 +710,10 @@ class XMCClassifier(BaseEstimator):
             "n_labels": self.n_labels_,
             "history": self._histories(),
         }
-        save_state_dict(path / MODEL_FILE, state, metadata={"format": FORMAT, DIGEST_KEY: _scoring_digest(config)})
-        atomic_write_json(path / CONFIG_FILE, config)
+        weights = safetensors_bytes({k: v.detach().cpu().contiguous().clone() for k, v in state.items()},
+                                    metadata={"format": FORMAT, DIGEST_KEY: _scoring_digest(config)})
+        atomic_write_files(path, {MODEL_FILE: weights,  # config.json, which load reads first, goes last
+                                  CONFIG_FILE: json_text(finite_or_null(config), allow_nan=False).encode()})
         return path
 
     def _histories(self) -> list[Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from torch import Tensor
 
 from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_bytes, atomic_write_json, to_json
+from holoxmc.limits import MAX_SIZE, check_size
+from holoxmc.trust import check_finite
 
 __all__ = [
     "CHECKPOINT_TENSORS",
@@ -36,6 +39,8 @@ __all__ = [
     "save_state_dict",
     "load_state_dict_file",
     "data_digest",
+    "restore_checkpoint",
+    "check_checkpoint_state",
 ]
 
 CHECKPOINT_TENSORS = "checkpoint.safetensors"
@@ -151,35 +156,7 @@ def save_checkpoint(
         optimizer_rest.append(optim_rest)
     full_state = {"format": CHECKPOINT_FORMAT, **state, "optimizers": optimizer_rest}
     save_state_dict(run_dir / CHECKPOINT_TENSORS, tensors, metadata={_STATE_KEY: to_json(full_state)})
-    atomic_write_json(run_dir / CHECKPOINT_JSON, full_state, allow_nan=True)  # best_score starts at -inf
-
-
-#: Trainer-state fields a checkpoint must hold, and the JSON types each may take.
-_STATE_FIELDS: dict[str, tuple[type, ...]] = {
-    "epoch": (int,), "config": (dict,), "data": (dict,), "history": (list,), "best_epoch": (int, type(None)),
-    "best_score": (int, float, type(None)), "since_best": (int,), "stopped_early": (bool,), "optimizers": (list,),
-}
-
-
-def _check_state(state: dict[str, Any], path: Path) -> None:
-    """Refuse a trainer state (an edited or damaged ``checkpoint.json`` copy) whose fields are
-    missing, of another type, negative or non-finite where they count epochs or scores."""
-    for name, types in _STATE_FIELDS.items():
-        value = state.get(name, _MISSING)
-        if value is _MISSING:
-            raise InputError(f"{path}: the trainer state has no {name!r}")
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            raise InputError(f"{path}: the trainer state's {name!r} has the wrong type ({value!r})")
-    if state["epoch"] < 0 or state["since_best"] < 0 or (state["best_epoch"] is not None and state["best_epoch"] < 0):
-        raise InputError(f"{path}: the trainer state counts a negative epoch")
-    score = state["best_score"]
-    if isinstance(score, float) and math.isnan(score):
-        raise InputError(f"{path}: the trainer state's best score is NaN")
-    if not all(isinstance(epoch, dict) for epoch in state["history"]):
-        raise InputError(f"{path}: the trainer state's history is not a list of epoch records")
-
-
-_MISSING = object()
+    atomic_write_json(run_dir / CHECKPOINT_JSON, full_state)
 
 
 def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> dict[str, Any] | None:
@@ -201,14 +178,14 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
         state = json.loads(metadata[_STATE_KEY])
     except ValueError as exc:
         raise InputError(f"{path}: the trainer state is not JSON ({exc})") from None
-    if not isinstance(state, dict):
-        raise InputError(f"{path}: the trainer state is not a JSON object")
-    if state.get("format") != CHECKPOINT_FORMAT:
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise InputError(
-            f"{path}: checkpoint format {state.get('format')!r}, this holoxmc resumes {CHECKPOINT_FORMAT!r}; "
+            f"{path}: checkpoint format {state.get('format') if isinstance(state, dict) else state!r}, "
+            f"this holoxmc resumes {CHECKPOINT_FORMAT!r}; "
             "start again in a new run directory"
         )
-    _check_state(state, path)
+    check_checkpoint_state(state, path)
+    check_finite(tensors.items(), str(path))
     rests = state.pop("optimizers")
     names = ("model", "best", *(f"optim{i}" for i in range(len(rests))))
     groups: dict[str, dict[str, Tensor]] = {name: {} for name in names}
@@ -220,5 +197,61 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
     try:
         optimizers = [unflatten_optimizer_state(groups[f"optim{i}"], rest) for i, rest in enumerate(rests)]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InputError(f"{path}: the optimiser state does not match its tensors ({exc!r})") from None
+        raise InputError(f"{path}: unreadable optimizer state ({exc!r})") from None
     return {"model": groups["model"], "best_model": groups["best"], "optimizers": optimizers, "state": state}
+
+
+def restore_checkpoint(checkpoint: dict[str, Any], network: torch.nn.Module,
+                       optimizers: list[torch.optim.Optimizer], run_dir: str | Path) -> None:
+    """Load :func:`load_checkpoint`'s weights and optimizer states into ``network`` and
+    ``optimizers``.
+
+    Raises:
+        InputError: the checkpoint's tensors or optimizer states do not fit them.
+    """
+    if len(checkpoint["optimizers"]) != len(optimizers):
+        raise InputError(f"{run_dir}: the checkpoint holds {len(checkpoint['optimizers'])} optimizer states, "
+                         f"the run has {len(optimizers)}")
+    try:
+        network.load_state_dict(checkpoint["model"])
+        for optimizer, optimizer_state in zip(optimizers, checkpoint["optimizers"]):
+            optimizer.load_state_dict(optimizer_state)
+        network.load_state_dict(checkpoint["best_model"])  # the best weights must fit too
+        network.load_state_dict(checkpoint["model"])
+    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise InputError(f"{run_dir}: the checkpoint does not fit this network ({str(exc).splitlines()[0]})") from None
+
+
+def check_checkpoint_state(state: Any, where: str | os.PathLike) -> None:
+    """Refuse a training checkpoint's JSON state with missing keys or values of the wrong
+    type or range (epochs and counters are non-negative integers, ``since_best`` at most
+    ``epoch``, ``history`` a list of ``epoch`` records).
+
+    Raises:
+        InputError: naming ``where`` and the first bad field.
+    """
+    if not isinstance(state, dict):
+        raise InputError(f"{where}: the trainer state must be a JSON object, got {type(state).__name__}")
+    for key in ("epoch", "since_best", "best_epoch"):
+        check_size(key, state.get(key), where=str(where), minimum=0, limit=MAX_SIZE)
+    for key in ("config", "data"):
+        if not isinstance(state.get(key), dict):
+            raise InputError(f"{where}: {key!r} must be a JSON object, got {state.get(key)!r}")
+    if not isinstance(state.get("stopped_early"), bool):
+        raise InputError(f"{where}: 'stopped_early' must be true or false, got {state.get('stopped_early')!r}")
+    score = state.get("best_score")
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or math.isnan(score) or score == math.inf:
+        raise InputError(f"{where}: 'best_score' must be a number, got {score!r}")
+    history = state.get("history")
+    if not isinstance(history, list) or len(history) != state["epoch"]:
+        raise InputError(f"{where}: 'history' must list one record per epoch ({state['epoch']})")
+    if not all(isinstance(record, dict) for record in history):
+        raise InputError(f"{where}: every 'history' record must be a JSON object")
+    if state["since_best"] > state["epoch"] or state["best_epoch"] > state["epoch"]:
+        raise InputError(f"{where}: 'since_best' and 'best_epoch' cannot exceed 'epoch' ({state['epoch']})")
+    optimizers = state.get("optimizers")
+    if not isinstance(optimizers, list) or not all(
+        isinstance(rest, dict) and isinstance(rest.get("param_groups"), list) and isinstance(rest.get("scalars"), dict)
+        for rest in optimizers
+    ):
+        raise InputError(f"{where}: 'optimizers' must be a list of {{param_groups, scalars}} objects")
