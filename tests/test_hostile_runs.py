@@ -268,3 +268,15 @@ def test_predict_with_label_names_holding_spaces_is_parseable(tmp_path):
     parsed = [parse_prediction(line) for line in output.read_text().splitlines()]
     assert len(parsed) == 20 and all(len(row) == 3 for row in parsed)
     assert {label for row in parsed for label, _ in row} == {"machine learning", "tag 1", "tag 2"}
+
+
+@pytest.mark.parametrize("scores, expected", [([10.0, 20.0, 30.0], "no: still rising"), ([10.0, 30.0, 25.0], "yes"),
+                                              ([10.0, 30.0, 30.0], "yes"), ([10.0], "?")])
+def test_the_demo_marks_a_model_whose_validation_p1_still_rises(scores, expected):
+    from holoxmc.cli.demo import comparison_table, converged
+
+    assert converged([{"val": {"P@1": s}} for s in scores]) == expected
+    report = {"test": dict.fromkeys(["P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5"], 1.0), "epoch_seconds": [1.0],
+              "params": {"total": 10, "output_layer": 5}, "predict_ms_per_point": 0.1,
+              "settings": {"epochs": 3, "lr": 1e-3}, "seconds": 2.5, "converged": expected}
+    assert comparison_table({"fc": report}).splitlines()[-1].endswith(f"  {expected}")
