@@ -224,6 +224,18 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _workers(pid: int) -> list[int]:
+    """The worker processes of ``pid`` (multiprocessing's resource tracker is not one)."""
+    found = []
+    for child in _children(pid):
+        try:
+            if b"resource_tracker" not in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(child)
+        except OSError:
+            continue
+    return found
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -241,15 +253,15 @@ def _start_workers(tiny: Path, out: Path, model: list[str]):
          "--out", str(out), "--quiet"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, text=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None and len(_children(process.pid)) < 2:
+    while time.monotonic() < deadline and process.poll() is None and len(_workers(process.pid)) < 2:
         time.sleep(0.2)
     time.sleep(2.0)  # the workers are training
-    children = _children(process.pid)
-    assert process.poll() is None and len(children) >= 2, "the workers did not start"
+    children = _workers(process.pid)
+    assert process.poll() is None and len(children) == 2, "the workers did not start"
     return process, children
 
 
-def _all_gone(pids: list[int], seconds: float = 10.0) -> bool:
+def _all_gone(pids: list[int], seconds: float = 30.0) -> bool:
     import time
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
@@ -284,3 +296,74 @@ def test_ctrl_c_to_a_workers_group_is_one_line_and_ends_the_workers(tiny, tmp_pa
     assert process.returncode == 130
     assert "Traceback" not in err and "holoxmc: interrupted" in err
     assert _all_gone(children)
+
+
+# ---------------------------------------------------------------- run folders (defects 4, 5, 7, 8; bad --out)
+def test_resume_never_writes_into_a_folder_holoxmc_did_not_start(tiny, tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "config.json").write_text("{}")
+    assert main(["train", str(tiny), "--epochs", "1", "--out", str(project), "--resume", "--quiet"]) == 2
+    assert (project / "config.json").read_text() == "{}" and sorted(p.name for p in project.iterdir()) == ["config.json"]
+
+
+def test_an_empty_test_split_is_refused_before_any_training(tiny, tmp_path):
+    folder = tmp_path / "empty_test"
+    folder.mkdir()
+    shutil.copy(tiny / "tiny_train.txt", folder / "x_train.txt")
+    (folder / "x_test.txt").write_text("0 30 10\n")
+    assert main(["train", str(folder), "--epochs", "1", "--out", str(tmp_path / "R"), "--quiet"]) == 2
+    assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize("make_out", ["dangling link", "under a file"])
+def test_a_bad_out_is_refused_before_any_work(tiny, tmp_path, capsys, make_out):
+    if make_out == "dangling link":
+        out = tmp_path / "link"
+        out.symlink_to(tmp_path / "nowhere")
+    else:
+        (tmp_path / "file").write_text("x")
+        out = tmp_path / "file" / "run"
+    assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), "--quiet"]) == 2
+    assert "epoch" not in capsys.readouterr().err
+
+
+def test_a_second_writer_of_a_run_folder_is_refused(tiny, tmp_path, capsys):
+    from holoxmc.cli.rundir import run_lock
+    out = tmp_path / "R"
+    out.mkdir()
+    with run_lock(out):  # as a running `train` holds it
+        assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), "--resume", "--quiet"]) == 2
+        assert "another holoxmc process" in capsys.readouterr().err
+        assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), "--quiet"]) == 2
+    assert main(["train", str(tiny), "--epochs", "1", "--hidden", "16", "--out", str(out), "--resume", "--quiet"]) == 0
+
+
+@pytest.mark.parametrize("other", [{"dim": 64}, {"head": "dense"}, {"hidden": (32,)}])
+def test_resume_with_another_model_is_the_another_configuration_error(data, tmp_path, other):
+    run = tmp_path / "R"
+    first = {"dim": 32, "hidden": (16,), "epochs": 2, "progress": False}
+    XMCClassifier(**first).fit(data.X, data.Y, run_dir=run)  # leaves its checkpoint
+    with pytest.raises(InputError, match="another configuration"):
+        XMCClassifier(**(first | other)).fit(data.X, data.Y, run_dir=run, resume=True)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("epoch", -3), ("epoch", "2"), ("history", {"a": 1}), ("best_score", float("nan")), ("since_best", None),
+])
+def test_a_tampered_trainer_state_is_one_input_error(data, tmp_path, field, value):
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+    run = tmp_path / "R"
+    settings = {"dim": 32, "hidden": (16,), "epochs": 2, "progress": False}
+    XMCClassifier(**settings).fit(data.X, data.Y, run_dir=run)
+    path = run / "checkpoint.safetensors"
+    with safe_open(str(path), framework="pt") as f:
+        metadata = dict(f.metadata())
+    key = "trainer_state"
+    state = json.loads(metadata[key])
+    state[field] = value
+    metadata[key] = json.dumps(state)
+    save_file(load_file(path), path, metadata=metadata)
+    with pytest.raises(InputError, match="trainer state"):
+        XMCClassifier(**settings).fit(data.X, data.Y, run_dir=run, resume=True)

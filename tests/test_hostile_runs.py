@@ -19,7 +19,7 @@ from holoxmc.cli.train import MODEL_NAMES, format_prediction, parse_prediction
 from holoxmc.data import make_synthetic
 from holoxmc.data.readers import write_xml_repo
 from holoxmc.errors import InputError
-from holoxmc.rundir import LOCK_FILE, MARKER_FILE, RunFolder
+from holoxmc.cli.rundir import MARKER, run_lock
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 FAST = ["--model", "fc", "--hidden", "8", "--dropout", "0", "--epochs", "2", "--batch-size", "50", "-q"]
@@ -52,9 +52,9 @@ def test_resume_into_a_folder_holoxmc_did_not_make_leaves_it_alone(tiny, tmp_pat
     project = tmp_path / "proj"
     project.mkdir()
     (project / "config.json").write_text("{}")
-    for extra in (["--resume"], []):
+    for extra, message in ((["--resume"], "not a holoxmc run folder"), ([], "not empty")):
         assert main(["train", str(tiny), "--out", str(project), *FAST, *extra]) == 2
-        _one_error(capsys, "not a holoxmc run folder")
+        _one_error(capsys, message)
     assert (project / "config.json").read_text() == "{}"
     assert sorted(p.name for p in project.iterdir()) == ["config.json"]
 
@@ -63,23 +63,24 @@ def test_a_run_folder_gets_its_marker_and_history(tiny, tmp_path, capsys):
     run = tmp_path / "R"
     assert main(["train", str(tiny), "--out", str(run), *FAST]) == 0
     names = {p.name for p in run.iterdir()}
-    assert {MARKER_FILE, LOCK_FILE, "config.json", "model.safetensors", "history.csv", "metrics.json"} == names
+    assert {MARKER, "config.json", "model.safetensors", "history.csv", "metrics.json"} == names
     lines = (run / "history.csv").read_text().splitlines()
     assert lines[0].split(",")[:5] == ["member", "phase", "epoch", "loss", "seconds"] and "val_P@1" in lines[0]
     assert [line.split(",")[2] for line in lines[1:]] == ["1", "2"]
-    assert json.loads((run / MARKER_FILE).read_text())["settings"]["model"] == "fc"
+    assert json.loads((run / MARKER).read_text())["format"].startswith("holoxmc-run")
 
 
-def test_resume_with_another_model_or_dim_is_the_configuration_error(tiny, tmp_path, capsys):
+def test_resume_with_another_model_or_dim_is_the_configuration_error(tiny, tmp_path, capsys, monkeypatch):
     run = tmp_path / "R"
-    assert main(["train", str(tiny), "--out", str(run), *FAST]) == 0
-    (run / "metrics.json").unlink()  # an unfinished run of this library
-    config = (run / "config.json").read_text()
+    with monkeypatch.context() as patch:  # the run stops after training, its checkpoint left: an unfinished run
+        patch.setattr("holoxmc.estimator.XMCClassifier.save", lambda *a: (_ for _ in ()).throw(InputError("stop")))
+        assert main(["train", str(tiny), "--out", str(run), *FAST]) == 2
+    checkpoint = (run / "checkpoint.json").read_text()
     for other in (["--model", "hrr-fc"], ["--model", "hrr-fc", "--dim", "16"], ["--hidden", "12"]):
         capsys.readouterr()
         assert main(["train", str(tiny), "--out", str(run), *FAST, *other, "--resume"]) == 2
         _one_error(capsys, "another configuration")
-    assert (run / "config.json").read_text() == config
+    assert (run / "checkpoint.json").read_text() == checkpoint and not (run / "config.json").exists()
 
 
 def test_the_trainer_refuses_a_checkpoint_of_another_network_shape(tmp_path):
@@ -97,7 +98,8 @@ def test_the_trainer_refuses_a_checkpoint_of_another_network_shape(tmp_path):
 
 def test_a_second_writer_is_refused_naming_the_holder(tiny, tmp_path, capsys):
     run = tmp_path / "R"
-    with RunFolder(run, {"model": "fc"}):
+    run.mkdir()
+    with run_lock(run):
         assert main(["train", str(tiny), "--out", str(run), *FAST, "--resume"]) == 2
         _one_error(capsys, f"pid {os.getpid()}")
     assert not (run / "metrics.json").exists()
@@ -135,25 +137,24 @@ def test_inputs_are_checked_before_any_work(tiny, tmp_path, capsys):
 
 
 def test_a_read_only_out_folder_is_refused_before_training(tiny, tmp_path, capsys, monkeypatch):
-    import holoxmc.rundir
+    import holoxmc.cli.rundir
 
     locked = tmp_path / "locked"
     locked.mkdir()
     real_access = os.access
-    monkeypatch.setattr(holoxmc.rundir.os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode))
+    monkeypatch.setattr(holoxmc.cli.rundir.os, "access",
+                        lambda path, mode: Path(path) != locked and real_access(path, mode))
     monkeypatch.setattr("holoxmc.data.load", lambda *a, **k: pytest.fail("data was read before the check"))
     assert main(["train", str(tiny), "--out", str(locked / "R"), *FAST]) == 2
-    _one_error(capsys, "read-only")
+    _one_error(capsys, "not a writable folder")
 
 
 def test_evaluate_checks_where_it_writes_before_computing(tiny, tmp_path, capsys, monkeypatch):
-    import holoxmc.rundir
-
     run = tmp_path / "R"
     assert main(["train", str(tiny), "--out", str(run), *FAST]) == 0
     capsys.readouterr()
     real_access = os.access
-    monkeypatch.setattr(holoxmc.rundir.os, "access", lambda path, mode: Path(path) != run and real_access(path, mode))
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != run and real_access(path, mode))
     monkeypatch.setattr("holoxmc.estimator.XMCClassifier.load", lambda *a, **k: pytest.fail("computed first"))
     assert main(["evaluate", str(run), str(tiny)]) == 2
     _one_error(capsys, "read-only")
@@ -216,7 +217,7 @@ def test_sigterm_is_one_line_exit_143_and_releases_the_folder(tiny, tmp_path):
     _, err = process.communicate(timeout=60)
     assert process.returncode == 143 and err.strip().splitlines()[-1] == "holoxmc: terminated", err
     assert "Traceback" not in err
-    with RunFolder(run, json.loads((run / MARKER_FILE).read_text())["settings"], resume=True):
+    with run_lock(run):
         pass  # the lock is free again
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from holoxmc.cli import finite_float, non_negative_int, positive_int
+from holoxmc.cli import finite_float, positive_int
 from holoxmc.cli.data import add_data_options, data_options
+from holoxmc.cli.rundir import MARKER, check_run_dir, claim_run_dir, run_lock
 from holoxmc.errors import InputError
 
 __all__ = ["register", "metrics_table", "train_params", "TEXT_ENCODER_FILE", "HISTORY_FILE", "MODEL_NAMES",
@@ -213,25 +215,22 @@ def run_train(args: argparse.Namespace) -> int:
         return _train(args, rank, world)
 
 
-#: ``train_params`` keys that may change when a run is resumed: where and how it runs.
-_RESUMABLE_CHANGES = ("device", "workers", "ray_address", "progress")
-
-
 def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     """``run_train`` in one process; under torchrun rank 0 alone writes and prints.
 
     Every input is checked before any work: the run folder (writable, not a file or a
     dangling link, not a folder holoxmc did not make), the options, and both data splits."""
     from holoxmc.data import load
-    from holoxmc.rundir import RunFolder, check_run_contents, check_run_target
 
     run_dir: Path = args.out
     metrics_path = run_dir / "metrics.json"
-    check_run_target(run_dir)
-    if args.resume and metrics_path.exists() and run_dir.joinpath(".holoxmc-run").exists():
-        print(f"{run_dir}: run already complete ({metrics_path})", file=sys.stderr)
-        return 0
-    check_run_contents(run_dir, resume=args.resume, finished_file=metrics_path.name)
+    if rank == 0:
+        if metrics_path.exists() and (run_dir / MARKER).is_file():
+            if args.resume:
+                print(f"{run_dir}: run already complete ({metrics_path})", file=sys.stderr)
+                return 0
+            raise InputError(f"{run_dir}: holds a finished run; choose another --out")
+        check_run_dir(run_dir, resume=args.resume)
     if args.plot:
         _check_plotting()
 
@@ -255,15 +254,21 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     if rank > 0:  # trains its share of every batch; rank 0 reads and writes the run
         clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume)
         return 0
-    settings = {"model": args.model, "params": {k: v for k, v in params.items() if k not in _RESUMABLE_CHANGES}}
-    with RunFolder(run_dir, settings, resume=args.resume, finished_file=metrics_path.name):
-        _fit_and_write(args, clf, train, test, X_train, X_test, load_options)
+    created = not run_dir.exists()
+    claim_run_dir(run_dir)
+    try:
+        with run_lock(run_dir):
+            _fit_and_write(args, clf, train, test, X_train, X_test, load_options)
+    except BaseException:
+        if created:
+            _remove_if_unused(run_dir)
+        raise
     return 0
 
 
 def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_train: Any, X_test: Any,
                    load_options: dict[str, Any]) -> None:
-    """Train ``clf`` into the held run folder ``args.out``, then write the model, the
+    """Train ``clf`` into the locked run folder ``args.out``, then write the model, the
     history, the text encoder and, last, ``metrics.json``."""
     from holoxmc.estimator import CONFIG_FILE, MODEL_FILE, fit_and_report
     from holoxmc.io import atomic_write_json
@@ -378,6 +383,13 @@ def plot_history(history: Path, output: Path) -> Path:
     return output
 
 
+def _remove_if_unused(run_dir: Path) -> None:
+    """Remove a run folder this call created when it holds only the marker."""
+    if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {MARKER}:
+        (run_dir / MARKER).unlink(missing_ok=True)
+        run_dir.rmdir()
+
+
 def _remove_checkpoints(run_dir: Path) -> None:
     """Delete a finished run's training checkpoints: in ``run_dir``, its refit folder and,
     for an ensemble, each member's folder and its refit folder (removed once empty)."""
@@ -398,11 +410,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from holoxmc.estimator import XMCClassifier
     from holoxmc.io import atomic_write_json
     from holoxmc.metrics import label_set_f1
-    from holoxmc.rundir import check_output_file
 
     _check_threshold_options(args)
     output = args.output or args.run_dir / f"eval-{Path(str(args.data)).name}-{args.split}.json"
-    check_output_file(output)  # before any work: a read-only run folder is refused now, not after scoring
+    _check_output_file(output)  # before any work: a read-only run folder is refused now, not after scoring
     clf = XMCClassifier.load(args.run_dir, device=args.device)
     options = _options_for(args.run_dir, args.data, data_options(args))
     inputs, Y, name, _ = _run_inputs(args.run_dir, clf, args.data, args.split, options, labels=True)
@@ -420,6 +431,24 @@ def run_evaluate(args: argparse.Namespace) -> int:
               f"{sets['labels per point']:.2f} labels per point")
     print(f"\nwrote {output}")
     return 0
+
+
+def _check_output_file(path: Path) -> None:
+    """Refuse, before the work that produces it, an output file that cannot be written: a
+    folder, a path under a file, a read-only file or folder.
+
+    Raises:
+        InputError: ``"<path>: cannot write it (<why>)"``.
+    """
+    if path.is_dir():
+        raise InputError(f"{path}: cannot write it (Is a directory)")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InputError(f"{path}: cannot write it (the file is read-only)")
+    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists() or p.is_symlink())
+    if not folder.is_dir():
+        raise InputError(f"{path}: cannot write it ({folder} is a file, not a folder)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: cannot write it ({folder} is read-only)")
 
 
 def _options_for(run_dir: Path, data: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -476,13 +505,12 @@ def run_predict(args: argparse.Namespace) -> int:
 
     from holoxmc.estimator import XMCClassifier
     from holoxmc.io import atomic_write_text
-    from holoxmc.rundir import check_output_file
 
     _check_threshold_options(args)
     if args.threshold is not None and args.top_k is not None:
         raise InputError("--top-k and --threshold choose the labels in two ways: give one")
     if args.output is not None:
-        check_output_file(args.output)
+        _check_output_file(args.output)
     clf = XMCClassifier.load(args.run_dir, device=args.device)
     options = _options_for(args.run_dir, args.input, data_options(args))
     inputs, _, _, encoder = _run_inputs(args.run_dir, clf, args.input, "test", options, labels=False)

@@ -13,6 +13,7 @@ data-parallel: see :mod:`holoxmc.distributed.data_parallel`.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import sys
@@ -40,6 +41,7 @@ from holoxmc.distributed.data_parallel import (
     sum_over_ranks,
 )
 from holoxmc.errors import InputError, TrainingDiverged, check_number_types
+from holoxmc.io import to_json
 from holoxmc.train.checkpoint import data_digest, load_checkpoint, save_checkpoint
 from holoxmc.train.heap import reuse_freed_memory
 from holoxmc.train.inference import evaluate_topk
@@ -293,6 +295,18 @@ def _copy_state(module: nn.Module) -> dict[str, Tensor]:
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
+def _json_copy(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists), for comparing with a checkpoint."""
+    return json.loads(to_json(value))
+
+
+def _check_like(state: dict[str, Tensor], network: nn.Module) -> None:
+    """Refuse stored weights whose names or shapes differ from ``network``'s."""
+    expected = {name: tuple(tensor.shape) for name, tensor in network.state_dict().items()}
+    if {name: tuple(tensor.shape) for name, tensor in state.items()} != expected:
+        raise ValueError("the stored best weights do not fit this network")
+
+
 class Trainer:
     """Train a :class:`~holoxmc.backbones.network.Network` (any backbone with any head).
 
@@ -386,20 +400,25 @@ class Trainer:
             "digest": None if run_dir is None else data_digest(X_train, Y_train, *(() if carved else (X_val, Y_val))),
         }
         config_json = cfg.record() | {"device": None}
+        network_config = _json_copy(getattr(network, "config", None))
         start_epoch = 0
         if resume and run_dir is not None:
             checkpoint = load_checkpoint(run_dir, device)
             if checkpoint is not None:
                 state = checkpoint["state"]
-                if state["config"] != config_json or state["data"] != fingerprint \
-                        or not _same_shapes(checkpoint["model"], network.state_dict()):
-                    raise InputError(
-                        f"{run_dir}: the checkpoint was made with another configuration or data; "
-                        "use the same options to resume, or a new run directory"
-                    )
-                network.load_state_dict(checkpoint["model"])
-                for optimizer, optimizer_state in zip(optimizers, checkpoint["optimizers"]):
-                    optimizer.load_state_dict(optimizer_state)
+                another = InputError(f"{run_dir}: the checkpoint was made with another configuration or data; "
+                                     "use the same options to resume, or a new run directory")
+                # "network" is absent from checkpoints written before it was recorded
+                if (state["config"] != config_json or state["data"] != fingerprint
+                        or state.get("network", network_config) != network_config):
+                    raise another
+                try:
+                    network.load_state_dict(checkpoint["model"])
+                    for optimizer, optimizer_state in zip(optimizers, checkpoint["optimizers"], strict=True):
+                        optimizer.load_state_dict(optimizer_state)
+                    _check_like(checkpoint["best_model"], network)
+                except (RuntimeError, ValueError, KeyError) as exc:
+                    raise another from exc
                 best_state = checkpoint["best_model"]
                 start_epoch = state["epoch"]
                 since_best = state["since_best"]
@@ -446,6 +465,7 @@ class Trainer:
                     state={
                         "epoch": epoch + 1,
                         "config": config_json,
+                        "network": network_config,
                         "data": fingerprint,
                         "rng": {"scheme": "per-epoch (seed, epoch)", "seed": cfg.seed, "next_epoch": epoch + 1},
                         "history": result.history,
