@@ -20,6 +20,8 @@ from holoxmc.estimator import DATASET_PRESETS, XMCClassifier
 from holoxmc.metrics import evaluate, label_set_f1
 
 FAST = ["--hidden", "32", "--dropout", "0", "--epochs", "8", "--batch-size", "32", "--lr", "0.01", "--quiet"]
+#: What a finished run folder holds: the run marker, the model, its history and metrics.
+RUN_FILES = [".holoxmc-run", "config.json", "history.csv", "metrics.json", "model.safetensors"]
 METRIC_KEYS = {f"{m}@{k}" for m in ("P", "nDCG", "PSP", "PSnDCG") for k in range(1, 6)}
 
 
@@ -31,7 +33,7 @@ def trained(toy, tmp_path_factory) -> Path:
 
 
 def test_train_writes_config_model_and_metrics(trained):
-    assert sorted(p.name for p in trained.iterdir()) == [".holoxmc-run", "config.json", "metrics.json", "model.safetensors"]
+    assert sorted(p.name for p in trained.iterdir()) == RUN_FILES
     metrics = json.loads((trained / "metrics.json").read_text())
     assert set(metrics["test"]) == METRIC_KEYS
     assert all(0.0 <= v <= 100.0 for v in metrics["test"].values())
@@ -152,7 +154,7 @@ def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
     [
         (["train", "no-such-dataset", "--out", "{tmp}/run"], "neither an existing path"),
         (["train", "{toy}", "--out", "{tmp}/busy"], "not empty"),
-        (["train", "{toy}", "--out", "{tmp}/run", "--epochs", "0"], "epochs must be"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--epochs", "0"], "--epochs: must be a positive integer"),
         (["evaluate", "{tmp}/missing", "{toy}"], "not a saved model"),
         (["predict", "{tmp}/missing", "{toy}"], "not a saved model"),
         (["predict", "{tmp}/missing", "{toy}", "--absolute"], "--absolute applies to --threshold"),
@@ -164,7 +166,7 @@ def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
         (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--label-bias"], "needs ranking > 0"),
         (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--device", "gpu"], "not a device name"),
         (["train", "{toy}", "--out", "{tmp}/run", "--sparse-updates", "--weight-decay", "0.01"], "no weight decay"),
-        (["train", "{toy}", "--out", "{tmp}/run", "--n-models", "0"], "positive integer"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--n-models", "0"], "--n-models: must be a positive integer"),
         (["train", "{toy}", "--out", "{tmp}/run", "--workers", "2"], "--n-models above 1"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--ray-address", "auto"], "--n-models above 1"),
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--n-models", "2"], "SOLAR already"),
@@ -173,9 +175,9 @@ def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
         (["train", "{toy}", "--model", "linear", "--out", "{tmp}/run", "--precision", "bfloat16"], "configures a network"),
         (["train", "{toy}", "--out", "{tmp}/run", "--seed", "-5"], "seed must be a non-negative integer"),
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--seed", "-1"], "seed must be"),
-        (["train", "{toy}", "--out", "{tmp}/run", "--weight-decay", "inf"], "weight_decay must be a finite"),
-        (["train", "{toy}", "--out", "{tmp}/run", "--n-models", "2", "--workers", "0"], "workers must be a positive"),
-        (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--workers", "0"], "workers must be a positive"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--weight-decay", "inf"], "--weight-decay: must be a finite number"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--n-models", "2", "--workers", "0"], "--workers: must be a positive integer"),
+        (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--workers", "0"], "--workers: must be a positive integer"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv, message):
@@ -329,7 +331,7 @@ def test_killed_cli_run_resumes_to_the_uninterrupted_metrics(toy, tmp_path, kill
     assert 2 <= kill_during_epochs(command, killed) < 12
 
     assert main(["train", *argv, "--out", str(killed), "--resume"]) == 0
-    assert sorted(p.name for p in killed.iterdir()) == [".holoxmc-run", "config.json", "metrics.json", "model.safetensors"]
+    assert sorted(p.name for p in killed.iterdir()) == RUN_FILES
     resumed = json.loads((killed / "metrics.json").read_text())
     reference = json.loads((tmp_path / "reference" / "metrics.json").read_text())
     assert resumed["test"] == reference["test"]
@@ -432,7 +434,7 @@ def test_circulant_label_code_is_trained_saved_and_reloaded_from_its_seed(toy, t
 def test_refit_run_leaves_only_its_three_files(toy, tmp_path):
     run_dir = tmp_path / "refit"
     assert main(["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--dim", "64", "--refit", *FAST]) == 0
-    assert sorted(p.name for p in run_dir.iterdir()) == [".holoxmc-run", "config.json", "metrics.json", "model.safetensors"]
+    assert sorted(p.name for p in run_dir.iterdir()) == RUN_FILES
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert len(metrics["epoch_seconds"]) == 8 + metrics["best_epoch"]
     assert json.loads((run_dir / "config.json").read_text())["params"]["refit"] is True
@@ -452,7 +454,7 @@ def test_ensemble_run_is_killed_in_its_second_member_and_resumes_to_the_same_met
     command = [sys.executable, "-m", "holoxmc", "train", *argv, "--out", str(killed)]
     assert 2 <= kill_during_epochs(command, killed / "member-1") < 10
     assert main(["train", *argv, "--out", str(killed), "--resume"]) == 0
-    assert sorted(p.name for p in killed.iterdir()) == [".holoxmc-run", "config.json", "metrics.json", "model.safetensors"]
+    assert sorted(p.name for p in killed.iterdir()) == RUN_FILES
     resumed = json.loads((killed / "metrics.json").read_text())
     assert (resumed["test"], resumed["best_epoch"]) == (reference["test"], reference["best_epoch"])
 

@@ -14,6 +14,7 @@ data-parallel: see :mod:`holoxmc.distributed.data_parallel`.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
 import time
@@ -52,6 +53,8 @@ __all__ = [
     "TrainConfig", "Trainer", "FitResult", "TrainableNetwork", "split_validation", "lr_factor", "REFIT_DIR",
     "SELECT_METRICS", "VALIDATION_KS",
 ]
+
+_LOG = logging.getLogger(__name__)
 
 #: Sub-folder of a run directory holding the refit phase's checkpoint.
 REFIT_DIR = "refit"
@@ -276,6 +279,18 @@ def _epoch_seed(seed: int, epoch: int) -> int:
     return int(np.random.SeedSequence([seed, epoch]).generate_state(1, dtype=np.uint64)[0]) >> 1
 
 
+def _same_shapes(saved: dict[str, Tensor], current: dict[str, Tensor]) -> bool:
+    """Whether a checkpoint's weights ``saved`` fit the network whose state is ``current``
+    (same names, same shapes): a checkpoint of another model or size does not."""
+    return saved.keys() == current.keys() and all(saved[k].shape == current[k].shape for k in saved)
+
+
+def _epoch_line(record: dict[str, Any], epochs: int) -> str:
+    """``epoch 3/20: loss 0.1234, 1.2 s, val P@1 45.60 ...`` for the log."""
+    val = "".join(f", val {name} {value:.2f}" for name, value in (record.get("val") or {}).items())
+    return f"epoch {record['epoch']}/{epochs}: loss {record['loss']:.4f}, {record['seconds']:.1f} s{val}"
+
+
 def _copy_state(module: nn.Module) -> dict[str, Tensor]:
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
@@ -432,6 +447,8 @@ class Trainer:
             else:
                 score = -loss  # nothing held out: the last epoch wins
             result.history.append(record)
+            if rank == 0 and not show:  # no progress bar: one line per epoch
+                _LOG.info(_epoch_line(record, cfg.epochs))
             if score > result.best_score or X_val is None:
                 result.best_score, result.best_epoch, since_best = float(score), epoch + 1, 0
                 best_state = _copy_state(network)
