@@ -33,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_demo(args: argparse.Namespace) -> int:
     from holoxmc.cli.train import train_params
     from holoxmc.data import load
-    from holoxmc.estimator import XMCClassifier, fit_and_report
+    from holoxmc.cli.report import fit_and_report
+    from holoxmc.estimator import XMCClassifier
 
     train, test = load("synthetic", "train"), load("synthetic", "test")
     print(

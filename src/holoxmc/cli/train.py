@@ -21,12 +21,13 @@ import numpy as np
 
 from holoxmc.cli.data import add_data_options, data_options
 from holoxmc.errors import InputError
-from holoxmc.estimator import NETWORK_SETTINGS, REPORT_FAMILIES
+from holoxmc.cli.report import metrics_table
+from holoxmc.models.registry import NETWORK_SETTINGS
+from holoxmc.presets import HEAD_OPTIONS as _HEAD_OPTIONS
 from holoxmc.metrics import label_set_f1
 
 __all__ = ["register", "metrics_table", "train_params", "TEXT_ENCODER_FILE"]
 
-_KS = (1, 2, 3, 4, 5)
 #: the run's :class:`~holoxmc.data.text.TextEncoder`, written when it was trained on raw text
 TEXT_ENCODER_FILE = "text_encoder.json"
 
@@ -144,16 +145,6 @@ def _check_threshold_options(args: argparse.Namespace) -> None:
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "linear_width", "lr", "batch_size", "weight_decay",
               "sparse_updates", "schedule", "val_fraction", "patience", "refit", "precision", "n_models", "device",
               "workers", "ray_address")
-#: Head-specific ``train`` options → head keywords (passed as ``head_options`` over the
-#: preset's), per head kind.
-_HEAD_OPTIONS = {
-    "hrr": {"loss": "loss", "ranking": "ranking", "learn_pm": "learn_pm", "label_bias": "label_bias",
-            "label_code": "code", "code_cache": "cache_codes"},
-    "solar": {"chunks": "n_chunks", "buckets": "n_buckets"},
-    "linear": {"C": "C"},
-}
-
-
 def _model_inputs(dataset: Any, backbone: str) -> Any:
     if backbone == "fc":
         return dataset.X
@@ -211,7 +202,8 @@ def run_train(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     """``run_train`` in one process; under torchrun rank 0 alone writes and prints."""
     from holoxmc.data import load
-    from holoxmc.estimator import CONFIG_FILE, MODEL_FILE, XMCClassifier, fit_and_report
+    from holoxmc.cli.report import fit_and_report
+    from holoxmc.estimator import CONFIG_FILE, MODEL_FILE, XMCClassifier
     from holoxmc.io import atomic_write_json
 
     run_dir: Path = args.out
@@ -286,7 +278,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     clf = XMCClassifier.load(args.run_dir, device=args.device)
     options = _options_for(args.run_dir, args.data, data_options(args))
     inputs, Y, name, _ = _run_inputs(args.run_dir, clf, args.data, args.split, options, labels=True)
-    metrics = clf.score(inputs, Y)
+    metrics = clf.evaluate(inputs, Y)
     report: dict[str, Any] = {"data": str(args.data), "split": args.split, "metrics": metrics}
     sets = None
     if args.threshold is not None:
@@ -387,12 +379,3 @@ def run_predict(args: argparse.Namespace) -> int:
         print(f"wrote {len(rows)} lines to {args.output}", file=sys.stderr)
     return 0
 
-
-def metrics_table(metrics: dict[str, float], title: str = "") -> str:
-    """A k × metric table (percent) of the families present in ``metrics``."""
-    families = [f for f in REPORT_FAMILIES if f"{f}@1" in metrics]
-    ks = [k for k in _KS if f"P@{k}" in metrics]
-    lines = [title] if title else []
-    lines.append("k  " + "".join(f"{f:>10}" for f in families))
-    lines += [f"{k:<3}" + "".join(f"{metrics[f'{f}@{k}']:>10.2f}" for f in families) for k in ks]
-    return "\n".join(lines)
