@@ -273,7 +273,7 @@ def test_a_saved_linear_model_with_broken_weights_is_one_error(data, tmp_path):
         ({"backbone": "cnn"}, "takes sparse features"),
         ({"device": "cuda"}, "on the CPU"),
         ({"device": "gpu"}, "on the CPU"),
-        ({"val_fraction": "0.1"}, "val_fraction must be a number"),
+        ({"val_fraction": "0.1"}, "val_fraction must be a finite number"),
         ({"head_options": {"C_grid": 1.0}}, "C_grid must be a non-empty list"),
         ({"head_options": {"dim": 3}}, "not accepted by head 'linear'"),
         ({"head_options": {"seed": 3}}, "not accepted by head 'linear'"),

@@ -256,15 +256,16 @@ class XMCClassifier(BaseEstimator):
         kind = family(self.head)
         check_finite_options(self.head_options or {})
         if self.backbone not in kind.backbones:
-            raise InputError(f"head {self.head!r} takes the backbone {' or '.join(map(repr, kind.backbones))}, "
-                             f"not {self.backbone!r}")
+            raise InputError(f"head {self.head!r} takes sparse features (backbone "
+                             f"{' or '.join(map(repr, kind.backbones))}), not {self.backbone!r}")
         if self.linear_width and self.backbone != "fc":
             raise InputError("linear_width applies to the fc backbone with the hrr and dense heads")
         defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
         changed = [name for name in HEAD_SPECIFIC if name not in kind.settings and getattr(self, name) != defaults[name]]
         if changed:
-            raise InputError(f"{changed} do not apply to head {self.head!r} (its settings: "
-                             f"{sorted(kind.settings)}, head_options, val_fraction, seed, workers, ray_address)")
+            raise InputError(f"{changed} do not apply to head {self.head!r}: they configure or train a network it "
+                             f"does not have, or another head's (its settings: {sorted(kind.settings)}, head_options, "
+                             "val_fraction, seed, workers, ray_address)")
         if self.n_jobs is not None and self.workers != 1:
             raise InputError(f"n_jobs is scikit-learn's name for workers: give one of them, not n_jobs={self.n_jobs} "
                              f"and workers={self.workers}")
