@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import math
@@ -36,7 +37,8 @@ from sklearn.base import BaseEstimator
 from holoxmc import __version__
 from holoxmc.devices import check_device
 from holoxmc.errors import InputError
-from holoxmc.io import atomic_write_json
+from holoxmc.io import atomic_write_json, to_json
+from holoxmc.limits import check_size
 from holoxmc.metrics import evaluate, inverse_propensity, label_set_f1, pad_predictions
 from holoxmc.models.base import FittedModel
 from holoxmc.models.network import MEMBER_DIR, NetworkModel, NetworkPlan
@@ -46,6 +48,7 @@ from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig, labels_above
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
 from holoxmc.train.trainer import Precision, Schedule
+from holoxmc.trust import check_finite, check_network_config, tensor_shapes
 from holoxmc.validation import (
     ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_batch_size, check_finite_options, check_fitted,
     check_label_statistics, check_params, check_X, check_Y,
@@ -504,9 +507,8 @@ class XMCClassifier(BaseEstimator):
         path = Path(path)
         state = self.model_.save_to(path)
         state["inv_prop"] = torch.from_numpy(self.inv_prop_)
-        save_state_dict(path / MODEL_FILE, state, metadata={"format": FORMAT})
         histories = [result.history for result in self.fit_results_]
-        atomic_write_json(path / CONFIG_FILE, {
+        config = {
             "format": FORMAT,
             "written_by": {"holoxmc": __version__, "torch": torch.__version__},
             "params": {k: list(v) if isinstance(v, tuple) else v for k, v in self.get_params().items()},
@@ -514,7 +516,9 @@ class XMCClassifier(BaseEstimator):
             "n_features": self.n_features_,
             "n_labels": self.n_labels_,
             "history": histories[0] if len(histories) == 1 else histories,
-        })
+        }
+        save_state_dict(path / MODEL_FILE, state, metadata={"format": FORMAT, DIGEST_KEY: _scoring_digest(config)})
+        atomic_write_json(path / CONFIG_FILE, config)
         return path
 
     @classmethod
@@ -539,16 +543,30 @@ class XMCClassifier(BaseEstimator):
             hint = "" if device is not None else " (it was saved with that device; load it with device='cpu')"
             raise InputError(f"{path}: {exc}{hint}") from None
         clf = cls(**params)
-        kind = family(clf.head)
+        try:
+            kind = clf._validate_params()
+        except InputError as exc:
+            raise InputError(f"{config_path}: {exc}") from None
         clf.n_features_ = config["n_features"]
         clf.n_labels_ = config["n_labels"]
         if clf.backbone == "fc":
             clf.n_features_in_ = clf.n_features_
-        tensors, _ = load_state_dict_file(path / MODEL_FILE)
-        if "inv_prop" not in tensors:
-            raise InputError(f"{path / MODEL_FILE}: missing tensor 'inv_prop'")
+        model_file = path / MODEL_FILE
+        shapes = tensor_shapes(model_file)
+        if shapes.get("inv_prop") != (clf.n_labels_,):
+            raise InputError(f"{model_file}: tensor 'inv_prop' of shape {shapes.get('inv_prop')} does not hold "
+                             f"the n_labels = {clf.n_labels_} of {CONFIG_FILE}")
+        if kind.attribute == "network_":  # a network family: its saved network configuration
+            check_network_config(config["network"], shapes, n_features=clf.n_features_, n_labels=clf.n_labels_,
+                                 where=str(config_path))
+        tensors, metadata = load_state_dict_file(model_file)
+        check_finite(tensors.items(), str(model_file))
+        digest = metadata.get(DIGEST_KEY)
+        if digest is not None and digest != _scoring_digest(config):
+            raise InputError(f"{config_path}: edited after the model was saved (its scoring settings no longer "
+                             f"match {MODEL_FILE}'s digest)")
         clf.inv_prop_ = tensors.pop("inv_prop").numpy()
-        history = config.get("history", [])
+        history = _read_history(config.get("history", []), clf.n_models, config_path)
         results = [FitResult(history=h) for h in (history if clf.n_models > 1 else [history])]
         clf._set_model(kind.load(clf, path, config, tensors), results)
         return clf
@@ -581,9 +599,31 @@ def _read_config(config_path: Path, param_names: Sequence[str]) -> dict[str, Any
     if unknown:
         raise InputError(f"{config_path}: unknown params {unknown}")
     for key in ("n_features", "n_labels"):
-        if not isinstance(config[key], int) or isinstance(config[key], bool) or config[key] < 1:
-            raise InputError(f"{config_path}: {key!r} must be a positive integer, got {config[key]!r}")
+        check_size(repr(key), config[key], where=str(config_path))
     return config
+
+
+#: Key of model.safetensors' metadata holding :func:`_scoring_digest` of the saved config.
+DIGEST_KEY = "scoring_config_sha256"
+
+
+def _scoring_digest(config: dict[str, Any]) -> str:
+    """SHA-256 of what a saved model's scores depend on besides its weights: the network
+    configuration (its seed regenerates the label code), the sizes and the head's options."""
+    params = config.get("params") or {}
+    scoring = {key: config.get(key) for key in ("network", "n_features", "n_labels")}
+    scoring |= {key: params.get(key) for key in ("head", "backbone", "head_options")}
+    return hashlib.sha256(to_json(scoring, sort_keys=True).encode()).hexdigest()
+
+
+def _read_history(history: Any, n_models: int, where: Path) -> list[Any]:
+    """The saved per-epoch history: a list of epoch records (one list per member of an ensemble)."""
+    runs = history if n_models > 1 else [history]
+    if not isinstance(runs, list) or len(runs) != n_models or not all(
+            isinstance(run, list) and all(isinstance(epoch, dict) for epoch in run) for run in runs):
+        raise InputError(f"{where}: 'history' must be a list of epoch records"
+                         f"{' per member' if n_models > 1 else ''}")
+    return history
 
 
 def _read_json_object(path: Path) -> dict[str, Any]:

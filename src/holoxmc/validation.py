@@ -4,10 +4,10 @@ settings through one declarative table of constraints (scikit-learn's
 ``_parameter_constraints`` style) checked in one place at fit.
 
 Example:
-    >>> check_params({"lr": float("inf")}, {"lr": [None, Real(0, None, "neither")]})
+    >>> check_params({"lr": float("inf")}, {"lr": [Real(0, None, "neither"), None]})
     Traceback (most recent call last):
     ...
-    holoxmc.errors.InputError: lr must be None or a finite number > 0, got inf
+    holoxmc.errors.InputError: lr must be a finite number > 0 or None, got inf
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def check_finite_options(options: Mapping[str, Any], name: str = "head_options")
         values = value if isinstance(value, (list, tuple)) else [value]
         for v in values:
             if _is_real(v) and not math.isfinite(v):
-                raise InputError(f"{name}[{key!r}] must be a finite number, got {value!r}")
+                raise InputError(f"{name}[{key!r}] must be finite, got {value!r}")
 
 
 def check_batch_size(batch_size: Any) -> int:
@@ -368,30 +368,30 @@ ESTIMATOR_CONSTRAINTS: dict[str, list[Constraint | None]] = {
     "backbone": [Options(("fc", "cnn", "lstm"))],
     "dim": [Integer(2)],
     "hidden": [None, IntegerSequence()],
-    "dropout": [None, Real(0, 1, "left")],
+    "dropout": [Real(0, 1, "left"), None],
     "linear_width": [Integer(0)],
-    "head_options": [None, Instance(dict, "a dict")],
-    "epochs": [None, Integer(1)],
-    "batch_size": [None, Integer(1)],
-    "lr": [None, Real(0, None, "neither")],
+    "head_options": [Instance(dict, "a dict"), None],
+    "epochs": [Integer(1), None],
+    "batch_size": [Integer(1), None],
+    "lr": [Real(0, None, "neither"), None],
     "weight_decay": [Real(0)],
     "sparse_updates": [Options((True, False, "auto"))],
     "schedule": [Options(("none", "cosine", "linear"))],
     "warmup_epochs": [Real(0)],
-    "grad_clip": [None, Real(0, None, "neither")],
+    "grad_clip": [Real(0, None, "neither"), None],
     "val_fraction": [Real(0, 1, "left")],
-    "patience": [None, Integer(1)],
+    "patience": [Integer(1), None],
     "refit": [Instance(bool, "true or false")],
     "precision": [Options(("float32", "bfloat16"))],
     "n_models": [Integer(1)],
     "seed": [Integer(0)],
-    "random_state": [None, Integer(0)],
+    "random_state": [Integer(0), None],
     "device": [Instance(str, "a device name")],
     "propensity": [RealPair()],
-    "progress": [None, Instance(bool, "true or false")],
+    "progress": [Instance(bool, "true or false"), None],
     "workers": [Integer(1)],
-    "n_jobs": [None, Integer(1), Integer(-1, -1)],
-    "ray_address": [None, Instance(str, "an address")],
+    "n_jobs": [Integer(1), Integer(-1, -1), None],
+    "ray_address": [Instance(str, "an address"), None],
 }
 #: How a message names a setting, where its keyword alone says too little.
 SETTING_NAMES = {"dim": "dim (the HRR dimension d')"}

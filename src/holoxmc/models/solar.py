@@ -25,9 +25,10 @@ from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
 from holoxmc.train.solar import (
-    CONFIG_FILE, FORMAT, INDEX_FILE, MODEL_FILE, SolarConfig, _chunk_network, _feature_hash, _normalized, _read_json,
-    _resolved, chunk_dir,
+    CONFIG_FILE, FORMAT, INDEX_FILE, MODEL_FILE, SolarConfig, _checked_model_config, _chunk_network, _feature_hash,
+    _normalized, _read_json, _resolved, chunk_dir,
 )
+from holoxmc.trust import check_finite
 
 __all__ = ["SolarModel"]
 
@@ -135,8 +136,13 @@ class SolarModel:
 
     def _load_chunks(self, directory: Path) -> None:
         for k, network in enumerate(self.networks):
-            tensors, _ = load_state_dict_file(chunk_dir(directory, k) / MODEL_FILE)
-            network.load_state_dict(tensors)
+            path = chunk_dir(directory, k) / MODEL_FILE
+            tensors, _ = load_state_dict_file(path)
+            check_finite(tensors.items(), str(path))
+            try:
+                network.load_state_dict(tensors)
+            except RuntimeError as exc:
+                raise InputError(f"{path}: weights do not match {directory / CONFIG_FILE} ({exc})") from None
             network.eval()
         self._stacked = None
 
@@ -154,9 +160,10 @@ class SolarModel:
         meta = _read_json(directory / CONFIG_FILE)
         if meta is None or meta.get("format") != FORMAT:
             raise InputError(f"{directory}: not a SOLAR model directory (no {CONFIG_FILE} of format {FORMAT})")
-        config = SolarConfig.from_dict(meta["config"])
+        config = _checked_model_config(directory, meta)
         code = config.label_code(meta["n_labels"])
         tensors, _ = load_state_dict_file(directory / INDEX_FILE)
+        check_finite(tensors.items(), str(directory / INDEX_FILE))
         if not np.array_equal(tensors["buckets"].numpy(), code.buckets):
             raise InputError(f"{directory}: stored label codes differ from the ones the seed regenerates")
         model = cls(config, code, meta["n_features"], meta.get("fingerprint"))
