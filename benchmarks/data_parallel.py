@@ -31,7 +31,7 @@ from hrr_vs_dense import side_by_side
 
 from holoxmc.cli.train import train_params
 from holoxmc.data import load, make_synthetic
-from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier
+from holoxmc.estimator import XMCClassifier
 
 MODELS = ("fc", "hrr-fc")
 
@@ -57,7 +57,7 @@ def epoch_seconds(args: argparse.Namespace) -> dict[str, dict]:
     gradient_mb = {}
     for model, p in params.items():
         clf = XMCClassifier(**p)
-        network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1])
+        network = clf.new_network(train.Y.shape[1], train.X.shape[1])
         gradient_mb[model] = sum(w.numel() * w.element_size() for w in network.parameters() if w.requires_grad) / 2**20
     return {model: {"seconds": seconds[model][1:], "gradient_mb_per_step": gradient_mb[model]} for model in params}
 

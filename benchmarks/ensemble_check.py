@@ -44,7 +44,7 @@ def check(dataset: str, model: str, seed: int, n_models: int, overrides: dict | 
     X_outer, Y_outer = train.X[outer], train.Y[outer]
     members = [evaluate_topk(member, X_outer, Y_outer, ks=(1,))["P@1"] for member in clf.network_.networks]
     return {"dataset": dataset, "model": model, "seed": seed, "members_P@1": [round(p, 2) for p in members],
-            "ensemble_P@1": round(clf.score(X_outer, Y_outer)["P@1"], 2), "fit_s": round(fit_seconds, 1)}
+            "ensemble_P@1": round(clf.evaluate(X_outer, Y_outer)["P@1"], 2), "fit_s": round(fit_seconds, 1)}
 
 
 def share_member_zero_code(seed: int) -> None:

@@ -37,7 +37,7 @@ import torch
 
 from holoxmc.cli.train import train_params
 from holoxmc.data import load, make_synthetic
-from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier
+from holoxmc.estimator import XMCClassifier
 from holoxmc.io import atomic_write_json
 from holoxmc.train import Trainer
 
@@ -65,7 +65,7 @@ def worker(name: str, label: str, reuse: bool, epochs: int) -> dict:
     """Train one configuration for ``epochs`` epochs in this (fresh) process."""
     params, train = configurations(name)
     clf = XMCClassifier(**params[label])
-    network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1])
+    network = clf.new_network(train.Y.shape[1], train.X.shape[1])
     config = timing_config(clf, epochs=epochs, seed=0, reuse_memory=reuse)
     before = resource.getrusage(resource.RUSAGE_SELF)
     result = Trainer(config).fit(network, train.X, train.Y)

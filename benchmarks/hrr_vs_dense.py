@@ -30,7 +30,8 @@ import torch
 
 from holoxmc.cli.train import train_params
 from holoxmc.data import load, make_synthetic
-from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier, fit_and_report
+from holoxmc.cli.report import fit_and_report
+from holoxmc.estimator import XMCClassifier
 from holoxmc.io import atomic_write_json, atomic_write_text
 from holoxmc.train import TrainConfig, Trainer, predict_topk
 
@@ -48,7 +49,7 @@ def side_by_side(
     networks = {}
     for model, params in params_by_model.items():
         clf = XMCClassifier(**params)
-        networks[model] = (NETWORK_FACTORIES[clf.head](clf, Y.shape[1], X.shape[1]), clf)
+        networks[model] = (clf.new_network(Y.shape[1], X.shape[1]), clf)
     for repeat in range(repeats):
         for model, (network, clf) in networks.items():
             config = timing_config(clf, epochs=1, seed=repeat, device=device)

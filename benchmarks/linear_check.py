@@ -46,7 +46,7 @@ def check(dataset: str, model: str, seed: int, options: dict, keep_scores: list 
     clf = XMCClassifier(**preset_params(dataset, model) | {"progress": False, "seed": seed})
     clf.fit(train.X[inner], train.Y[inner])
     fit_seconds = time.perf_counter() - started
-    metrics = clf.score(train.X[outer], train.Y[outer], ks=(1, 3, 5))
+    metrics = clf.evaluate(train.X[outer], train.Y[outer], ks=(1, 3, 5))
     if keep_scores is not None:
         keep_scores.append((standardised(clf.decision_function(train.X[outer])), train.Y[outer]))
     row = {"dataset": dataset, "model": model, "seed": seed, "fit_seconds": round(fit_seconds, 1)}

@@ -37,7 +37,7 @@ def check(dataset: str, model: str, seed: int, overrides: dict | None = None) ->
     scores, mean_score = {}, 0
     for refit in (False, True):
         clf = XMCClassifier(**(params | {"refit": refit})).fit(X, Y)
-        metrics = clf.score(X_outer, Y_outer)
+        metrics = clf.evaluate(X_outer, Y_outer)
         scores["refit" if refit else "standard"] = round(metrics["P@1"], 2)
         mean_score = mean_score + clf.decision_function(X_outer) / 2
     scores["refit_P@5"] = round(metrics["P@5"], 2)  # the last network's: refit's

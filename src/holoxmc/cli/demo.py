@@ -52,8 +52,9 @@ def run_demo(args: argparse.Namespace) -> int:
     epochs) and print their table; every argument is checked before any work."""
     from holoxmc.cli.train import train_params
     from holoxmc.data import load
+    from holoxmc.cli.report import fit_and_report
     from holoxmc.devices import check_device
-    from holoxmc.estimator import XMCClassifier, fit_and_report
+    from holoxmc.estimator import XMCClassifier
 
     if args.seed < 0:
         from holoxmc.errors import InputError

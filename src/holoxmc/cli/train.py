@@ -22,11 +22,11 @@ from holoxmc.cli import finite_float, positive_int
 from holoxmc.cli.data import add_data_options, data_options
 from holoxmc.cli.rundir import MARKER, check_run_dir, claim_run_dir, run_lock
 from holoxmc.errors import InputError
+from holoxmc.presets import HEAD_OPTIONS as _HEAD_OPTIONS
 
 __all__ = ["register", "metrics_table", "train_params", "TEXT_ENCODER_FILE", "HISTORY_FILE", "MODEL_NAMES",
            "format_prediction", "parse_prediction"]
 
-_KS = (1, 2, 3, 4, 5)
 #: the run's :class:`~holoxmc.data.text.TextEncoder`, written when it was trained on raw text
 TEXT_ENCODER_FILE = "text_encoder.json"
 #: ``--model`` choices: the keys of :data:`holoxmc.estimator.MODELS`, spelled out so that
@@ -149,16 +149,6 @@ def _check_threshold_options(args: argparse.Namespace) -> None:
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "linear_width", "lr", "batch_size", "weight_decay",
               "sparse_updates", "schedule", "val_fraction", "patience", "refit", "precision", "n_models", "device",
               "workers", "ray_address")
-#: Head-specific ``train`` options → head keywords (passed as ``head_options`` over the
-#: preset's), per head kind.
-_HEAD_OPTIONS = {
-    "hrr": {"loss": "loss", "ranking": "ranking", "learn_pm": "learn_pm", "label_bias": "label_bias",
-            "label_code": "code", "code_cache": "cache_codes"},
-    "solar": {"chunks": "n_chunks", "buckets": "n_buckets"},
-    "linear": {"C": "C"},
-}
-
-
 def _model_inputs(dataset: Any, backbone: str) -> Any:
     if backbone == "fc":
         return dataset.X
@@ -270,7 +260,8 @@ def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_
                    load_options: dict[str, Any]) -> None:
     """Train ``clf`` into the locked run folder ``args.out``, then write the model, the
     history, the text encoder and, last, ``metrics.json``."""
-    from holoxmc.estimator import CONFIG_FILE, MODEL_FILE, fit_and_report
+    from holoxmc.cli.report import fit_and_report
+    from holoxmc.estimator import CONFIG_FILE, MODEL_FILE
     from holoxmc.io import atomic_write_json
 
     run_dir: Path = args.out
@@ -417,7 +408,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     clf = XMCClassifier.load(args.run_dir, device=args.device)
     options = _options_for(args.run_dir, args.data, data_options(args))
     inputs, Y, name, _ = _run_inputs(args.run_dir, clf, args.data, args.split, options, labels=True)
-    metrics = clf.score(inputs, Y)
+    metrics = clf.evaluate(inputs, Y)
     report: dict[str, Any] = {"data": str(args.data), "split": args.split, "metrics": metrics}
     sets = None
     if args.threshold is not None:
@@ -597,12 +588,8 @@ def parse_prediction(line: str) -> list[tuple[str, float]]:
 
 
 def metrics_table(metrics: dict[str, float], title: str = "") -> str:
-    """A k × metric table (percent) of the families present in ``metrics``."""
-    from holoxmc.estimator import REPORT_FAMILIES
+    """:func:`holoxmc.cli.report.metrics_table`, imported when first called (so ``--help``
+    imports no torch)."""
+    from holoxmc.cli.report import metrics_table as table
 
-    families = [f for f in REPORT_FAMILIES if f"{f}@1" in metrics]
-    ks = [k for k in _KS if f"P@{k}" in metrics]
-    lines = [title] if title else []
-    lines.append("k  " + "".join(f"{f:>10}" for f in families))
-    lines += [f"{k:<3}" + "".join(f"{metrics[f'{f}@{k}']:>10.2f}" for f in families) for k in ks]
-    return "\n".join(lines)
+    return table(metrics, title)
