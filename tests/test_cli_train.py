@@ -306,10 +306,10 @@ def test_headerless_files_are_read_at_the_widths_of_train_and_of_the_model(tmp_p
     assert len(capsys.readouterr().out.strip().splitlines()[-1].split()) == 2
     point.write_text("0:1\n2:1 40:1\n")
     assert main(["predict", str(run), str(point)]) == 2
-    assert "point.txt:2: feature index 40 >= declared D=40" in capsys.readouterr().err
+    assert "point.txt:2: feature index 40 >= D=40, the width this file is read at" in capsys.readouterr().err
     point.write_text("")
     assert main(["predict", str(run), str(point)]) == 2
-    assert capsys.readouterr().err == f"holoxmc: error: {point}: no data points\n"
+    assert capsys.readouterr().err == f"holoxmc: error: {point}: empty file\n"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a machine without CUDA")
