@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from holoxmc.train import TrainConfig, Trainer
-from holoxmc.train.heap import _USER_SETTINGS, reuse_freed_memory
+from holoxmc.train.heap import _USER_SETTINGS, reuse_freed_memory  # noqa: F401  (the child scripts import * from here)
 
 from test_trainer import CONFIG, TinyNetwork, assert_same_weights, make_data, weights
 

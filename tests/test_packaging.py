@@ -89,3 +89,10 @@ def test_matplotlib_is_an_optional_plot_extra_included_in_test():
     assert any(d.startswith("matplotlib") for d in extras["plot"])
     assert any(d.startswith("matplotlib") for d in extras["test"])
     assert any(d.startswith("ruff") for d in extras["test"])
+
+
+def test_ruff_check_passes():
+    ruff = pytest.importorskip("ruff")
+    binary = Path(ruff.find_ruff_bin())
+    done = subprocess.run([str(binary), "check", "src", "tests", "benchmarks"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

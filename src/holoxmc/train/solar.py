@@ -36,7 +36,6 @@ from torch import Tensor, nn
 from holoxmc.backbones.fc import FCBackbone
 from holoxmc.backbones.network import Network
 from holoxmc.codes.solar import CodeMethod, FeatureHash, InvertedIndex, SolarLabelCode, chunk_seed
-from holoxmc.data.batch import SparseBatch
 from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.heads.solar import SCORE_OF_LOGIT, SCORINGS, Scoring, SolarChunkHead, solar_decode
