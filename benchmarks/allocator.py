@@ -125,10 +125,15 @@ def main() -> None:
     if args.cells:
         cells = [tuple(cell.split(":")) for cell in args.cells]
     runs: dict[tuple[str, str, str], list[dict]] = {(*cell, s): [] for cell in cells for s in args.settings}
-    for _ in range(args.repeats):
+    for repeat in range(args.repeats):
         for key in runs:
             runs[key].append(run_one(args, *key))
-            print(f"{key}: {runs[key][-1]['epoch_seconds']}", file=sys.stderr, flush=True)
+            print(f"{key}: {json.dumps(runs[key][-1])}", file=sys.stderr, flush=True)
+        report(args, cells, runs, repeat + 1)  # a cut-short run keeps its finished repeats
+
+
+def report(args: argparse.Namespace, cells: list, runs: dict[tuple[str, str, str], list[dict]], repeats: int) -> None:
+    """Print the markdown table and write the JSON of the ``repeats`` repeats finished."""
     rows = []
     print("| set | model | " + " | ".join(f"{s} s/epoch (peak MB)" for s in args.settings) + " |")
     print("|---|---|" + "---|" * len(args.settings))
@@ -140,7 +145,7 @@ def main() -> None:
             f"{m['epoch_seconds']:.2f} ({m['max_rss_mb']:.0f})" for m in medians.values()) + " |", flush=True)
     atomic_write_json(args.out, {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
-        "torch": torch.__version__, "threads": args.threads, "repeats": args.repeats,
+        "torch": torch.__version__, "threads": args.threads, "repeats": repeats,
         "epochs_per_run": args.epochs, "rows": args.rows, "libraries": LIBRARIES, "results": rows,
     })
 

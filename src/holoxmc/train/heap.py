@@ -17,6 +17,11 @@ So the block leaves the thresholds where glibc's own adjustment ends up in a pro
 has freed a large block: blocks up to 32 MiB come from the heap, blocks above it from
 ``mmap``, and the heap is trimmed once more than 64 MiB of it is free.
 
+Opt-in (``TrainConfig.reuse_memory=True`` or ``HOLOXMC_REUSE_FREED_MEMORY=1``): the change is
+process-wide, outlives the block (the thresholds above), and reaches every other library in
+the process; ``docs/allocator.md`` compares it with glibc's default and with jemalloc and
+tcmalloc preloaded.
+
 Only on Linux with glibc, and only when the user has not set glibc's malloc variables
 (``MALLOC_MMAP_MAX_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_MMAP_THRESHOLD_``, ``GLIBC_TUNABLES``);
 elsewhere it does nothing.
