@@ -20,7 +20,7 @@ from holoxmc.errors import InputError
 from holoxmc.estimator import MODEL_FILE, XMCClassifier
 from holoxmc.metrics import evaluate
 from holoxmc.train import split_validation
-from holoxmc.train.linear import LinearConfig, LinearModel, fit_linear
+from holoxmc.train.linear import LinearConfig, fit_linear
 
 
 @pytest.fixture(scope="module")

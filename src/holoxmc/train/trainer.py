@@ -120,8 +120,9 @@ class TrainConfig:
         eval_batch_size: rows per inference batch.
         progress: show a tqdm bar; ``None`` = only when stderr is a terminal.
         reuse_memory: on a CPU, keep freed large blocks mapped while training
-            (:func:`~holoxmc.train.heap.reuse_freed_memory`) instead of paying page faults
-            for fresh ones in every step; results are the same either way.
+            (:func:`~holoxmc.train.heap.reuse_freed_memory`, a process-wide ``mallopt``)
+            instead of paying page faults for fresh ones in every step; results are the same
+            either way. ``None`` (default): on only when ``HOLOXMC_REUSE_FREED_MEMORY=1``.
         precision: ``"float32"``, or ``"bfloat16"`` for mixed precision: each training
             step's forward pass runs under ``torch.autocast`` with bfloat16 on the CPU or a
             GPU (matrix products and convolutions in bfloat16; embedding tables, weights,
@@ -148,7 +149,7 @@ class TrainConfig:
     device: str = "cpu"
     eval_batch_size: int = 1024
     progress: bool | None = None
-    reuse_memory: bool = True
+    reuse_memory: bool | None = None
     precision: Precision = "float32"
 
     def __post_init__(self) -> None:
@@ -347,7 +348,7 @@ class Trainer:
             a :class:`FitResult` with the per-epoch history and the selected epoch.
         """
         on_cpu = torch.device(self.config.device).type == "cpu"
-        with reuse_freed_memory(self.config.reuse_memory and on_cpu):
+        with reuse_freed_memory(on_cpu and self.config.reuse_memory):
             return self._fit(network, X_train, Y_train, X_val, Y_val, run_dir, resume)
 
     def _fit(
