@@ -54,7 +54,7 @@ class Stream(enum.IntEnum):
     """Every random stream derived from a user seed (``local_generator(seed, stream, ...)``),
     in one table, so that a new use takes a number no other use has.
 
-    ``CIRCULANT_BASE`` shares its number with ``FC_INIT`` (a slip found on 2026-11-25), so
+    ``CIRCULANT_BASE`` shares its number with ``FC_INIT`` (a slip), so
     a circulant code's group phases and an FC backbone's first weights, drawn from one
     seed, are the same uniform draws. They meet nowhere in the network (the one sets the
     input layer's starting point, the other fixed output directions), and the number is
