@@ -31,7 +31,7 @@ def trained(toy, tmp_path_factory) -> Path:
 
 
 def test_train_writes_config_model_and_metrics(trained):
-    assert sorted(p.name for p in trained.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
+    assert sorted(p.name for p in trained.iterdir()) == [".holoxmc-run", "config.json", "metrics.json", "model.safetensors"]
     metrics = json.loads((trained / "metrics.json").read_text())
     assert set(metrics["test"]) == METRIC_KEYS
     assert all(0.0 <= v <= 100.0 for v in metrics["test"].values())
@@ -329,7 +329,7 @@ def test_killed_cli_run_resumes_to_the_uninterrupted_metrics(toy, tmp_path, kill
     assert 2 <= kill_during_epochs(command, killed) < 12
 
     assert main(["train", *argv, "--out", str(killed), "--resume"]) == 0
-    assert sorted(p.name for p in killed.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
+    assert sorted(p.name for p in killed.iterdir()) == [".holoxmc-run", "config.json", "metrics.json", "model.safetensors"]
     resumed = json.loads((killed / "metrics.json").read_text())
     reference = json.loads((tmp_path / "reference" / "metrics.json").read_text())
     assert resumed["test"] == reference["test"]
@@ -432,7 +432,7 @@ def test_circulant_label_code_is_trained_saved_and_reloaded_from_its_seed(toy, t
 def test_refit_run_leaves_only_its_three_files(toy, tmp_path):
     run_dir = tmp_path / "refit"
     assert main(["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--dim", "64", "--refit", *FAST]) == 0
-    assert sorted(p.name for p in run_dir.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
+    assert sorted(p.name for p in run_dir.iterdir()) == [".holoxmc-run", "config.json", "metrics.json", "model.safetensors"]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert len(metrics["epoch_seconds"]) == 8 + metrics["best_epoch"]
     assert json.loads((run_dir / "config.json").read_text())["params"]["refit"] is True
@@ -452,7 +452,7 @@ def test_ensemble_run_is_killed_in_its_second_member_and_resumes_to_the_same_met
     command = [sys.executable, "-m", "holoxmc", "train", *argv, "--out", str(killed)]
     assert 2 <= kill_during_epochs(command, killed / "member-1") < 10
     assert main(["train", *argv, "--out", str(killed), "--resume"]) == 0
-    assert sorted(p.name for p in killed.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
+    assert sorted(p.name for p in killed.iterdir()) == [".holoxmc-run", "config.json", "metrics.json", "model.safetensors"]
     resumed = json.loads((killed / "metrics.json").read_text())
     assert (resumed["test"], resumed["best_epoch"]) == (reference["test"], reference["best_epoch"])
 

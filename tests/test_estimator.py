@@ -327,7 +327,7 @@ def _broken_configs(config: dict) -> dict[str, tuple[bytes, str]]:
         "unknown param": (json.dumps(config | {"params": config["params"] | {"colour": 1}}).encode(),
                           r"unknown params \['colour'\]"),
         "n_features text": (json.dumps(config | {"n_features": "40"}).encode(),
-                            "'n_features' must be a positive integer, got '40'"),
+                            "'n_features' must be an integer, got '40'"),
         "not UTF-8": (b'{"format": "\xff"}', "config.json: not UTF-8 text"),
         "invalid JSON": (b'{"format": ', "config.json: invalid JSON"),
         "a list": (b"[]", "config.json: expected a JSON object, got list"),

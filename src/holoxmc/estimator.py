@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import numbers
@@ -36,13 +37,15 @@ from holoxmc.devices import check_device
 from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.distributed.data_parallel import process_group
 from holoxmc.errors import InputError
-from holoxmc.io import atomic_write_json
+from holoxmc.io import atomic_write_json, to_json
+from holoxmc.limits import check_allocation, check_size
 from holoxmc.metrics import evaluate, inverse_propensity, label_set_f1, pad_predictions
 from holoxmc.train import FitResult, TrainConfig, Trainer, evaluate_topk, labels_above, predict_above, predict_topk
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
 from holoxmc.train.linear import LinearConfig, LinearModel, fit_linear
 from holoxmc.train.solar import DONE_FILE, SolarConfig, SolarModel, chunk_dir, fit_solar
 from holoxmc.train.trainer import Precision, Schedule
+from holoxmc.trust import check_finite, check_network_config, tensor_shapes
 
 __all__ = [
     "XMCClassifier",
@@ -365,6 +368,44 @@ class XMCClassifier(BaseEstimator):
         Returns:
             self.
         """
+        self._check_settings()
+        X = self._check_X(X, fitting=True)
+        Y = _check_Y(Y, X.shape[0], n_labels=None)
+        if (X_val is None) != (Y_val is None):
+            raise InputError("give both X_val and Y_val, or neither")
+        if X_val is not None:
+            X_val = self._check_X(X_val, n_columns=X.shape[1] if sp.issparse(X) else None)
+            Y_val = _check_Y(Y_val, X_val.shape[0], n_labels=Y.shape[1])
+        self.n_features_ = check_size("n_features (for token ids: the largest id + 1)",
+                                      int(X.shape[1]) if sp.issparse(X) else int(X.max()) + 1)
+        check_allocation(8 * int(Y.shape[1]), "the label statistics")
+        self.n_labels_ = int(Y.shape[1])
+        self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
+        if self.head == "solar":
+            self._fit_solar(X, Y, X_val, Y_val, run_dir)
+            return self
+        if self.head == "linear":
+            self.linear_, history = fit_linear(
+                X, Y, self._linear_config(), X_val, Y_val, val_fraction=self.val_fraction, refit=bool(self.refit),
+                workers=self.workers, ray_address=self.ray_address,
+            )
+            self.fit_result_ = FitResult(history=history)
+            return self
+        jobs = [_MemberJob(seed, self._member_dir(run_dir, member)) for member, seed in enumerate(self.member_seeds())]
+        data = _MemberData(self.get_params(), X, Y, X_val, Y_val, self.n_labels_, self.n_features_, resume)
+        if self.workers == 1 and self.ray_address is None:
+            trained = [_train_member(job, data) for job in jobs]
+        else:
+            trained = self._train_members_apart(jobs, data)
+        networks = [network.eval() for network, _ in trained]
+        self.fit_results_ = [result for _, result in trained]
+        self.fit_result_ = self.fit_results_[0]
+        self.network_: Network | Ensemble = networks[0] if len(networks) == 1 else Ensemble(networks).eval()
+        return self
+
+    def _check_settings(self) -> None:
+        """Refuse a misspelt, mistyped, non-finite or out-of-range setting, or settings that do not
+        go together: at ``fit`` before any work, and at ``load`` for an edited ``config.json``."""
         if self.head not in HEADS:
             raise InputError(f"unknown head {self.head!r}; choose from {sorted(HEADS)}")
         if self.backbone not in BACKBONES:
@@ -390,41 +431,12 @@ class XMCClassifier(BaseEstimator):
             raise InputError(f"linear_width must be a non-negative integer, got {self.linear_width!r}")
         if self.linear_width and (self.backbone != "fc" or self.head == "solar"):
             raise InputError("linear_width applies to the fc backbone with the hrr and dense heads")
+        _check_network_shape(self.hidden, self.dropout)
+        _check_finite_options(self.head_options)
         if self.head == "linear":
             self._check_linear_settings()
         else:
             self._train_config()  # its checks: the training settings are valid before any work
-        X = self._check_X(X, fitting=True)
-        Y = _check_Y(Y, X.shape[0], n_labels=None)
-        if (X_val is None) != (Y_val is None):
-            raise InputError("give both X_val and Y_val, or neither")
-        if X_val is not None:
-            X_val = self._check_X(X_val, n_columns=X.shape[1] if sp.issparse(X) else None)
-            Y_val = _check_Y(Y_val, X_val.shape[0], n_labels=Y.shape[1])
-        self.n_features_ = int(X.shape[1]) if sp.issparse(X) else int(X.max()) + 1
-        self.n_labels_ = int(Y.shape[1])
-        self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
-        if self.head == "solar":
-            self._fit_solar(X, Y, X_val, Y_val, run_dir)
-            return self
-        if self.head == "linear":
-            self.linear_, history = fit_linear(
-                X, Y, self._linear_config(), X_val, Y_val, val_fraction=self.val_fraction, refit=bool(self.refit),
-                workers=self.workers, ray_address=self.ray_address,
-            )
-            self.fit_result_ = FitResult(history=history)
-            return self
-        jobs = [_MemberJob(seed, self._member_dir(run_dir, member)) for member, seed in enumerate(self.member_seeds())]
-        data = _MemberData(self.get_params(), X, Y, X_val, Y_val, self.n_labels_, self.n_features_, resume)
-        if self.workers == 1 and self.ray_address is None:
-            trained = [_train_member(job, data) for job in jobs]
-        else:
-            trained = self._train_members_apart(jobs, data)
-        networks = [network.eval() for network, _ in trained]
-        self.fit_results_ = [result for _, result in trained]
-        self.fit_result_ = self.fit_results_[0]
-        self.network_: Network | Ensemble = networks[0] if len(networks) == 1 else Ensemble(networks).eval()
-        return self
 
     def _train_members_apart(self, jobs: list["_MemberJob"], data: "_MemberData") -> list[tuple[Network, FitResult]]:
         """An ensemble's networks as independent jobs: local worker processes or Ray tasks."""
@@ -528,6 +540,7 @@ class XMCClassifier(BaseEstimator):
             X: ``(n, D)`` → indices ``(n, k)`` int64, scores ``(n, k)`` float32.
         """
         self._check_fitted()
+        _check_batch_size(batch_size)
         if not isinstance(k, (int, np.integer)) or not 1 <= k <= self.n_labels_:
             raise InputError(f"k must be an integer in [1, {self.n_labels_}], got {k!r}")
         X = self._check_X(X)
@@ -566,6 +579,7 @@ class XMCClassifier(BaseEstimator):
             array([  3,  17, 120], dtype=int32)
         """
         self._check_fitted()
+        _check_batch_size(batch_size)
         if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(threshold):
             raise InputError(f"threshold must be a finite number, got {threshold!r}")
         _check_relative_threshold(float(threshold), relative)
@@ -630,6 +644,7 @@ class XMCClassifier(BaseEstimator):
         model, every label's SVM margin; for an ensemble (``n_models > 1``), the members' mean score.
         """
         self._check_fitted()
+        _check_batch_size(batch_size)
         X = self._check_X(X)
         n = X.shape[0]
         if n * self.n_labels_ > MAX_DENSE_SCORES:
@@ -685,19 +700,17 @@ class XMCClassifier(BaseEstimator):
         else:
             state = {f"network.{k}": v for k, v in self.network_.state_dict().items()}
         state["inv_prop"] = torch.from_numpy(self.inv_prop_)
-        save_state_dict(path / MODEL_FILE, state, metadata={"format": FORMAT})
-        atomic_write_json(
-            path / CONFIG_FILE,
-            {
-                "format": FORMAT,
-                "written_by": {"holoxmc": __version__, "torch": torch.__version__},
-                "params": _json_params(self.get_params()),
-                "network": self.network_.config if self.head in NETWORK_FACTORIES else None,
-                "n_features": self.n_features_,
-                "n_labels": self.n_labels_,
-                "history": self._histories(),
-            },
-        )
+        config = {
+            "format": FORMAT,
+            "written_by": {"holoxmc": __version__, "torch": torch.__version__},
+            "params": _json_params(self.get_params()),
+            "network": self.network_.config if self.head in NETWORK_FACTORIES else None,
+            "n_features": self.n_features_,
+            "n_labels": self.n_labels_,
+            "history": self._histories(),
+        }
+        save_state_dict(path / MODEL_FILE, state, metadata={"format": FORMAT, DIGEST_KEY: _scoring_digest(config)})
+        atomic_write_json(path / CONFIG_FILE, config)
         return path
 
     def _histories(self) -> list[Any]:
@@ -728,13 +741,28 @@ class XMCClassifier(BaseEstimator):
             hint = "" if device is not None else " (it was saved with that device; load it with device='cpu')"
             raise InputError(f"{path}: {exc}{hint}") from None
         clf = cls(**params)
+        try:
+            clf._check_settings()
+        except InputError as exc:
+            raise InputError(f"{config_path}: {exc}") from None
         clf.n_features_ = config["n_features"]
         clf.n_labels_ = config["n_labels"]
-        tensors, _ = load_state_dict_file(path / MODEL_FILE)
-        if "inv_prop" not in tensors:
-            raise InputError(f"{path / MODEL_FILE}: missing tensor 'inv_prop'")
+        model_file = path / MODEL_FILE
+        shapes = tensor_shapes(model_file)
+        if shapes.get("inv_prop") != (clf.n_labels_,):
+            raise InputError(f"{model_file}: tensor 'inv_prop' of shape {shapes.get('inv_prop')} does not hold "
+                             f"the n_labels = {clf.n_labels_} of {CONFIG_FILE}")
+        if clf.head not in ("solar", "linear"):
+            check_network_config(config["network"], shapes, n_features=clf.n_features_, n_labels=clf.n_labels_,
+                                 where=str(config_path))
+        tensors, metadata = load_state_dict_file(model_file)
+        check_finite(tensors.items(), str(model_file))
+        digest = metadata.get(DIGEST_KEY)
+        if digest is not None and digest != _scoring_digest(config):
+            raise InputError(f"{config_path}: edited after the model was saved (its scoring settings no longer "
+                             f"match {MODEL_FILE}'s digest)")
         clf.inv_prop_ = tensors.pop("inv_prop").numpy()
-        history = config.get("history", [])
+        history = _read_history(config.get("history", []), clf.n_models, config_path)
         if clf.head == "solar":
             clf.fit_result_ = FitResult(history=history)
             clf.solar_ = SolarModel.load(path)
@@ -832,6 +860,8 @@ def _check_Y(Y: Any, n_rows: int, n_labels: int | None) -> sp.csr_matrix:
         if ids.size and ids.min() < 0:
             raise InputError(f"label id {int(ids.min())} is negative")
         width = n_labels if n_labels is not None else (int(ids.max()) + 1 if ids.size else 0)
+        if ids.size and n_labels is None:
+            check_size("a label id + 1 (the label count it implies)", width)
         if ids.size and ids.max() >= width:
             raise InputError(f"label id {int(ids.max())} out of range [0, {width})")
         indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
@@ -845,6 +875,35 @@ def _check_Y(Y: Any, n_rows: int, n_labels: int | None) -> sp.csr_matrix:
         raise InputError("Y has no label columns")
     Y.sort_indices()
     return Y
+
+
+def _check_batch_size(batch_size: Any) -> None:
+    """Rows scored at once: a positive integer."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
+def _check_network_shape(hidden: Any, dropout: Any) -> None:
+    """``hidden``: ``None`` or positive integer widths; ``dropout``: ``None`` or a number in [0, 1)."""
+    if hidden is not None and (isinstance(hidden, (str, bytes)) or not isinstance(hidden, Sequence) or not hidden
+                               or not all(isinstance(w, numbers.Integral) and not isinstance(w, bool) and int(w) >= 1
+                                          for w in hidden)):
+        raise InputError(f"hidden must be None or a non-empty list of positive integer widths, got {hidden!r}")
+    if dropout is not None and (isinstance(dropout, bool) or not isinstance(dropout, numbers.Real)
+                                or not 0.0 <= float(dropout) < 1.0):
+        raise InputError(f"dropout must be None or a number in [0, 1), got {dropout!r}")
+
+
+def _check_finite_options(options: Any) -> None:
+    """``head_options``: ``None`` or a dict whose numbers (also inside lists) are all finite."""
+    if options is None:
+        return
+    if not isinstance(options, dict):
+        raise InputError(f"head_options must be a dict or None, got {options!r}")
+    for key, value in options.items():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, numbers.Real) and not math.isfinite(item):
+                raise InputError(f"head_options[{key!r}] must be finite, got {value!r}")
 
 
 def _read_config(config_path: Path, param_names: Sequence[str]) -> dict[str, Any]:
@@ -861,9 +920,31 @@ def _read_config(config_path: Path, param_names: Sequence[str]) -> dict[str, Any
     if unknown:
         raise InputError(f"{config_path}: unknown params {unknown}")
     for key in ("n_features", "n_labels"):
-        if not isinstance(config[key], int) or isinstance(config[key], bool) or config[key] < 1:
-            raise InputError(f"{config_path}: {key!r} must be a positive integer, got {config[key]!r}")
+        check_size(repr(key), config[key], where=str(config_path))
     return config
+
+
+#: Key of model.safetensors' metadata holding :func:`_scoring_digest` of the saved config.
+DIGEST_KEY = "scoring_config_sha256"
+
+
+def _scoring_digest(config: dict[str, Any]) -> str:
+    """SHA-256 of what a saved model's scores depend on besides its weights: the network
+    configuration (its seed regenerates the label code), the sizes and the head's options."""
+    params = config.get("params") or {}
+    scoring = {key: config.get(key) for key in ("network", "n_features", "n_labels")}
+    scoring |= {key: params.get(key) for key in ("head", "backbone", "head_options")}
+    return hashlib.sha256(to_json(scoring, sort_keys=True).encode()).hexdigest()
+
+
+def _read_history(history: Any, n_models: int, where: Path) -> list[Any]:
+    """The saved per-epoch history: a list of epoch records (one list per member of an ensemble)."""
+    runs = history if n_models > 1 else [history]
+    if not isinstance(runs, list) or len(runs) != n_models or not all(
+            isinstance(run, list) and all(isinstance(epoch, dict) for epoch in run) for run in runs):
+        raise InputError(f"{where}: 'history' must be a list of epoch records"
+                         f"{' per member' if n_models > 1 else ''}")
+    return history
 
 
 def _read_json_object(path: Path) -> dict[str, Any]:

@@ -84,6 +84,18 @@ def json_text(obj: Any, *, allow_nan: bool = True) -> str:
     return to_json(obj, indent=2, sort_keys=False, allow_nan=allow_nan) + "\n"
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    """Atomically write ``obj`` as indented JSON to ``path``."""
-    atomic_write_text(path, json_text(obj))
+def atomic_write_json(path: str | os.PathLike, obj: Any, *, allow_nan: bool = False) -> None:
+    """Atomically write ``obj`` as indented JSON to ``path``.
+
+    Args:
+        allow_nan: write NaN and infinities (as ``NaN``, ``Infinity``: not standard JSON);
+            by default a non-finite number is refused, so no such file is left half-valid.
+
+    Raises:
+        InputError: a non-finite number (unless ``allow_nan``), or ``path`` cannot be written.
+    """
+    try:
+        text = json_text(obj, allow_nan=allow_nan)
+    except ValueError as exc:
+        raise InputError(f"{path}: refusing to write a non-finite number ({exc})") from None
+    atomic_write_text(path, text)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from holoxmc.cli.data import add_data_options, data_options
+from holoxmc.cli.rundir import MARKER, check_run_dir, claim_run_dir, run_lock
 from holoxmc.errors import InputError
 from holoxmc.estimator import NETWORK_SETTINGS, REPORT_FAMILIES
 from holoxmc.metrics import label_set_f1
@@ -216,15 +217,13 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
 
     run_dir: Path = args.out
     metrics_path = run_dir / "metrics.json"
-    if run_dir.exists() and not run_dir.is_dir():
-        raise InputError(f"{run_dir}: exists and is not a folder")
-    if metrics_path.exists():
-        if args.resume:
-            print(f"{run_dir}: run already complete ({metrics_path})", file=sys.stderr)
-            return 0
-        raise InputError(f"{run_dir}: holds a finished run; choose another --out")
-    if run_dir.exists() and any(run_dir.iterdir()) and not args.resume:
-        raise InputError(f"{run_dir}: not empty; use --resume to continue it, or choose another --out")
+    if rank == 0:
+        if metrics_path.exists() and (run_dir / MARKER).is_file():
+            if args.resume:
+                print(f"{run_dir}: run already complete ({metrics_path})", file=sys.stderr)
+                return 0
+            raise InputError(f"{run_dir}: holds a finished run; choose another --out")
+        check_run_dir(run_dir, resume=args.resume)
 
     options = (*_OVERRIDES, *(key for keys in _HEAD_OPTIONS.values() for key in keys))
     params = train_params(args.data, args.model, {key: getattr(args, key) for key in options})
@@ -235,31 +234,43 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     load_options = data_options(args)
     train = load(args.data, "train", features=features, **load_options)
     test = load(args.data, "test", features=features, widths=(train.n_features, train.n_labels), **load_options)
+    for split, dataset in (("train", train), ("test", test)):
+        if len(dataset) == 0:
+            raise InputError(f"{args.data}: its {split} split has no data points")
     X_train, X_test = _model_inputs(train, params["backbone"]), _model_inputs(test, params["backbone"])
 
-    created = not run_dir.exists()
     clf = XMCClassifier(**params)
     if rank > 0:  # trains its share of every batch; rank 0 reads and writes the run
         clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume)
         return 0
+    created = not run_dir.exists()
+    claim_run_dir(run_dir)
     try:
-        metrics = fit_and_report(clf, X_train, train.Y, X_test, test.Y, run_dir=run_dir, resume=args.resume)
+        with run_lock(run_dir):
+            metrics = fit_and_report(clf, X_train, train.Y, X_test, test.Y, run_dir=run_dir, resume=args.resume)
+            metrics["data"] = {"name": train.name, "train": len(train), "test": len(test),
+                               "features": train.n_features, "labels": train.n_labels,
+                               "source": str(args.data), "options": load_options}
+            clf.save(run_dir)
+            if train.encoder is not None:
+                train.encoder.save(run_dir / TEXT_ENCODER_FILE)
+            atomic_write_json(metrics_path, metrics)
+            _remove_checkpoints(run_dir)
     except BaseException:
-        if created and run_dir.exists() and not any(run_dir.iterdir()):
-            run_dir.rmdir()
+        if created:
+            _remove_if_unused(run_dir)
         raise
-    metrics["data"] = {"name": train.name, "train": len(train), "test": len(test),
-                       "features": train.n_features, "labels": train.n_labels,
-                       "source": str(args.data), "options": load_options}
-    clf.save(run_dir)
-    if train.encoder is not None:
-        train.encoder.save(run_dir / TEXT_ENCODER_FILE)
-    atomic_write_json(metrics_path, metrics)
-    _remove_checkpoints(run_dir)
     print(metrics_table(metrics["test"], title=f"{args.model} on {train.name} (test)"))
     encoder = f"{run_dir / TEXT_ENCODER_FILE}, " if train.encoder is not None else ""
     print(f"\nwrote {run_dir / CONFIG_FILE}, {run_dir / MODEL_FILE}, {encoder}{metrics_path}")
     return 0
+
+
+def _remove_if_unused(run_dir: Path) -> None:
+    """Remove a run folder this call created when it holds only the marker."""
+    if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {MARKER}:
+        (run_dir / MARKER).unlink(missing_ok=True)
+        run_dir.rmdir()
 
 
 def _remove_checkpoints(run_dir: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,35 @@ def save_checkpoint(
         optimizer_rest.append(optim_rest)
     full_state = {"format": CHECKPOINT_FORMAT, **state, "optimizers": optimizer_rest}
     save_state_dict(run_dir / CHECKPOINT_TENSORS, tensors, metadata={_STATE_KEY: to_json(full_state)})
-    atomic_write_json(run_dir / CHECKPOINT_JSON, full_state)
+    atomic_write_json(run_dir / CHECKPOINT_JSON, full_state, allow_nan=True)  # best_score starts at -inf
+
+
+#: Trainer-state fields a checkpoint must hold, and the JSON types each may take.
+_STATE_FIELDS: dict[str, tuple[type, ...]] = {
+    "epoch": (int,), "config": (dict,), "data": (dict,), "history": (list,), "best_epoch": (int, type(None)),
+    "best_score": (int, float, type(None)), "since_best": (int,), "stopped_early": (bool,), "optimizers": (list,),
+}
+
+
+def _check_state(state: dict[str, Any], path: Path) -> None:
+    """Refuse a trainer state (an edited or damaged ``checkpoint.json`` copy) whose fields are
+    missing, of another type, negative or non-finite where they count epochs or scores."""
+    for name, types in _STATE_FIELDS.items():
+        value = state.get(name, _MISSING)
+        if value is _MISSING:
+            raise InputError(f"{path}: the trainer state has no {name!r}")
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise InputError(f"{path}: the trainer state's {name!r} has the wrong type ({value!r})")
+    if state["epoch"] < 0 or state["since_best"] < 0 or (state["best_epoch"] is not None and state["best_epoch"] < 0):
+        raise InputError(f"{path}: the trainer state counts a negative epoch")
+    score = state["best_score"]
+    if isinstance(score, float) and math.isnan(score):
+        raise InputError(f"{path}: the trainer state's best score is NaN")
+    if not all(isinstance(epoch, dict) for epoch in state["history"]):
+        raise InputError(f"{path}: the trainer state's history is not a list of epoch records")
+
+
+_MISSING = object()
 
 
 def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> dict[str, Any] | None:
@@ -168,17 +197,28 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
     tensors, metadata = load_state_dict_file(path, device)
     if _STATE_KEY not in metadata:
         raise InputError(f"{path}: not a holoxmc training checkpoint (no trainer state)")
-    state = json.loads(metadata[_STATE_KEY])
+    try:
+        state = json.loads(metadata[_STATE_KEY])
+    except ValueError as exc:
+        raise InputError(f"{path}: the trainer state is not JSON ({exc})") from None
+    if not isinstance(state, dict):
+        raise InputError(f"{path}: the trainer state is not a JSON object")
     if state.get("format") != CHECKPOINT_FORMAT:
         raise InputError(
             f"{path}: checkpoint format {state.get('format')!r}, this holoxmc resumes {CHECKPOINT_FORMAT!r}; "
             "start again in a new run directory"
         )
+    _check_state(state, path)
     rests = state.pop("optimizers")
     names = ("model", "best", *(f"optim{i}" for i in range(len(rests))))
     groups: dict[str, dict[str, Tensor]] = {name: {} for name in names}
     for name, tensor in tensors.items():
-        group, key = name.split(".", 1)
+        group, _, key = name.partition(".")
+        if group not in groups or not key:
+            raise InputError(f"{path}: unexpected tensor {name!r}")
         groups[group][key] = tensor
-    optimizers = [unflatten_optimizer_state(groups[f"optim{i}"], rest) for i, rest in enumerate(rests)]
+    try:
+        optimizers = [unflatten_optimizer_state(groups[f"optim{i}"], rest) for i, rest in enumerate(rests)]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"{path}: the optimiser state does not match its tensors ({exc!r})") from None
     return {"model": groups["model"], "best_model": groups["best"], "optimizers": optimizers, "state": state}

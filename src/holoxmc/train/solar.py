@@ -41,6 +41,7 @@ from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.heads.solar import SCORE_OF_LOGIT, SCORINGS, Scoring, SolarChunkHead, solar_decode
 from holoxmc.io import atomic_write_json, to_json
+from holoxmc.limits import check_allocation, check_size
 from holoxmc.metrics import evaluate
 from holoxmc.train.checkpoint import (
     CHECKPOINT_JSON,
@@ -50,6 +51,7 @@ from holoxmc.train.checkpoint import (
     save_state_dict,
 )
 from holoxmc.train.trainer import TrainConfig, Trainer, split_validation
+from holoxmc.trust import check_finite, tensor_shapes
 
 __all__ = ["SolarConfig", "SolarModel", "fit_solar", "train_chunk", "ChunkJob", "SolarData", "chunk_dir"]
 
@@ -391,6 +393,34 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 
+def _checked_model_config(directory: Path, meta: dict[str, Any]) -> SolarConfig:
+    """The :class:`SolarConfig` of a saved model folder, once every size its ``solar.json``
+    claims matches the stored tensors (shapes read from the file headers) and fits in memory."""
+    where = str(directory / CONFIG_FILE)
+    if not isinstance(meta.get("config"), dict):
+        raise InputError(f"{where}: 'config' must be a JSON object")
+    try:
+        config = SolarConfig.from_dict(meta["config"])
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{where}: {exc}") from None
+    n_labels = check_size("n_labels", meta.get("n_labels"), where=where)
+    n_features = check_size("n_features", meta.get("n_features"), where=where)
+    buckets = tensor_shapes(directory / INDEX_FILE).get("buckets")
+    if buckets != (config.n_chunks, n_labels):
+        raise InputError(f"{where}: n_labels {n_labels} and n_chunks {config.n_chunks} do not match the stored "
+                         f"label codes of shape {buckets}")
+    sizes = [config.n_buckets, config.feature_dim or n_features, *config.hidden]
+    for k in range(config.n_chunks):
+        stored = {d for shape in tensor_shapes(chunk_dir(directory, k) / MODEL_FILE).values() for d in shape}
+        unmatched = [size for size in sizes if size not in stored]
+        if unmatched:
+            raise InputError(f"{where}: size {unmatched[0]} matches no tensor of chunk {k} (edited or from another model)")
+    widths = [config.feature_dim or n_features, *config.hidden, _resolved(config.n_buckets, "n_buckets")]
+    check_allocation(4 * config.n_chunks * sum(a * b for a, b in zip(widths[:-1], widths[1:])),
+                     "the chunk networks this configuration describes", where=where)
+    return config
+
+
 class _StackedChunks:
     """The K chunk networks of a model as batched tensors, for inference in one pass.
 
@@ -494,8 +524,13 @@ class SolarModel:
 
     def _load_chunks(self, directory: Path) -> None:
         for k, network in enumerate(self.networks):
-            tensors, _ = load_state_dict_file(chunk_dir(directory, k) / MODEL_FILE)
-            network.load_state_dict(tensors)
+            path = chunk_dir(directory, k) / MODEL_FILE
+            tensors, _ = load_state_dict_file(path)
+            check_finite(tensors.items(), str(path))
+            try:
+                network.load_state_dict(tensors)
+            except RuntimeError as exc:
+                raise InputError(f"{path}: weights do not match {directory / CONFIG_FILE} ({exc})") from None
             network.eval()
         self._stacked = None
 
@@ -513,9 +548,10 @@ class SolarModel:
         meta = _read_json(directory / CONFIG_FILE)
         if meta is None or meta.get("format") != FORMAT:
             raise InputError(f"{directory}: not a SOLAR model directory (no {CONFIG_FILE} of format {FORMAT})")
-        config = SolarConfig.from_dict(meta["config"])
+        config = _checked_model_config(directory, meta)
         code = config.label_code(meta["n_labels"])
         tensors, _ = load_state_dict_file(directory / INDEX_FILE)
+        check_finite(tensors.items(), str(directory / INDEX_FILE))
         if not np.array_equal(tensors["buckets"].numpy(), code.buckets):
             raise InputError(f"{directory}: stored label codes differ from the ones the seed regenerates")
         model = cls(config, code, meta["n_features"], meta.get("fingerprint"))

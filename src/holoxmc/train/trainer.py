@@ -13,6 +13,7 @@ data-parallel: see :mod:`holoxmc.distributed.data_parallel`.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -38,7 +39,8 @@ from holoxmc.distributed.data_parallel import (
     share_of_batch,
     sum_over_ranks,
 )
-from holoxmc.errors import InputError, check_number_types
+from holoxmc.errors import InputError, TrainingDiverged, check_number_types
+from holoxmc.io import to_json
 from holoxmc.train.checkpoint import data_digest, load_checkpoint, save_checkpoint
 from holoxmc.train.heap import reuse_freed_memory
 from holoxmc.train.inference import evaluate_topk
@@ -152,8 +154,8 @@ class TrainConfig:
             raise InputError(f"epochs must be >= 1, got {self.epochs}")
         if self.batch_size < 1:
             raise InputError(f"batch_size must be >= 1, got {self.batch_size}")
-        if not self.lr > 0:
-            raise InputError(f"lr must be > 0, got {self.lr}")
+        if not 0.0 < self.lr < math.inf:
+            raise InputError(f"lr must be a finite number > 0, got {self.lr}")
         if self.schedule not in _SCHEDULES:
             raise InputError(f"schedule must be one of {_SCHEDULES}, got {self.schedule!r}")
         if not 0.0 <= self.val_fraction < 1.0:
@@ -278,6 +280,18 @@ def _copy_state(module: nn.Module) -> dict[str, Tensor]:
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
+def _json_copy(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists), for comparing with a checkpoint."""
+    return json.loads(to_json(value))
+
+
+def _check_like(state: dict[str, Tensor], network: nn.Module) -> None:
+    """Refuse stored weights whose names or shapes differ from ``network``'s."""
+    expected = {name: tuple(tensor.shape) for name, tensor in network.state_dict().items()}
+    if {name: tuple(tensor.shape) for name, tensor in state.items()} != expected:
+        raise ValueError("the stored best weights do not fit this network")
+
+
 class Trainer:
     """Train a :class:`~holoxmc.backbones.network.Network` (any backbone with any head).
 
@@ -371,19 +385,25 @@ class Trainer:
             "digest": None if run_dir is None else data_digest(X_train, Y_train, *(() if carved else (X_val, Y_val))),
         }
         config_json = cfg.record() | {"device": None}
+        network_config = _json_copy(getattr(network, "config", None))
         start_epoch = 0
         if resume and run_dir is not None:
             checkpoint = load_checkpoint(run_dir, device)
             if checkpoint is not None:
                 state = checkpoint["state"]
-                if state["config"] != config_json or state["data"] != fingerprint:
-                    raise InputError(
-                        f"{run_dir}: the checkpoint was made with another configuration or data; "
-                        "use the same options to resume, or a new run directory"
-                    )
-                network.load_state_dict(checkpoint["model"])
-                for optimizer, optimizer_state in zip(optimizers, checkpoint["optimizers"]):
-                    optimizer.load_state_dict(optimizer_state)
+                another = InputError(f"{run_dir}: the checkpoint was made with another configuration or data; "
+                                     "use the same options to resume, or a new run directory")
+                # "network" is absent from checkpoints written before it was recorded
+                if (state["config"] != config_json or state["data"] != fingerprint
+                        or state.get("network", network_config) != network_config):
+                    raise another
+                try:
+                    network.load_state_dict(checkpoint["model"])
+                    for optimizer, optimizer_state in zip(optimizers, checkpoint["optimizers"], strict=True):
+                        optimizer.load_state_dict(optimizer_state)
+                    _check_like(checkpoint["best_model"], network)
+                except (RuntimeError, ValueError, KeyError) as exc:
+                    raise another from exc
                 best_state = checkpoint["best_model"]
                 start_epoch = state["epoch"]
                 since_best = state["since_best"]
@@ -428,6 +448,7 @@ class Trainer:
                     state={
                         "epoch": epoch + 1,
                         "config": config_json,
+                        "network": network_config,
                         "data": fingerprint,
                         "rng": {"scheme": "per-epoch (seed, epoch)", "seed": cfg.seed, "next_epoch": epoch + 1},
                         "history": result.history,
@@ -515,6 +536,9 @@ class Trainer:
         if world > 1:
             sum_over_ranks(total_loss)
         mean_loss = float(total_loss) / max(len(order), 1)
+        if not math.isfinite(mean_loss):
+            raise TrainingDiverged(f"training diverged in epoch {epoch + 1}: the loss is {mean_loss} "
+                                   f"(lr {cfg.lr}: try a smaller learning rate, or grad_clip)")
         seconds = time.perf_counter() - start
         bar.close()
         return mean_loss, seconds
