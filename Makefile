@@ -8,7 +8,7 @@ RUNTIME_STAMP := $(VENV)/.installed-runtime
 TEST_STAMP := $(VENV)/.installed-test
 TORCH := torch==2.13.0
 
-.PHONY: demo test lint install clean
+.PHONY: demo test lint docs install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,7 @@ $(RUNTIME_STAMP): pyproject.toml | $(PY)
 	touch $@
 
 $(TEST_STAMP): $(RUNTIME_STAMP)
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,docs]"
 	touch $@
 
 install: $(RUNTIME_STAMP)
@@ -33,6 +33,11 @@ lint: $(TEST_STAMP)
 
 test: lint
 	$(PY) -m pytest -q
+	$(MAKE) docs
+
+# The docs site (MkDocs + mkdocstrings); --strict turns every warning, a broken link included, into an error.
+docs: $(TEST_STAMP)
+	$(PY) -m mkdocs build --strict --site-dir build/site
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis

@@ -19,9 +19,9 @@ from holoxmc.errors import InputError
 
 __all__ = ["LinearModel", "DENSE_SCORING_ENTRIES"]
 
-#: Scoring reads a dense float32 copy of the weights when ``D · L`` is at most this (256 MiB):
-#: top-5 8.6-11.3x faster than a sparse product on Bibtex, Delicious and Debtags
-#: (``benchmarks/linear_scoring.py``; README, "Linear one-vs-rest").
+#: Scoring reads a dense float32 copy of the weights when ``D · L`` is at most this (256 MiB),
+#: which is faster than a sparse product (``benchmarks/linear_scoring.py``;
+#: docs/guide/models.md, "Linear one-vs-rest").
 DENSE_SCORING_ENTRIES = 2**26
 
 

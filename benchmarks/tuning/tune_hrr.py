@@ -13,8 +13,8 @@ Trials train one network (``n_models=1`` over a preset's ensemble): the trainer 
 networks epoch by epoch, not ensembles; ``ensemble_check.py`` measures those.
 
 Usage:
-    python benchmarks/tune_hrr.py bibtex --seeds 0,1,2 '{"dropout": 0.5}' '{"dropout": 0.7, "dim": 800}'
-    python benchmarks/tune_hrr.py delicious --model fc '{}'
+    python benchmarks/tuning/tune_hrr.py bibtex --seeds 0,1,2 '{"dropout": 0.5}' '{"dropout": 0.7, "dim": 800}'
+    python benchmarks/tuning/tune_hrr.py delicious --model fc '{}'
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Debtags, fifth round (benchmarks/TUNING.md): a linear one-vs-rest SVM beside HRR-FC.
+"""Debtags, fifth round (docs/tuning.md): a linear one-vs-rest SVM beside HRR-FC.
 
 On ``refit_check``'s pseudo-test (10 % of TRAIN held out per seed; the test split is never
 loaded), the HRR-FC Debtags preset and scikit-learn's ``OneVsRestClassifier(LinearSVC(C=1))``
@@ -6,7 +6,7 @@ are fitted on the same rows and scored alone and fused (each model's scores stan
 row, then summed; no weight tuned). Labels without a training positive keep ``-inf``.
 
 Usage:
-    python benchmarks/linear_fusion_check.py --seeds 0 1 2 --threads 2
+    python benchmarks/tuning/linear_fusion_check.py --seeds 0 1 2 --threads 2
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ held-out rows (``refit_P@5``: the refit network's P@5). ``both`` is a diagnostic
 (the selection network, which refit otherwise discards, kept as a second ensemble member).
 
 Usage:
-    python benchmarks/refit_check.py delicious --models hrr-fc fc --seeds 0 1 2
-    python benchmarks/refit_check.py delicious --models hrr-fc --overrides '{"dim": 256}'
+    python benchmarks/tuning/refit_check.py delicious --models hrr-fc fc --seeds 0 1 2
+    python benchmarks/tuning/refit_check.py delicious --models hrr-fc --overrides '{"dim": 256}'
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """Each model's default configuration on ``refit_check``'s pseudo-test (10 % of TRAIN held out
 per seed; the test split is never loaded): P@1/3/5 and whole-fit seconds, for comparing the
-linear one-vs-rest model with the networks' presets (``benchmarks/TUNING.md``, sixth round).
+linear one-vs-rest model with the networks' presets (``docs/tuning.md``, sixth round).
 
 ``--blend`` is a diagnostic: it also scores the first two models' mean score after each row's scores are
 standardised per model (finite scores only: the linear model gives ``-inf`` to a label no training row has),
 with weights 0.3 / 0.5 / 0.7 on the first model.
 
 Usage:
-    python benchmarks/linear_check.py bibtex --models linear hrr-fc fc --seeds 48 49 50 51 --threads 2
-    python benchmarks/linear_check.py debtags --models linear hrr-fc --seeds 56 57 58 59 --blend
-    python benchmarks/linear_check.py debtags --models linear --seeds 52 53 54 55 --data-option ngrams=2
+    python benchmarks/tuning/linear_check.py bibtex --models linear hrr-fc fc --seeds 48 49 50 51 --threads 2
+    python benchmarks/tuning/linear_check.py debtags --models linear hrr-fc --seeds 56 57 58 59 --blend
+    python benchmarks/tuning/linear_check.py debtags --models linear --seeds 52 53 54 55 --data-option ngrams=2
 """
 
 from __future__ import annotations

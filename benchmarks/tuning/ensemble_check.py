@@ -10,9 +10,9 @@ drawn from member 0's seed (patched at run time), so only the networks differ; i
 much of an ensemble's gain comes from its members' independent codes.
 
 Usage:
-    python benchmarks/ensemble_check.py bibtex --models hrr-fc fc --seeds 16 17 18 19 20 21 22 23
-    python benchmarks/ensemble_check.py bibtex --models hrr-fc --shared-code
-    python benchmarks/ensemble_check.py bibtex --models hrr-fc --overrides '{"hidden": [512], "dim": 400}'
+    python benchmarks/tuning/ensemble_check.py bibtex --models hrr-fc fc --seeds 16 17 18 19 20 21 22 23
+    python benchmarks/tuning/ensemble_check.py bibtex --models hrr-fc --shared-code
+    python benchmarks/tuning/ensemble_check.py bibtex --models hrr-fc --overrides '{"hidden": [512], "dim": 400}'
     # → one JSON line per model and seed: member P@1s, ensemble P@1, fit seconds
 """
 
