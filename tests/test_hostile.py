@@ -253,9 +253,9 @@ def _start_workers(tiny: Path, out: Path, model: list[str]):
          "--out", str(out), "--quiet"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, text=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None and len(_workers(process.pid)) < 2:
-        time.sleep(0.2)
-    time.sleep(2.0)  # the workers are training
+    while time.monotonic() < deadline and process.poll() is None and (
+            len(_workers(process.pid)) < 2 or not any(out.rglob("checkpoint.json"))):
+        time.sleep(0.2)  # until the workers train (their start-up, which arms the parent check, is over)
     children = _workers(process.pid)
     assert process.poll() is None and len(children) == 2, "the workers did not start"
     return process, children
