@@ -38,7 +38,7 @@ import torch
 
 from holoxmc.cli.train import train_params
 from holoxmc.data import load
-from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier
+from holoxmc.estimator import XMCClassifier
 from holoxmc.io import atomic_write_json
 from holoxmc.train import Trainer
 from hrr_vs_dense import timing_config
@@ -70,7 +70,7 @@ def worker(name: str, model: str, setting: str, epochs: int, rows: int) -> dict:
     train = load(name, "train")
     X, Y = train.X[:rows], train.Y[:rows]
     clf = XMCClassifier(**train_params(name, model, {}))
-    network = NETWORK_FACTORIES[clf.head](clf, Y.shape[1], X.shape[1])
+    network = clf.new_network(Y.shape[1], X.shape[1])
     config = timing_config(clf, epochs=epochs, seed=0, reuse_memory=setting == "mallopt")
     result = Trainer(config).fit(network, X, Y)
     maps = Path("/proc/self/maps").read_text()

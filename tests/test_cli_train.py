@@ -138,7 +138,7 @@ def test_bfloat16_precision_reaches_the_saved_model(toy, tmp_path):
     assert main(["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--precision", "bfloat16", *FAST]) == 0
     assert json.loads((run_dir / "config.json").read_text())["params"]["precision"] == "bfloat16"
     clf = XMCClassifier.load(run_dir)
-    assert clf.precision == "bfloat16" and clf._train_config().precision == "bfloat16"
+    assert clf.precision == "bfloat16" and clf.train_config().precision == "bfloat16"
     assert all(p.dtype == torch.float32 for p in clf.network_.parameters())
 
 
