@@ -214,12 +214,13 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
 
     run_dir: Path = args.out
     metrics_path = run_dir / "metrics.json"
-    if rank == 0:
-        if metrics_path.exists() and (run_dir / MARKER).is_file():
-            if args.resume:
+    if metrics_path.exists() and (run_dir / MARKER).is_file():  # every rank: none may wait for another
+        if args.resume:
+            if rank == 0:
                 print(f"{run_dir}: run already complete ({metrics_path})", file=sys.stderr)
-                return 0
-            raise InputError(f"{run_dir}: holds a finished run; choose another --out")
+            return 0
+        raise InputError(f"{run_dir}: holds a finished run; choose another --out")
+    if rank == 0:
         check_run_dir(run_dir, resume=args.resume)
     if args.plot:
         _check_plotting()
