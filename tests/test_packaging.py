@@ -60,7 +60,7 @@ def test_demo_installs_the_pinned_torch_first_then_only_the_runtime(tmp_path):
 @needs_make
 def test_test_installs_the_pinned_torch_first_then_the_test_extra_then_lints_and_tests(tmp_path):
     commands = dry_run("test", tmp_path / "venv")
-    torch, extra = index(commands, "torch==2.13.0"), index(commands, '".[test]"')
+    torch, extra = index(commands, "torch==2.13.0"), index(commands, '".[test,docs]"')
     assert 0 <= torch < extra < index(commands, "ruff check src tests benchmarks") < index(commands, "-m pytest")
 
 
@@ -68,7 +68,7 @@ def test_test_installs_the_pinned_torch_first_then_the_test_extra_then_lints_and
 def test_demo_then_test_installs_only_the_test_extra(tmp_path):
     commands = dry_run("test", fake_venv(tmp_path, ".installed-runtime"))
     assert index(commands, "torch==2.13.0") == -1 and index(commands, "pip install -q -e . ") == -1
-    assert index(commands, '".[test]"') >= 0
+    assert index(commands, '".[test,docs]"') >= 0
 
 
 @needs_make
