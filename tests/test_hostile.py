@@ -365,5 +365,5 @@ def test_a_tampered_trainer_state_is_one_input_error(data, tmp_path, field, valu
     state[field] = value
     metadata[key] = json.dumps(state)
     save_file(load_file(path), path, metadata=metadata)
-    with pytest.raises(InputError, match="trainer state"):
+    with pytest.raises(InputError, match="checkpoint.safetensors: "):
         XMCClassifier(**settings).fit(data.X, data.Y, run_dir=run, resume=True)
