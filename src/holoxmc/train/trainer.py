@@ -418,8 +418,8 @@ class Trainer:
                     for optimizer, optimizer_state in zip(optimizers, checkpoint["optimizers"], strict=True):
                         optimizer.load_state_dict(optimizer_state)
                     _check_like(checkpoint["best_model"], network)
-                except (RuntimeError, ValueError, KeyError) as exc:
-                    raise another from exc
+                except (RuntimeError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+                    raise another from exc  # the optimizer states or weights do not fit this network
                 best_state = checkpoint["best_model"]
                 start_epoch = state["epoch"]
                 since_best = state["since_best"]
