@@ -39,7 +39,6 @@ __all__ = [
     "save_state_dict",
     "load_state_dict_file",
     "data_digest",
-    "restore_checkpoint",
     "check_checkpoint_state",
 ]
 
@@ -199,27 +198,6 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"{path}: unreadable optimizer state ({exc!r})") from None
     return {"model": groups["model"], "best_model": groups["best"], "optimizers": optimizers, "state": state}
-
-
-def restore_checkpoint(checkpoint: dict[str, Any], network: torch.nn.Module,
-                       optimizers: list[torch.optim.Optimizer], run_dir: str | Path) -> None:
-    """Load :func:`load_checkpoint`'s weights and optimizer states into ``network`` and
-    ``optimizers``.
-
-    Raises:
-        InputError: the checkpoint's tensors or optimizer states do not fit them.
-    """
-    if len(checkpoint["optimizers"]) != len(optimizers):
-        raise InputError(f"{run_dir}: the checkpoint holds {len(checkpoint['optimizers'])} optimizer states, "
-                         f"the run has {len(optimizers)}")
-    try:
-        network.load_state_dict(checkpoint["model"])
-        for optimizer, optimizer_state in zip(optimizers, checkpoint["optimizers"]):
-            optimizer.load_state_dict(optimizer_state)
-        network.load_state_dict(checkpoint["best_model"])  # the best weights must fit too
-        network.load_state_dict(checkpoint["model"])
-    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:
-        raise InputError(f"{run_dir}: the checkpoint does not fit this network ({str(exc).splitlines()[0]})") from None
 
 
 def check_checkpoint_state(state: Any, where: str | os.PathLike) -> None:
