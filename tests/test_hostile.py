@@ -367,3 +367,12 @@ def test_a_tampered_trainer_state_is_one_input_error(data, tmp_path, field, valu
     save_file(load_file(path), path, metadata=metadata)
     with pytest.raises(InputError, match="checkpoint.safetensors: "):
         XMCClassifier(**settings).fit(data.X, data.Y, run_dir=run, resume=True)
+
+
+def test_resume_of_a_finished_run_removes_checkpoints_a_kill_left(tiny, tmp_path):
+    out = tmp_path / "R"
+    assert main(["train", str(tiny), "--epochs", "1", "--hidden", "16", "--out", str(out), "--quiet"]) == 0
+    (out / "checkpoint.safetensors").write_bytes(b"left by a kill")
+    (out / "checkpoint.json").write_text("{}")
+    assert main(["train", str(tiny), "--epochs", "1", "--hidden", "16", "--out", str(out), "--resume", "--quiet"]) == 0
+    assert not (out / "checkpoint.safetensors").exists() and not (out / "checkpoint.json").exists()

@@ -216,7 +216,8 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     metrics_path = run_dir / "metrics.json"
     if metrics_path.exists() and (run_dir / MARKER).is_file():  # every rank: none may wait for another
         if args.resume:
-            if rank == 0:
+            if rank == 0:  # a kill after metrics.json but before the checkpoints went leaves them: finish that
+                _remove_checkpoints(run_dir)
                 print(f"{run_dir}: run already complete ({metrics_path})", file=sys.stderr)
             return 0
         raise InputError(f"{run_dir}: holds a finished run; choose another --out")
