@@ -15,22 +15,11 @@ import torch
 
 from holoxmc.cli import main
 from holoxmc.data import make_synthetic
-from holoxmc.data.readers import write_xml_repo
 from holoxmc.errors import HoloxmcError, InputError, TrainingDiverged
 from holoxmc.estimator import XMCClassifier
 from holoxmc.train import TrainConfig, Trainer
 
 SMALL = {"hidden": (16,), "epochs": 2, "progress": False}
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    """An XML-repository pair of 200 / 50 rows, D = 30, L = 10."""
-    folder = tmp_path_factory.mktemp("hostile") / "tiny"
-    train, test = make_synthetic(200, 10, 30, n_test=50, seed=1)
-    write_xml_repo(folder / "tiny_train.txt", train.X, train.Y)
-    write_xml_repo(folder / "tiny_test.txt", test.X, test.Y)
-    return folder
 
 
 @pytest.fixture(scope="module")

@@ -17,22 +17,11 @@ import pytest
 from holoxmc.cli import main
 from holoxmc.cli.train import MODEL_NAMES, format_prediction, parse_prediction
 from holoxmc.data import make_synthetic
-from holoxmc.data.readers import write_xml_repo
 from holoxmc.errors import InputError
 from holoxmc.cli.rundir import MARKER, run_lock
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 FAST = ["--model", "fc", "--hidden", "8", "--dropout", "0", "--epochs", "2", "--batch-size", "50", "-q"]
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    """An XML-repo pair of 200 / 50 rows, D=30, L=10."""
-    folder = tmp_path_factory.mktemp("data") / "tiny"
-    train, test = make_synthetic(200, 10, 30, n_test=50, seed=0)
-    write_xml_repo(folder / "tiny_train.txt", train.X, train.Y)
-    write_xml_repo(folder / "tiny_test.txt", test.X, test.Y)
-    return folder
 
 
 def _cli(*args: str, **kwargs) -> subprocess.Popen:
