@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from holoxmc.train.checkpoint import load_state_dict_file
 from holoxmc.trust import check_finite, check_network_config, tensor_shapes
 
 __all__ = ["FORMAT", "CONFIG_FILE", "MODEL_FILE", "CONFIG_KEYS", "DIGEST_KEY", "save_classifier",
-           "load_classifier", "read_config", "scoring_digest", "read_history", "read_json_object"]
+           "load_classifier", "network_dim", "read_config", "scoring_digest", "read_history", "read_json_object"]
 
 FORMAT = "holoxmc-xmc-classifier/1"
 CONFIG_FILE = "config.json"
@@ -62,11 +63,15 @@ def save_classifier(clf: Any, path: str | Path) -> Path:
     state = clf.model_.save_to(path)
     state["inv_prop"] = torch.from_numpy(clf.inv_prop_)
     histories = [result.history for result in clf.fit_results_]
+    network = clf.model_.network.config if isinstance(clf.model_, NetworkModel) else None
+    params = {k: list(v) if isinstance(v, tuple) else v for k, v in clf.get_params().items()}
+    if network_dim(network) is not None:  # the resolved network configuration holds it, once
+        del params["dim"]
     config = {
         "format": FORMAT,
         "written_by": {"holoxmc": __version__, "torch": torch.__version__},
-        "params": {k: list(v) if isinstance(v, tuple) else v for k, v in clf.get_params().items()},
-        "network": clf.model_.network.config if isinstance(clf.model_, NetworkModel) else None,
+        "params": params,
+        "network": network,
         "n_features": clf.n_features_,
         "n_labels": clf.n_labels_,
         "history": histories[0] if len(histories) == 1 else histories,
@@ -117,6 +122,9 @@ def load_classifier(cls: Any, path: str | Path, *, device: str | None = None) ->
 def _new_classifier(cls: Any, config: dict[str, Any], path: Path, device: str | None) -> Any:
     """The unfitted classifier of the saved settings, on ``device`` when given."""
     params: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in config["params"].items()}
+    dim = network_dim(config["network"])
+    if "dim" not in params and dim is not None:  # saved once, in the network configuration
+        params["dim"] = dim
     if device is not None:
         params["device"] = device
     try:
@@ -145,6 +153,26 @@ def _read_weights(path: Path, config: dict[str, Any], clf: Any, *, check_network
         raise InputError(f"{config_path}: edited after the model was saved (its scoring settings no longer "
                          f"match {MODEL_FILE}'s digest)")
     return tensors
+
+
+def network_dim(network: Any) -> int | None:
+    """The HRR dimension a saved network configuration holds (an ensemble's first member's),
+    or None when it holds none (a dense head, no network, a malformed value).
+
+    Args:
+        network: the ``network`` value of ``config.json``.
+
+    Returns:
+        ``dim``, or None.
+
+    Example:
+        >>> network_dim({"members": [{"head": "hrr", "dim": 16}]}), network_dim(None)
+        (16, None)
+    """
+    if isinstance(network, dict) and isinstance(network.get("members"), list) and network["members"]:
+        network = network["members"][0]
+    value = network.get("dim") if isinstance(network, dict) else None
+    return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
 
 
 def read_config(config_path: Path, param_names: Sequence[str]) -> dict[str, Any]:
