@@ -41,6 +41,7 @@ from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_files, finite_or_null, json_text, to_json
 from holoxmc.limits import check_size
 from holoxmc.metrics import evaluate, inverse_propensity, label_set_f1, pad_predictions
+from holoxmc.models.auto import SELECTORS, check_auto_params, read_trials
 from holoxmc.models.base import FittedModel
 from holoxmc.models.network import MEMBER_DIR, NetworkModel, NetworkPlan
 from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC, NETWORK_SETTINGS, FitData, family
@@ -128,6 +129,9 @@ class XMCClassifier(BaseEstimator):
             Give ``n_jobs`` or ``workers``, not both.
         random_state: scikit-learn's name for ``seed`` (a non-negative integer): when given,
             it seeds everything ``seed`` does. Give one of them.
+        time_budget: ``head="auto"``: seconds within which candidates start (the linear model,
+            then HRR-FC, then FC, each at its library defaults, chosen by validation P@1 and
+            refit on every row; see :mod:`holoxmc.models.auto`); other heads ignore it.
 
     scikit-learn conformance: :meth:`score` returns one float (P@1 by default) for
     ``cross_val_score`` and ``GridSearchCV``; :meth:`evaluate` returns every metric; ``Y`` may
@@ -185,6 +189,7 @@ class XMCClassifier(BaseEstimator):
         ray_address: str | None = None,
         n_jobs: int | None = None,
         random_state: int | None = None,
+        time_budget: float = 60.0,
     ):
         self.head = head
         self.backbone = backbone
@@ -214,6 +219,7 @@ class XMCClassifier(BaseEstimator):
         self.ray_address = ray_address
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.time_budget = time_budget
 
     # ------------------------------------------------------------------ settings
     def setting(self, name: str) -> Any:
@@ -299,6 +305,8 @@ class XMCClassifier(BaseEstimator):
             InputError: a bad setting or input, or a model whose sizes cannot fit in memory,
                 before any training.
         """
+        if self.head in SELECTORS:
+            return self._fit_selected(X, Y, X_val, Y_val)
         kind = self._validate_params()
         X = self._check_X(X, fitting=True)
         Y = check_Y(Y, X.shape[0], n_labels=None)
@@ -316,7 +324,26 @@ class XMCClassifier(BaseEstimator):
         self._set_model(model, results)
         return self
 
-    def _set_model(self, model: FittedModel, results: list[FitResult]) -> None:
+    def _fit_selected(self, X: Any, Y: Any, X_val: Any, Y_val: Any) -> "XMCClassifier":
+        """``head="auto"``: fit the model :func:`~holoxmc.models.auto.fit_auto` chooses and
+        serve it; ``selection_`` lists the candidates tried, ``head_`` the one kept."""
+        check_params(self.get_params(), ESTIMATOR_CONSTRAINTS, SETTING_NAMES)
+        check_auto_params(self)
+        X = self._check_X(X, fitting=True)
+        Y = check_Y(Y, X.shape[0], n_labels=None)
+        if (X_val is None) != (Y_val is None):
+            raise InputError("give both X_val and Y_val, or neither")
+        if X_val is not None:
+            X_val = self._check_X(X_val, known=int(X.shape[1]))
+            Y_val = check_Y(Y_val, X_val.shape[0], n_labels=int(Y.shape[1]))
+        winner, self.selection_ = SELECTORS[self.head](self, X, Y, X_val, Y_val)
+        for name in ("n_features_", "n_labels_", "n_features_in_", "inv_prop_"):
+            setattr(self, name, getattr(winner, name))
+        self._set_model(winner.model_, winner.fit_results_, head=winner.head)
+        return self
+
+    def _set_model(self, model: FittedModel, results: list[FitResult], head: str | None = None) -> None:
+        self.head_ = self.head if head is None else head
         self.model_ = model
         self.fit_results_ = results
         self.fit_result_ = results[0]
@@ -333,9 +360,10 @@ class XMCClassifier(BaseEstimator):
     # ------------------------------------------------------------------ the fitted model
     def _served(self, attribute: str) -> Any:
         model = vars(self).get("model_")
-        if model is None or self.head not in FAMILIES or FAMILIES[self.head].attribute != attribute:
-            raise AttributeError(f"{type(self).__name__} has no {attribute} (head {self.head!r})")
-        return FAMILIES[self.head].public(model)
+        head = getattr(self, "head_", self.head)
+        if model is None or head not in FAMILIES or FAMILIES[head].attribute != attribute:
+            raise AttributeError(f"{type(self).__name__} has no {attribute} (head {head!r})")
+        return FAMILIES[head].public(model)
 
     @property
     def network_(self) -> Any:
@@ -512,12 +540,15 @@ class XMCClassifier(BaseEstimator):
         config = {
             "format": FORMAT,
             "written_by": {"holoxmc": __version__, "torch": torch.__version__},
-            "params": {k: list(v) if isinstance(v, tuple) else v for k, v in self.get_params().items()},
+            "params": {k: list(v) if isinstance(v, tuple) else v
+                       for k, v in (self.get_params() | {"head": self.head_}).items()},
             "network": self.model_.network.config if isinstance(self.model_, NetworkModel) else None,
             "n_features": self.n_features_,
             "n_labels": self.n_labels_,
             "history": histories[0] if len(histories) == 1 else histories,
         }
+        if hasattr(self, "selection_"):  # chosen by head="auto": saved as the winner, with the candidates
+            config["selection"] = [trial.as_dict() for trial in self.selection_]
         weights = safetensors_bytes({k: v.detach().cpu().contiguous().clone() for k, v in state.items()},
                                     metadata={"format": FORMAT, DIGEST_KEY: _scoring_digest(config)})
         atomic_write_files(path, {MODEL_FILE: weights,  # config.json, which load reads first, goes last
@@ -569,6 +600,8 @@ class XMCClassifier(BaseEstimator):
             raise InputError(f"{config_path}: edited after the model was saved (its scoring settings no longer "
                              f"match {MODEL_FILE}'s digest)")
         clf.inv_prop_ = tensors.pop("inv_prop").numpy()
+        if "selection" in config:
+            clf.selection_ = read_trials(config["selection"], str(config_path))
         history = _read_history(config.get("history", []), clf.n_models, config_path)
         results = [FitResult(history=h) for h in (history if clf.n_models > 1 else [history])]
         clf._set_model(kind.load(clf, path, config, tensors), results)

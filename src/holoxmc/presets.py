@@ -60,6 +60,7 @@ MODELS: dict[str, tuple[str, str]] = {
     "hrr-lstm": ("hrr", "lstm"),
     "solar": ("solar", "fc"),
     "linear": ("linear", "fc"),
+    "auto": ("auto", "fc"),
 }
 
 #: Head-specific ``holoxmc train`` options → head keywords (``head_options``), per head kind.

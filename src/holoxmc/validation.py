@@ -392,6 +392,7 @@ ESTIMATOR_CONSTRAINTS: dict[str, list[Constraint | None]] = {
     "workers": [Integer(1)],
     "n_jobs": [Integer(1), Integer(-1, -1), None],
     "ray_address": [Instance(str, "an address"), None],
+    "time_budget": [Real(0)],
 }
 #: How a message names a setting, where its keyword alone says too little.
 SETTING_NAMES = {"dim": "dim (the HRR dimension d')"}

@@ -63,7 +63,9 @@ def fit_and_report(
         indices, _ = clf.predict(X_test, k=k)
     predict_ms = 1000.0 * (time.perf_counter() - started) / X_test.shape[0]
     metrics = evaluate(pad_predictions(indices, max(_KS)), Y_test, inv_prop=clf.inv_prop_, ks=_KS)
-    return extra | FAMILIES[clf.head].report(clf.fit_results_) | {
+    if hasattr(clf, "selection_"):
+        extra["selection"] = [trial.as_dict() for trial in clf.selection_]
+    return extra | FAMILIES[clf.head_].report(clf.fit_results_) | {
         "test": {f"{family}@{k}": metrics[f"{family}@{k}"] for family in REPORT_FAMILIES for k in _KS},
         "train_seconds": float(sum(result.train_seconds for result in clf.fit_results_)),
         "predict_ms_per_point": predict_ms,

@@ -31,7 +31,7 @@ __all__ = ["register", "metrics_table", "train_params", "TEXT_ENCODER_FILE", "HI
 TEXT_ENCODER_FILE = "text_encoder.json"
 #: ``--model`` choices: the keys of :data:`holoxmc.estimator.MODELS`, spelled out so that
 #: building the parser (``--help``) does not import torch.
-MODEL_NAMES = ("cnn", "fc", "hrr-cnn", "hrr-fc", "hrr-lstm", "linear", "lstm", "solar")
+MODEL_NAMES = ("auto", "cnn", "fc", "hrr-cnn", "hrr-fc", "hrr-lstm", "linear", "lstm", "solar")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,7 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--test-fraction", type=finite_float, metavar="F",
                        help="hold out this share of DATA's rows (one data file) as the test split, by --seed; "
                             "the rows held out are never trained on")
-    train.add_argument("--model", choices=MODEL_NAMES, default="hrr-fc", help="model (default hrr-fc)")
+    train.add_argument("--model", choices=MODEL_NAMES, default="hrr-fc",
+                       help="model (default hrr-fc); auto: the linear model, then HRR-FC and FC while "
+                            "--time-budget lasts, the best by validation P@1 refit on every row")
+    train.add_argument("--time-budget", type=finite_float, metavar="SECONDS",
+                       help="--model auto: candidates start only within this many seconds (default 60)")
     train.add_argument("--preset", metavar="NAME",
                        help="start from a named preset (tuned on that data set: bibtex, delicious, debtags); "
                             "options given here override it. Default: the library defaults, on any data")
@@ -164,7 +168,7 @@ def _check_threshold_options(args: argparse.Namespace) -> None:
 #: ``train`` options that override the dataset preset when given.
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "linear_width", "lr", "batch_size", "weight_decay",
               "sparse_updates", "schedule", "val_fraction", "patience", "refit", "precision", "n_models", "device",
-              "workers", "ray_address")
+              "workers", "ray_address", "time_budget")
 def _model_inputs(dataset: Any, backbone: str) -> Any:
     if backbone == "fc":
         return dataset.X
@@ -184,7 +188,7 @@ def train_params(data: str, model: str, overrides: dict[str, Any], preset: str |
     name = Path(data).name if Path(data).exists() else data  # a folder's name, or the registry name
     if preset is not None and preset.lower() not in DATASET_PRESETS:
         raise InputError(f"unknown preset {preset!r}; choose from {sorted(DATASET_PRESETS)}")
-    params = model_params(model) if preset is None else preset_params(preset, model)
+    params: dict[str, Any] = dict(model_params(model)) if preset is None else preset_params(preset, model)
     from holoxmc.estimator import NETWORK_SETTINGS
 
     if params["head"] == "linear":
@@ -199,7 +203,9 @@ def train_params(data: str, model: str, overrides: dict[str, Any], preset: str |
     if params["head"] != "solar" and solar_only:
         raise InputError(f"--{solar_only[0].replace('_', '-')} applies to --model solar only")
     apart = [key for key in ("workers", "ray_address") if key in overrides]
-    jobs_apart = params["head"] in ("solar", "linear") or overrides.get("n_models", params.get("n_models", 1)) > 1
+    if "time_budget" in overrides and params["head"] != "auto":
+        raise InputError("--time-budget applies to --model auto only")
+    jobs_apart = params["head"] in ("solar", "linear", "auto") or overrides.get("n_models", params.get("n_models", 1)) > 1
     if apart and not jobs_apart:
         raise InputError(f"--{apart[0].replace('_', '-')} applies to --model solar, --model linear and to "
                          "--n-models above 1")
@@ -339,6 +345,10 @@ def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_
         written.append(plot_history(run_dir / HISTORY_FILE, run_dir / PLOT_FILE))
     atomic_write_json(metrics_path, metrics)
     _remove_checkpoints(run_dir)
+    if "selection" in metrics:
+        from holoxmc.models.auto import read_trials, selection_table
+
+        print(selection_table(read_trials(metrics["selection"], str(metrics_path))) + "\n")
     print(metrics_table(metrics["test"], title=f"{args.model} on {train.name} ({_described(evaluation)})"))
     print(f"\nwrote {', '.join(map(str, written))}, {metrics_path}")
 
