@@ -30,8 +30,9 @@ import torch.multiprocessing as mp
 from hrr_vs_dense import side_by_side
 
 from holoxmc.cli.train import train_params
+from holoxmc.presets import dataset_preset
 from holoxmc.data import load, make_synthetic
-from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier
+from holoxmc.estimator import XMCClassifier
 
 MODELS = ("fc", "hrr-fc")
 
@@ -45,7 +46,7 @@ def training_set(args: argparse.Namespace):
 def model_params(args: argparse.Namespace) -> dict[str, dict]:
     if args.dataset == "synthetic-large":
         return {"fc": {"head": "dense"}, "hrr-fc": {"head": "hrr", "dim": args.dim}}
-    return {model: train_params(args.dataset, model, {}) for model in MODELS}
+    return {model: train_params(args.dataset, model, {}, preset=dataset_preset(args.dataset)) for model in MODELS}
 
 
 def epoch_seconds(args: argparse.Namespace) -> dict[str, dict]:
@@ -57,7 +58,7 @@ def epoch_seconds(args: argparse.Namespace) -> dict[str, dict]:
     gradient_mb = {}
     for model, p in params.items():
         clf = XMCClassifier(**p)
-        network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1])
+        network = clf.new_network(train.Y.shape[1], train.X.shape[1])
         gradient_mb[model] = sum(w.numel() * w.element_size() for w in network.parameters() if w.requires_grad) / 2**20
     return {model: {"seconds": seconds[model][1:], "gradient_mb_per_step": gradient_mb[model]} for model in params}
 

@@ -57,7 +57,7 @@ def main() -> None:
             estimator = importlib.import_module(f"{package}.estimator")
             batch = importlib.import_module(f"{package}.data.batch")
             clf = estimator.XMCClassifier(**estimator.preset_params(args.dataset, "hrr-fc"))
-            head = estimator.NETWORK_FACTORIES[clf.head](clf, labels_csr.shape[1], 1).head
+            head = clf.new_network(labels_csr.shape[1], 1).head
             labels = [batch.LabelBatch.from_csr(labels_csr[i : i + 64]) for i in range(0, 64 * args.batches, 64)]
             heads[tag] = (head, labels)
         inputs = [torch.randn(64, heads["this"][0].in_features, generator=torch.Generator().manual_seed(i))

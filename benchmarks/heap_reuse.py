@@ -36,8 +36,9 @@ import sys
 import torch
 
 from holoxmc.cli.train import train_params
+from holoxmc.presets import dataset_preset
 from holoxmc.data import load, make_synthetic
-from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier
+from holoxmc.estimator import XMCClassifier
 from holoxmc.io import atomic_write_json
 from holoxmc.train import Trainer
 
@@ -53,7 +54,7 @@ def configurations(name: str) -> tuple[dict[str, dict], object]:
         train, _ = make_synthetic(2_000, 200_000, 20_000, n_test=0, seed=0, name="synthetic-L200000")
         return {"fc": {"head": "dense"}, "hrr-fc": {"head": "hrr", "dim": 3000}}, train
     train = load(name, "train")
-    params = {model: train_params(name, model, {}) for model in ("fc", "hrr-fc")}
+    params = {model: train_params(name, model, {}, preset=dataset_preset(name)) for model in ("fc", "hrr-fc")}
     if name == "debtags":
         params = {"fc, dense Adam": params["fc"] | {"sparse_updates": False},
                   "hrr-fc, dense Adam": params["hrr-fc"] | {"sparse_updates": False},
@@ -65,7 +66,7 @@ def worker(name: str, label: str, reuse: bool, epochs: int) -> dict:
     """Train one configuration for ``epochs`` epochs in this (fresh) process."""
     params, train = configurations(name)
     clf = XMCClassifier(**params[label])
-    network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1])
+    network = clf.new_network(train.Y.shape[1], train.X.shape[1])
     config = timing_config(clf, epochs=epochs, seed=0, reuse_memory=reuse)
     before = resource.getrusage(resource.RUSAGE_SELF)
     result = Trainer(config).fit(network, train.X, train.Y)

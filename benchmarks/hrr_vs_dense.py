@@ -29,8 +29,10 @@ from pathlib import Path
 import torch
 
 from holoxmc.cli.train import train_params
+from holoxmc.presets import dataset_preset
 from holoxmc.data import load, make_synthetic
-from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier, fit_and_report
+from holoxmc.cli.report import fit_and_report
+from holoxmc.estimator import XMCClassifier
 from holoxmc.io import atomic_write_json, atomic_write_text
 from holoxmc.train import TrainConfig, Trainer, predict_topk
 
@@ -48,7 +50,7 @@ def side_by_side(
     networks = {}
     for model, params in params_by_model.items():
         clf = XMCClassifier(**params)
-        networks[model] = (NETWORK_FACTORIES[clf.head](clf, Y.shape[1], X.shape[1]), clf)
+        networks[model] = (clf.new_network(Y.shape[1], X.shape[1]), clf)
     for repeat in range(repeats):
         for model, (network, clf) in networks.items():
             config = timing_config(clf, epochs=1, seed=repeat, device=device)
@@ -99,7 +101,7 @@ def main() -> None:
                 path = out / f"report-{name}-{model}.json"
                 if reuse(path):
                     continue
-                params = train_params(name, model, {"device": args.device}) | {"progress": False}
+                params = train_params(name, model, {"device": args.device}, preset=dataset_preset(name)) | {"progress": False}
                 print(f"[{name}] training {model} with {params}", flush=True)
                 report = fit_and_report(XMCClassifier(**params), train.X, train.Y, test.X, test.Y)
                 report["params_used"] = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}

@@ -26,7 +26,7 @@ from holoxmc.backbones import FCBackbone
 from holoxmc.backbones.network import Ensemble
 from holoxmc.data import load
 from holoxmc.data.batch import SparseBatch
-from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier, preset_params
+from holoxmc.estimator import XMCClassifier, preset_params
 from holoxmc.train import predict_topk
 
 
@@ -53,7 +53,7 @@ def main() -> None:
 
     def network(model: str, seed: int) -> torch.nn.Module:
         clf = XMCClassifier(**preset_params(args.dataset, model))
-        return NETWORK_FACTORIES[clf.head](clf, test.n_labels, test.n_features, seed).eval()
+        return clf.new_network(test.n_labels, test.n_features, seed).eval()
 
     models = {"fc": network("fc", 0), "hrr-fc": network("hrr-fc", 0)}
     n_models = preset_params(args.dataset, "hrr-fc").get("n_models", 1)

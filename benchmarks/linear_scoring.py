@@ -21,7 +21,7 @@ import time
 import numpy as np
 import torch
 
-import holoxmc.train.linear as linear
+import holoxmc.models.linear as linear
 from holoxmc.data import load
 from holoxmc.train.linear import LinearConfig, fit_linear
 

@@ -28,7 +28,7 @@ def run(dataset: str, model: str, seed: int, overrides: dict) -> dict:
     train, test = load(dataset, "train"), load(dataset, "test")
     params = preset_params(dataset, model) | overrides | {"seed": seed, "progress": False}
     clf = XMCClassifier(**params).fit(train.X, train.Y)
-    scores = clf.score(test.X, test.Y)
+    scores = clf.evaluate(test.X, test.Y)
     best = [result.best_epoch for result in clf.fit_results_]  # one entry per network of an ensemble
     val = [round(result.history[result.best_epoch - 1]["val"]["P@1"], 2) for result in clf.fit_results_]
     return {

@@ -50,7 +50,8 @@ from torch import nn
 from holoxmc.backbones import build_network
 from holoxmc.data import load, make_synthetic
 from holoxmc.data.batch import LabelBatch, SparseBatch, input_batch, label_batch
-from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier, fit_and_report
+from holoxmc.cli.report import fit_and_report
+from holoxmc.estimator import XMCClassifier
 from holoxmc.io import atomic_write_json
 from holoxmc.train.heap import reuse_freed_memory
 from holoxmc.train.optim import build_optimizers, sparse_update_tables, watching
@@ -113,7 +114,7 @@ def text_step_ms(backbone: str, repeats: int, steps: int = 8, batch: int = 64) -
     vocab = int(data.tokens.max()) + 1
     order = np.random.default_rng(0).permutation(len(data))
     clf = XMCClassifier(head="hrr", backbone=backbone)
-    runs = both_ways(lambda: NETWORK_FACTORIES["hrr"](clf, data.n_labels, vocab).train())
+    runs = both_ways(lambda: clf.new_network(data.n_labels, vocab).train())
     times: dict[bool, list[float]] = {False: [], True: []}
     with reuse_freed_memory():  # as the trainer runs its steps
         for repeat in range(repeats):

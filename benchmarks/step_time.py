@@ -33,7 +33,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from holoxmc.data import load
 from holoxmc.data.batch import LabelBatch, SparseBatch
-from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier, preset_params
+from holoxmc.estimator import XMCClassifier, preset_params
 from holoxmc.train.heap import reuse_freed_memory
 from holoxmc.train.trainer import training_autocast
 
@@ -85,7 +85,7 @@ def main() -> None:
                     clf = XMCClassifier(**params)
                     batch_size = clf.setting("batch_size")
                     batches = batches_of.setdefault(batch_size, prepared(batch_size))
-                    network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1]).to(device)
+                    network = clf.new_network(train.Y.shape[1], train.X.shape[1]).to(device)
                     if torch_dropout:
                         network.backbone.dropout = torch.nn.Dropout(network.backbone.dropout.p)
                     loss = torch.compile(network.loss, dynamic=True) if compiled else network.loss

@@ -17,7 +17,7 @@ import torch
 
 from holoxmc.data import load
 from holoxmc.data.batch import LabelBatch, SparseBatch
-from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier, preset_params
+from holoxmc.estimator import XMCClassifier, preset_params
 
 
 def main() -> None:
@@ -32,7 +32,7 @@ def main() -> None:
                for i in range(0, 64 * args.steps, 64)]
     for model in args.models:
         clf = XMCClassifier(**preset_params(args.dataset, model))
-        network = NETWORK_FACTORIES[clf.head](clf, train.Y.shape[1], train.X.shape[1]).to(device)
+        network = clf.new_network(train.Y.shape[1], train.X.shape[1]).to(device)
         optimizer = torch.optim.Adam(network.parameters(), lr=1e-3, fused=True)
         places: collections.Counter[str] = collections.Counter()
 

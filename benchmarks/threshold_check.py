@@ -63,7 +63,7 @@ def main() -> None:
         for model in args.models:
             started = time.perf_counter()
             clf = XMCClassifier(**preset_params(name, model) | {"progress": False}).fit(train.X[kept], train.Y[kept])
-            p_at_1 = clf.score(train.X[held], Y_held, ks=(1,))["P@1"]
+            p_at_1 = clf.evaluate(train.X[held], Y_held, ks=(1,))["P@1"]
             for relative in (False, True):
                 for threshold in args.thresholds:
                     found = clf.predict_above(train.X[held], threshold, relative=relative)

@@ -37,6 +37,17 @@ def toy(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory) -> Path:
+    """The hostile-input reproducers' folder: an XML-repository pair tiny_train.txt /
+    tiny_test.txt of 200 / 50 rows, D = 30, L = 10."""
+    folder = tmp_path_factory.mktemp("data") / "tiny"
+    train, test = make_synthetic(200, 10, 30, n_test=50, seed=0)
+    write_xml_repo(folder / "tiny_train.txt", train.X, train.Y)
+    write_xml_repo(folder / "tiny_test.txt", test.X, test.Y)
+    return folder
+
+
 def _kill_during_epochs(command: list[str], run_dir: Path, after_epoch: int = 2) -> int:
     """Start the training ``command`` (writing to ``run_dir``), SIGKILL it with all its
     children once its checkpoint has passed ``after_epoch``, and return the checkpoint's epoch."""

@@ -13,6 +13,7 @@ import torch
 
 import holoxmc
 from holoxmc.cli import main
+from holoxmc.errors import InputError
 from holoxmc.cli.train import train_params
 from holoxmc.data import make_synthetic
 from holoxmc.data.readers import write_xml_repo
@@ -20,6 +21,8 @@ from holoxmc.estimator import DATASET_PRESETS, XMCClassifier
 from holoxmc.metrics import evaluate, label_set_f1
 
 FAST = ["--hidden", "32", "--dropout", "0", "--epochs", "8", "--batch-size", "32", "--lr", "0.01", "--quiet"]
+#: What a finished run folder holds: the run marker, the model, its history and metrics.
+RUN_FILES = [".holoxmc-run", "config.json", "history.csv", "metrics.json", "model.safetensors"]
 METRIC_KEYS = {f"{m}@{k}" for m in ("P", "nDCG", "PSP", "PSnDCG") for k in range(1, 6)}
 
 
@@ -31,7 +34,7 @@ def trained(toy, tmp_path_factory) -> Path:
 
 
 def test_train_writes_config_model_and_metrics(trained):
-    assert sorted(p.name for p in trained.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
+    assert sorted(p.name for p in trained.iterdir()) == RUN_FILES
     metrics = json.loads((trained / "metrics.json").read_text())
     assert set(metrics["test"]) == METRIC_KEYS
     assert all(0.0 <= v <= 100.0 for v in metrics["test"].values())
@@ -136,7 +139,7 @@ def test_bfloat16_precision_reaches_the_saved_model(toy, tmp_path):
     assert main(["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--precision", "bfloat16", *FAST]) == 0
     assert json.loads((run_dir / "config.json").read_text())["params"]["precision"] == "bfloat16"
     clf = XMCClassifier.load(run_dir)
-    assert clf.precision == "bfloat16" and clf._train_config().precision == "bfloat16"
+    assert clf.precision == "bfloat16" and clf.train_config().precision == "bfloat16"
     assert all(p.dtype == torch.float32 for p in clf.network_.parameters())
 
 
@@ -152,7 +155,7 @@ def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
     [
         (["train", "no-such-dataset", "--out", "{tmp}/run"], "neither an existing path"),
         (["train", "{toy}", "--out", "{tmp}/busy"], "not empty"),
-        (["train", "{toy}", "--out", "{tmp}/run", "--epochs", "0"], "epochs must be"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--epochs", "0"], "--epochs: must be a positive integer"),
         (["evaluate", "{tmp}/missing", "{toy}"], "not a saved model"),
         (["predict", "{tmp}/missing", "{toy}"], "not a saved model"),
         (["predict", "{tmp}/missing", "{toy}", "--absolute"], "--absolute applies to --threshold"),
@@ -164,18 +167,18 @@ def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
         (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--label-bias"], "needs ranking > 0"),
         (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--device", "gpu"], "not a device name"),
         (["train", "{toy}", "--out", "{tmp}/run", "--sparse-updates", "--weight-decay", "0.01"], "no weight decay"),
-        (["train", "{toy}", "--out", "{tmp}/run", "--n-models", "0"], "positive integer"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--n-models", "0"], "--n-models: must be a positive integer"),
         (["train", "{toy}", "--out", "{tmp}/run", "--workers", "2"], "--n-models above 1"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--ray-address", "auto"], "--n-models above 1"),
-        (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--n-models", "2"], "SOLAR already"),
-        (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--linear-width", "8"], "fc backbone with the hrr"),
+        (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--n-models", "2"], "['n_models'] do not apply to head 'solar'"),
+        (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--linear-width", "8"], "['linear_width'] do not apply to head 'solar'"),
         (["train", "{toy}", "--out", "{tmp}/run", "--linear-width", "-1"], "non-negative integer"),
         (["train", "{toy}", "--model", "linear", "--out", "{tmp}/run", "--precision", "bfloat16"], "configures a network"),
         (["train", "{toy}", "--out", "{tmp}/run", "--seed", "-5"], "seed must be a non-negative integer"),
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--seed", "-1"], "seed must be"),
-        (["train", "{toy}", "--out", "{tmp}/run", "--weight-decay", "inf"], "weight_decay must be a finite"),
-        (["train", "{toy}", "--out", "{tmp}/run", "--n-models", "2", "--workers", "0"], "workers must be a positive"),
-        (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--workers", "0"], "workers must be a positive"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--weight-decay", "inf"], "--weight-decay: must be a finite number"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--n-models", "2", "--workers", "0"], "--workers: must be a positive integer"),
+        (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--workers", "0"], "--workers: must be a positive integer"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_debris(toy, tmp_path, capsys, argv, message):
@@ -304,10 +307,10 @@ def test_headerless_files_are_read_at_the_widths_of_train_and_of_the_model(tmp_p
     assert len(capsys.readouterr().out.strip().splitlines()[-1].split()) == 2
     point.write_text("0:1\n2:1 40:1\n")
     assert main(["predict", str(run), str(point)]) == 2
-    assert "point.txt:2: feature index 40 >= declared D=40" in capsys.readouterr().err
+    assert "point.txt:2: feature index 40 >= D=40, the width this file is read at" in capsys.readouterr().err
     point.write_text("")
     assert main(["predict", str(run), str(point)]) == 2
-    assert capsys.readouterr().err == f"holoxmc: error: {point}: no data points\n"
+    assert capsys.readouterr().err == f"holoxmc: error: {point}: empty file\n"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a machine without CUDA")
@@ -329,7 +332,7 @@ def test_killed_cli_run_resumes_to_the_uninterrupted_metrics(toy, tmp_path, kill
     assert 2 <= kill_during_epochs(command, killed) < 12
 
     assert main(["train", *argv, "--out", str(killed), "--resume"]) == 0
-    assert sorted(p.name for p in killed.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
+    assert sorted(p.name for p in killed.iterdir()) == RUN_FILES
     resumed = json.loads((killed / "metrics.json").read_text())
     reference = json.loads((tmp_path / "reference" / "metrics.json").read_text())
     assert resumed["test"] == reference["test"]
@@ -375,20 +378,24 @@ def test_solar_predictions_list_only_the_candidates_it_found(tmp_path):
 
 
 @pytest.mark.parametrize("model, head", [("hrr-fc", "hrr"), ("fc", "dense")])
-def test_train_without_options_is_the_dataset_preset(model, head, tmp_path):
-    """`holoxmc train bibtex --model M` gets the tuned preset, by registry name or folder name."""
+def test_a_dataset_preset_applies_only_when_named(model, head, tmp_path):
+    """`holoxmc train bibtex --model M` gets the library defaults, as `XMCClassifier()` does;
+    `--preset bibtex` the tuned preset, under any option given."""
     preset = DATASET_PRESETS["bibtex"][head]
     folder = tmp_path / "Bibtex"
     folder.mkdir()
-    for data in ("bibtex", "BibTeX", str(folder)):
+    for data in ("bibtex", "BibTeX", str(folder), "my-own-set"):
         params = train_params(data, model, {"epochs": None, "seed": None})
+        assert params == {"head": head, "backbone": "fc", "propensity": (0.55, 1.5)}
+    for name in ("bibtex", "BibTeX"):
+        params = train_params("my-own-set", model, {}, preset=name)
         assert {key: params[key] for key in preset} == {key: tuple(v) if key == "hidden" else v
                                                          for key, v in preset.items()}
-        assert (params["head"], params["backbone"], params["propensity"]) == (head, "fc", (0.55, 1.5))
     assert train_params("bibtex", model, {"n_models": 2, "workers": 2})["workers"] == 2  # an ensemble's networks
-    overridden = train_params("bibtex", model, {"epochs": 3, "hidden": [64]})
+    overridden = train_params("bibtex", model, {"epochs": 3, "hidden": [64]}, preset="bibtex")
     assert (overridden["epochs"], overridden["hidden"], overridden["refit"]) == (3, (64,), preset["refit"])
-    assert train_params("my-own-set", model, {}) == {"head": head, "backbone": "fc", "propensity": (0.55, 1.5)}
+    with pytest.raises(InputError, match="unknown preset 'wiki'; choose from"):
+        train_params("bibtex", model, {}, preset="wiki")
 
 
 def test_hrr_head_options_reach_the_saved_model(toy, tmp_path):
@@ -432,7 +439,7 @@ def test_circulant_label_code_is_trained_saved_and_reloaded_from_its_seed(toy, t
 def test_refit_run_leaves_only_its_three_files(toy, tmp_path):
     run_dir = tmp_path / "refit"
     assert main(["train", str(toy), "--model", "hrr-fc", "--out", str(run_dir), "--dim", "64", "--refit", *FAST]) == 0
-    assert sorted(p.name for p in run_dir.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
+    assert sorted(p.name for p in run_dir.iterdir()) == RUN_FILES
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert len(metrics["epoch_seconds"]) == 8 + metrics["best_epoch"]
     assert json.loads((run_dir / "config.json").read_text())["params"]["refit"] is True
@@ -452,7 +459,7 @@ def test_ensemble_run_is_killed_in_its_second_member_and_resumes_to_the_same_met
     command = [sys.executable, "-m", "holoxmc", "train", *argv, "--out", str(killed)]
     assert 2 <= kill_during_epochs(command, killed / "member-1") < 10
     assert main(["train", *argv, "--out", str(killed), "--resume"]) == 0
-    assert sorted(p.name for p in killed.iterdir()) == ["config.json", "metrics.json", "model.safetensors"]
+    assert sorted(p.name for p in killed.iterdir()) == RUN_FILES
     resumed = json.loads((killed / "metrics.json").read_text())
     assert (resumed["test"], resumed["best_epoch"]) == (reference["test"], reference["best_epoch"])
 

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 import torch
 
 from holoxmc.data.batch import LabelBatch, SparseBatch
-from holoxmc.estimator import NETWORK_FACTORIES, XMCClassifier
+from holoxmc.estimator import XMCClassifier
 from holoxmc.train import TrainConfig, Trainer
 from test_estimator import SMALL, data, popularity_p1  # noqa: F401  (data is a fixture)
 
@@ -52,7 +52,7 @@ def test_cuda_training_learns_like_cpu(data, head, options):
     gpu = XMCClassifier(**params, device="cuda").fit(train.X, train.Y)
     assert all(p.is_cuda for p in gpu.network_.parameters())
     assert all(b.is_cuda for b in gpu.network_.buffers())
-    cpu_p1, gpu_p1 = cpu.score(test.X, test.Y)["P@1"], gpu.score(test.X, test.Y)["P@1"]
+    cpu_p1, gpu_p1 = cpu.evaluate(test.X, test.Y)["P@1"], gpu.evaluate(test.X, test.Y)["P@1"]
     assert gpu_p1 > popularity_p1(train, test) + 20
     # 150 test rows (one is 0.67 points); float rounding differs between the devices, and
     # with sampled candidates the draws do too (the CUDA generator is not the CPU one)
@@ -69,7 +69,7 @@ def test_cuda_sparse_updates_learn_like_cpu(data, head, linear_width):
     gpu = XMCClassifier(**params, device="cuda").fit(train.X, train.Y)
     backbone = gpu.network_.backbone
     assert backbone.input_layer.sparse and (not linear_width or backbone.linear_path.sparse)
-    cpu_p1, gpu_p1 = cpu.score(test.X, test.Y)["P@1"], gpu.score(test.X, test.Y)["P@1"]
+    cpu_p1, gpu_p1 = cpu.evaluate(test.X, test.Y)["P@1"], gpu.evaluate(test.X, test.Y)["P@1"]
     assert gpu_p1 > popularity_p1(train, test) + 20
     assert abs(gpu_p1 - cpu_p1) < 10
 
@@ -104,7 +104,7 @@ def test_cuda_killed_run_resumes_to_the_uninterrupted_weights(tmp_path, data):
     config = TrainConfig(epochs=6, batch_size=32, lr=1e-2, seed=1, device="cuda", progress=False)
 
     def network():
-        return NETWORK_FACTORIES["hrr"](clf, train.n_labels, train.n_features)
+        return clf.new_network(train.n_labels, train.n_features)
 
     reference = network()
     expected = Trainer(config).fit(reference, train.X, train.Y, run_dir=tmp_path / "whole")
@@ -134,7 +134,7 @@ def test_cuda_text_backbones_train_and_decode(data, backbone):
     params = dict(SMALL, backbone=backbone, hidden=None, device="cuda", epochs=15)
     for head in ("dense", "hrr"):
         clf = XMCClassifier(**params, head=head).fit(tokens(train.X), train.Y)
-        assert clf.score(tokens(test.X), test.Y)["P@1"] > popularity_p1(train, test) + 10, head
+        assert clf.evaluate(tokens(test.X), test.Y)["P@1"] > popularity_p1(train, test) + 10, head
 
 
 @pytest.mark.parametrize("backbone", ["fc", "cnn", "lstm"])
@@ -146,7 +146,7 @@ def test_cuda_bfloat16_training_learns_like_float32(data, backbone):
         full = XMCClassifier(**params, head=head).fit(X_train, train.Y)
         mixed = XMCClassifier(**params, head=head, precision="bfloat16").fit(X_train, train.Y)
         assert all(p.dtype == torch.float32 and p.is_cuda for p in mixed.network_.parameters())
-        full_p1, mixed_p1 = full.score(X_test, test.Y)["P@1"], mixed.score(X_test, test.Y)["P@1"]
+        full_p1, mixed_p1 = full.evaluate(X_test, test.Y)["P@1"], mixed.evaluate(X_test, test.Y)["P@1"]
         assert mixed_p1 > popularity_p1(train, test) + 10 and abs(mixed_p1 - full_p1) < 10, (head, mixed_p1, full_p1)
 
 
@@ -154,7 +154,7 @@ def test_cuda_solar_trains_and_decodes(data):
     train, test = data
     clf = XMCClassifier(head="solar", hidden=(64,), epochs=8, batch_size=32, lr=1e-2, seed=1, progress=False,
                         device="cuda", head_options={"n_chunks": 4, "n_buckets": 10}).fit(train.X, train.Y)
-    assert clf.score(test.X, test.Y)["P@1"] > popularity_p1(train, test) + 15
+    assert clf.evaluate(test.X, test.Y)["P@1"] > popularity_p1(train, test) + 15
 
 
 def test_dropout_on_cuda_keeps_the_scaling_and_the_mask_is_drawn_there():
@@ -180,7 +180,7 @@ def test_cuda_training_step_never_waits_for_the_gpu(data, head, options):
     host its lead over the GPU; the presets' steps have none (``benchmarks/sync_points.py``)."""
     train, _ = data
     clf = XMCClassifier(**SMALL | {"head": head, "head_options": options})
-    network = NETWORK_FACTORIES[head](clf, train.Y.shape[1], train.X.shape[1]).to("cuda")
+    network = clf.new_network(train.Y.shape[1], train.X.shape[1]).to("cuda")
     optimizer = torch.optim.Adam(network.parameters(), lr=1e-3, fused=True)
     x, y = SparseBatch.from_csr(train.X[:64]).to("cuda"), LabelBatch.from_csr(train.Y[:64]).to("cuda")
     torch.cuda.set_sync_debug_mode("error")

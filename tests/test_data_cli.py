@@ -29,7 +29,7 @@ def test_info_reads_a_headerless_test_split_at_the_train_widths(tmp_path, capsys
     assert capsys.readouterr().out.splitlines()[3].split() == ["test", "1", "9", "4", "1.00", "0.25"]
     (folder / "plain_test.txt").write_bytes(b"0 1:1\n4 1:1\n")  # a label train does not have
     assert main(["data", "info", str(folder)]) == 2
-    assert "plain_test.txt:2: label index 4 >= declared L=4" in capsys.readouterr().err
+    assert "plain_test.txt:2: label index 4 >= L=4, the width this file is read at" in capsys.readouterr().err
 
 
 def test_info_of_synthetic_lists_registry_free_name(capsys):

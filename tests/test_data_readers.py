@@ -125,7 +125,7 @@ def test_svmlight_headerless_with_declared_sizes(tmp_path):
     assert X.shape == (3, 10) and Y.shape == (3, 5)
     X, Y = read_svmlight(path)
     assert X.shape == (3, 4) and Y.shape == (3, 3)
-    with pytest.raises(DataFormatError, match=r"a.svm:1: feature index 3 >= declared D=3"):
+    with pytest.raises(DataFormatError, match=r"a.svm:1: feature index 3 >= D=3, the width this file is read at"):
         read_svmlight(path, n_features=3)
 
 

@@ -176,9 +176,9 @@ def test_splits_are_read_at_the_widths_asked_for(tmp_path):
     test = load(folder, "test", widths=(10, 5))
     assert test.X.shape == (2, 10) and test.Y.shape == (2, 5)
     assert test.X.toarray()[:, :3].tolist() == [[0, 0, 1], [1, 0, 0]] and test.Y.toarray()[:, :2].tolist() == [[0, 1], [1, 0]]
-    with pytest.raises(DataFormatError, match=r"plain_train.txt:1: feature index 9 >= declared D=5"):
+    with pytest.raises(DataFormatError, match=r"plain_train.txt:1: feature index 9 >= D=5, the width this file is read at"):
         load(folder, "train", widths=(5, None))
-    with pytest.raises(DataFormatError, match=r"plain_train.txt:1: label index 4 >= declared L=3"):
+    with pytest.raises(DataFormatError, match=r"plain_train.txt:1: label index 4 >= L=3, the width this file is read at"):
         load(folder, "train", widths=(None, 3))
     with_header = tmp_path / "toy_test.txt"
     with_header.write_bytes(b"1 3 2\n0 2:1\n")

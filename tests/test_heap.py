@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
+import holoxmc.train.heap as heap
+from holoxmc.errors import InputError
 from holoxmc.train import TrainConfig, Trainer
-from holoxmc.train.heap import _USER_SETTINGS, reuse_freed_memory
+from holoxmc.train.heap import _USER_SETTINGS, ENV_VAR, reuse_freed_memory
 
 from test_trainer import CONFIG, TinyNetwork, assert_same_weights, make_data, weights
 
@@ -58,7 +60,7 @@ def in_fresh_process(body: str, **env: str) -> None:
     in a new interpreter: a heap grown by earlier tests would serve large blocks from its
     free chunks, and say nothing about where glibc's defaults put them."""
     _mallinfo2()
-    clean = {k: v for k, v in os.environ.items() if k not in _USER_SETTINGS}
+    clean = {k: v for k, v in os.environ.items() if k not in (*_USER_SETTINGS, ENV_VAR)}
     setup = "import sys; sys.path.insert(0, {!r}); from test_heap import *\n".format(str(Path(__file__).parent))
     done = subprocess.run([sys.executable, "-c", setup + textwrap.dedent(body)], env=clean | env,
                           capture_output=True, text=True)
@@ -68,10 +70,10 @@ def in_fresh_process(body: str, **env: str) -> None:
 def test_large_blocks_come_from_the_heap_inside_and_from_mmap_outside():
     in_fresh_process("""
         assert mapped_blocks_while_holding(LARGE) == 1
-        with reuse_freed_memory() as applied:
+        with reuse_freed_memory(True) as applied:
             assert applied
             assert mapped_blocks_while_holding(LARGE) == 0
-            with reuse_freed_memory():
+            with reuse_freed_memory(True):
                 pass
             assert mapped_blocks_while_holding(LARGE) == 0  # an inner block leaves the outer one's setting
             kept = resident_bytes()  # the freed block's pages stay mapped inside
@@ -97,7 +99,7 @@ def test_after_the_block_blocks_up_to_32_mib_stay_on_the_heap():
             return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
         medium = 8 * 2**20 // 4  # 2,048 pages
-        with reuse_freed_memory():
+        with reuse_freed_memory(True):
             pass
         assert mapped_blocks_while_holding(medium) == 0
         # small allocations between fills can split the freed chunk, so the heap grows a few
@@ -131,3 +133,76 @@ def test_training_results_do_not_depend_on_it_and_runs_resume_across_it(tmp_path
         TinyNetwork(X.shape[1], Y.shape[1]), X, Y, run_dir=tmp_path / "True", resume=True
     )  # the checkpoint's configuration leaves the setting out
     assert resumed.history == runs[True][1].history
+
+
+class FakeLibc:
+    """Stands in for glibc: records the ``mallopt`` calls instead of making them."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def mallopt(self, option: int, value: object) -> int:
+        self.calls.append(option)
+        return 1
+
+    def malloc_trim(self, pad: object) -> int:
+        return 0
+
+
+@pytest.fixture
+def libc(monkeypatch: pytest.MonkeyPatch) -> FakeLibc:
+    fake = FakeLibc()
+    monkeypatch.setattr(heap, "_glibc", lambda: fake)
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    return fake
+
+
+def fit(tmp_path: Path, **options: object) -> None:
+    X, Y = make_data(n=64)
+    config = TrainConfig(**CONFIG | {"epochs": 1}, **options)  # type: ignore[arg-type]
+    Trainer(config).fit(TinyNetwork(X.shape[1], Y.shape[1]), X, Y, run_dir=tmp_path / "run")
+
+
+def test_training_leaves_the_allocator_alone_by_default(libc: FakeLibc, tmp_path: Path) -> None:
+    fit(tmp_path)
+    assert libc.calls == []
+    with reuse_freed_memory() as applied:
+        assert not applied
+    assert libc.calls == []
+
+
+@pytest.mark.parametrize("value", ["1", "true", "ON"])
+def test_the_environment_variable_opts_in(
+    libc: FakeLibc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(ENV_VAR, value)
+    fit(tmp_path)
+    assert libc.calls[:2] == [heap._M_MMAP_MAX, heap._M_TRIM_THRESHOLD]  # on entering; restored on leaving
+
+
+def test_the_config_field_overrides_the_environment_variable(
+    libc: FakeLibc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fit(tmp_path / "on", reuse_memory=True)
+    assert libc.calls
+    libc.calls.clear()
+    monkeypatch.setenv(ENV_VAR, "1")
+    fit(tmp_path / "off", reuse_memory=False)
+    assert libc.calls == []
+
+
+@pytest.mark.parametrize("value", ["2", "maybe"])
+def test_a_malformed_environment_variable_is_one_input_error_before_training(
+    libc: FakeLibc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(ENV_VAR, value)
+    with pytest.raises(InputError, match=f"{ENV_VAR} must be 1 .on. or 0 .off., got '{value}'"):
+        fit(tmp_path)
+    assert not (tmp_path / "run").exists() and libc.calls == []
+
+
+def test_a_setting_that_is_not_a_bool_is_refused(libc: FakeLibc) -> None:
+    with pytest.raises(InputError, match="reuse_memory must be True, False or None, got 'yes'"):
+        with reuse_freed_memory("yes"):  # type: ignore[arg-type]
+            pass
+    assert libc.calls == []

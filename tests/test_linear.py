@@ -20,7 +20,7 @@ from holoxmc.errors import InputError
 from holoxmc.estimator import MODEL_FILE, XMCClassifier
 from holoxmc.metrics import evaluate
 from holoxmc.train import split_validation
-from holoxmc.train.linear import LinearConfig, LinearModel, fit_linear
+from holoxmc.train.linear import LinearConfig, fit_linear
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_each_label_is_scikit_learns_linear_svm_on_the_normalised_rows(data):
 def test_margins_are_the_normalised_rows_times_the_weights(data, monkeypatch, dense_table):
     train, test = data
     if not dense_table:  # the sparse product of weights too large to densify
-        monkeypatch.setattr("holoxmc.train.linear.DENSE_SCORING_ENTRIES", 0)
+        monkeypatch.setattr("holoxmc.models.linear.DENSE_SCORING_ENTRIES", 0)
     model, _ = fit_linear(train.X, train.Y, LinearConfig(C=1.0))
     expected = normalize(test.X.astype(np.float64)) @ model.weights.toarray() + model.bias
     np.testing.assert_allclose(model.margins(test.X), expected, rtol=1e-4, atol=1e-5)
@@ -229,7 +229,7 @@ def test_raw_rows_are_scored_as_given_without_normalising(data):
 def test_the_estimator_fits_scores_saves_and_loads_a_linear_model(data, tmp_path):
     train, test = data
     clf = XMCClassifier(head="linear", refit=True, head_options={"C_grid": [0.3, 3.0]}).fit(train.X, train.Y)
-    assert clf.score(test.X, test.Y)["P@1"] > 60
+    assert clf.evaluate(test.X, test.Y)["P@1"] > 60
     margins = clf.decision_function(test.X, batch_size=40)
     np.testing.assert_array_equal(margins, clf.linear_.margins(test.X))
     above = clf.predict_above(test.X, 0.5, relative=False)
@@ -273,7 +273,7 @@ def test_a_saved_linear_model_with_broken_weights_is_one_error(data, tmp_path):
         ({"backbone": "cnn"}, "takes sparse features"),
         ({"device": "cuda"}, "on the CPU"),
         ({"device": "gpu"}, "on the CPU"),
-        ({"val_fraction": "0.1"}, "val_fraction must be a number"),
+        ({"val_fraction": "0.1"}, "val_fraction must be a finite number"),
         ({"head_options": {"C_grid": 1.0}}, "C_grid must be a non-empty list"),
         ({"head_options": {"dim": 3}}, "not accepted by head 'linear'"),
         ({"head_options": {"seed": 3}}, "not accepted by head 'linear'"),

@@ -10,10 +10,10 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from holoxmc import hrr
 from holoxmc.errors import DataFormatError, HoloxmcError, InputError
 
 if TYPE_CHECKING:  # what type checkers see of the lazy names below
+    from holoxmc import hrr
     from holoxmc.data import load
     from holoxmc.estimator import XMCClassifier
 
@@ -24,6 +24,8 @@ _LAZY = {"XMCClassifier": "holoxmc.estimator", "load": "holoxmc.data"}
 
 
 def __getattr__(name: str) -> Any:
+    if name == "hrr":  # a module of torch code: imported on first use, like the names above
+        return import_module("holoxmc.hrr")
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'holoxmc' has no attribute {name!r}")

@@ -7,7 +7,7 @@ import numbers
 import os
 from typing import Any
 
-__all__ = ["HoloxmcError", "DataFormatError", "InputError", "check_number_types"]
+__all__ = ["HoloxmcError", "DataFormatError", "InputError", "TrainingDiverged", "check_number_types"]
 
 
 class HoloxmcError(Exception):
@@ -16,6 +16,10 @@ class HoloxmcError(Exception):
 
 class InputError(HoloxmcError, ValueError):
     """Invalid argument at an API boundary (shape mismatch, label out of range, ...)."""
+
+
+class TrainingDiverged(HoloxmcError):
+    """The training loss became NaN or infinite: no model is kept (the CLI exits with code 2)."""
 
 
 class DataFormatError(HoloxmcError, ValueError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -12,7 +13,7 @@ import numpy as np
 
 from holoxmc.errors import InputError
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "json_text", "to_json"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "json_text", "to_json", "finite_or_null", "atomic_write_files"]
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -42,6 +43,40 @@ def _write_and_replace(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_files(folder: str | os.PathLike, files: dict[str, bytes]) -> None:
+    """Write several files of ``folder`` together: every one is written and fsynced to a
+    temporary file first, and only then are they renamed into place, in the given order
+    (put the file a reader checks first, such as ``config.json``, last). A failure while
+    writing leaves the folder's old files untouched and no temporary file behind; stale
+    temporary files of an earlier killed write are removed first.
+
+    Raises:
+        InputError: ``folder`` cannot be written.
+    """
+    folder = Path(folder)
+    temps: list[tuple[str, Path]] = []
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            for stale in folder.glob(f".{name}.*.tmp"):
+                stale.unlink(missing_ok=True)
+        for name, data in files.items():
+            fd, temp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+            temps.append((name, Path(temp_name)))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(temp_name, 0o666 & ~_umask())
+        for name, temp in temps:
+            os.replace(temp, folder / name)
+    except OSError as exc:
+        raise InputError(f"{folder}: cannot write it ({_reason(exc, folder / 'x')})") from exc
+    finally:
+        for _, temp in temps:
+            temp.unlink(missing_ok=True)
 
 
 def _umask() -> int:
@@ -84,6 +119,27 @@ def json_text(obj: Any, *, allow_nan: bool = True) -> str:
     return to_json(obj, indent=2, sort_keys=False, allow_nan=allow_nan) + "\n"
 
 
+def finite_or_null(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float (numpy's included) replaced by ``None``:
+    the project's JSON files are strict JSON, and a number that is not finite (a diverged
+    loss, an unset best score) is written as ``null``.
+
+    Example:
+        >>> finite_or_null({"loss": float("nan"), "scores": [1.5, np.float32("inf")]})
+        {'loss': None, 'scores': [1.5, None]}
+    """
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {key: finite_or_null(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_null(value) for value in obj]
+    return obj
+
+
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    """Atomically write ``obj`` as indented JSON to ``path``."""
-    atomic_write_text(path, json_text(obj))
+    """Atomically write ``obj`` as indented, strict JSON to ``path`` (non-finite numbers
+    as ``null``, :func:`finite_or_null`)."""
+    atomic_write_text(path, json_text(finite_or_null(obj), allow_nan=False))

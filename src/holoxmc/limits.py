@@ -45,11 +45,12 @@ def check_size(name: str, value: Any, *, where: str | None = None, limit: int = 
     prefix = f"{where}: " if where else ""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InputError(f"{prefix}{name} must be an integer, got {value!r}")
+    value = int(value)
     if value < minimum:
         raise InputError(f"{prefix}{name} must be at least {minimum}, got {value}")
     if value > limit:
         raise InputError(f"{prefix}{name} {value} is larger than holoxmc accepts (at most {limit})")
-    return int(value)
+    return value
 
 
 def physical_memory_bytes() -> int:

@@ -23,7 +23,6 @@ mantissas), so streaming over batches of any sizes gives bit-for-bit the value o
 
 from __future__ import annotations
 
-import re
 from fractions import Fraction
 from typing import Iterable, Sequence
 
@@ -31,6 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from holoxmc.errors import InputError
+from holoxmc.presets import PROPENSITY_PRESETS, PROPENSITY_SETS, propensity_preset  # their one home
 
 __all__ = [
     "PROPENSITY_PRESETS",
@@ -46,41 +46,6 @@ __all__ = [
 ]
 
 DEFAULT_KS: tuple[int, ...] = (1, 2, 3, 4, 5)
-
-#: ``(A, B)`` of Jain et al. (2016): its Wikipedia sets, its Amazon sets, every other set.
-PROPENSITY_PRESETS: dict[str, tuple[float, float]] = {
-    "default": (0.55, 1.5),
-    "wikipedia": (0.5, 0.4),
-    "amazon": (0.6, 2.6),
-}
-
-#: The sets that take the Wikipedia or the Amazon preset, as :func:`propensity_preset`
-#: normalises their names (the convention of Jain et al. 2016, the Extreme Classification
-#: Repository and napkinXC's scripts): other Wikipedia or Amazon sets, such as Wiki10-31K
-#: and AmazonCat-13K, take the default.
-PROPENSITY_SETS: dict[str, frozenset[str]] = {
-    "wikipedia": frozenset({"wikilshtc325k", "wikipedia500k", "wiki500k"}),
-    "amazon": frozenset({"amazon670k", "amazon3m"}),
-}
-
-
-def propensity_preset(dataset_name: str) -> tuple[float, float]:
-    """``(A, B)`` customary for a dataset, by its exact name (case, ``-``, ``_`` and spaces
-    ignored): Amazon-670K and Amazon-3M ``(0.6, 2.6)``, WikiLSHTC-325K and Wikipedia-500K
-    (Wiki-500K) ``(0.5, 0.4)``, every other set ``(0.55, 1.5)``.
-
-    Example:
-        >>> propensity_preset("Amazon-670K"), propensity_preset("wikipedia_500k")
-        ((0.6, 2.6), (0.5, 0.4))
-        >>> propensity_preset("AmazonCat-13K"), propensity_preset("wiki10-31k")
-        ((0.55, 1.5), (0.55, 1.5))
-    """
-    name = re.sub(r"[-_\s]", "", dataset_name.lower())
-    for preset, names in PROPENSITY_SETS.items():
-        if name in names:
-            return PROPENSITY_PRESETS[preset]
-    return PROPENSITY_PRESETS["default"]
-
 
 def inverse_propensity(Y_train: sp.spmatrix | np.ndarray, A: float = 0.55, B: float = 1.5) -> np.ndarray:
     """Inverse propensities ``w_l = 1 + C (N_l + B)^-A`` with ``C = (ln N - 1)(B + 1)^A``

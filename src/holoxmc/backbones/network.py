@@ -4,7 +4,8 @@ model from a JSON-able configuration (what checkpoints store next to the weights
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator, Sequence
+import numbers
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import torch
@@ -15,6 +16,7 @@ from holoxmc.backbones.fc import FCBackbone
 from holoxmc.backbones.lstm import AttentionLSTMBackbone
 from holoxmc.data.batch import LabelBatch, SparseBatch
 from holoxmc.errors import InputError
+from holoxmc.limits import check_allocation
 from holoxmc.heads import OutputHead
 from holoxmc.heads.decoding import running_topk
 from holoxmc.heads.dense import DenseHead
@@ -169,6 +171,29 @@ def _json_value(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+def estimate_network_bytes(config: Mapping[str, Any]) -> int:
+    """A rough count of the bytes a network of ``config`` allocates (weights, Adam-free):
+    the products of consecutive layer widths, the embedding tables, and an HRR head's
+    cached label code. Used to refuse a configuration no machine here could hold."""
+    def get(key: str, default: int) -> int:
+        value = config.get(key, default)
+        return int(value) if isinstance(value, numbers.Integral) else default
+
+    n_labels = get("n_labels", 1)
+    if config.get("backbone") == "fc":
+        hidden = [int(h) for h in config.get("hidden", [512, 512]) if isinstance(h, numbers.Integral)] or [1]
+        widths = [get("n_features", 1), *hidden]
+        total = sum(a * b for a, b in zip(widths[:-1], widths[1:])) + get("n_features", 1) * get("linear_width", 0)
+        last = hidden[-1] + get("linear_width", 0)
+    else:
+        embed, vocab = get("embed_dim", 300), get("vocab_size", 1)
+        last = max(get("bottleneck", 512), get("fc_size", 256), get("hidden_size", 256))
+        total = vocab * embed + 8 * last * (embed + last) + get("n_filters", 32) * embed * 16
+    out = get("dim", n_labels) if config.get("head") == "hrr" else n_labels
+    total += last * out + (n_labels * out if config.get("head") == "hrr" else 0)
+    return 4 * total
+
+
 def build_network(
     backbone: str = "fc",
     head: str = "hrr",
@@ -213,6 +238,8 @@ def build_network(
     input_size = n_features if backbone == "fc" else vocab_size
     if input_size is None:
         raise InputError(f"backbone {backbone!r} needs {input_size_name}")
+    check_allocation(estimate_network_bytes({"backbone": backbone, "head": head, "n_labels": n_labels,
+                                             input_size_name: input_size, **options}), "this network")
     backbone_module = backbone_cls(
         input_size, seed=seed, **{key: value for key, value in options.items() if key in backbone_keys}
     )

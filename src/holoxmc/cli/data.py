@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from holoxmc.data import REGISTRY, Dataset, DatasetStats, load
+from holoxmc.data.readers import MAX_GZIP_RATIO
 from holoxmc.errors import InputError
 
 __all__ = ["register", "add_data_options", "data_options"]
@@ -56,7 +57,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "info",
         help="print points, features, labels, labels/point, points/label of each split",
         description="DATA is a registry name (bibtex, delicious, debtags, synthetic, ...), "
-        "a dataset folder or a single file (XML-repo/svmlight text, .mat, .jsonl, .npz).",
+        "a dataset folder or a single file (XML-repo/svmlight text, .mat, .jsonl, .npz). "
+        "In a folder the splits are paired by file name only, never by the folder's path: "
+        "train.jsonl/test.jsonl, else the .txt[.gz] files whose name has the word train or test "
+        "(bibtex_train.txt, test.txt.gz; 'latest.txt' is not a test file), else *_data.txt with "
+        "*trSplit*/*tstSplit* files, else a .mat file. DATA must be a regular file or folder "
+        "(a FIFO or device is refused); gzip data may expand to at most "
+        f"{MAX_GZIP_RATIO} times its size.",
     )
     info.add_argument("data", metavar="DATA", help="registry name, folder or file")
     add_data_options(info)
@@ -67,7 +74,11 @@ def _splits_of(data: str, options: dict[str, Any]) -> list[tuple[str, Dataset]]:
     """``(split, dataset)`` for every split ``data`` has (one entry for a single text file);
     the test split is read at the train split's widths, as ``holoxmc train`` reads it."""
     path = Path(data)
-    if path.is_file() and not path.name.lower().endswith(".mat"):
+    try:
+        single_file = path.is_file() and not path.name.lower().endswith(".mat")
+    except OSError:  # e.g. a path it may not look at: load names the fault
+        single_file = False
+    if single_file:
         return [("file", load(path, **options))]
     train = load(data, "train", **options)
     return [("train", train), ("test", load(data, "test", widths=(train.n_features, train.n_labels), **options))]

@@ -13,64 +13,79 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from holoxmc.cli import finite_float, positive_int
 from holoxmc.cli.data import add_data_options, data_options
+from holoxmc.cli.rundir import MARKER, check_run_dir, claim_run_dir, run_lock
 from holoxmc.errors import InputError
-from holoxmc.estimator import NETWORK_SETTINGS, REPORT_FAMILIES
-from holoxmc.metrics import label_set_f1
+from holoxmc.presets import HEAD_OPTIONS as _HEAD_OPTIONS
 
-__all__ = ["register", "metrics_table", "train_params", "TEXT_ENCODER_FILE"]
+__all__ = ["register", "metrics_table", "train_params", "TEXT_ENCODER_FILE", "HISTORY_FILE", "MODEL_NAMES",
+           "format_prediction", "parse_prediction"]
 
-_KS = (1, 2, 3, 4, 5)
 #: the run's :class:`~holoxmc.data.text.TextEncoder`, written when it was trained on raw text
 TEXT_ENCODER_FILE = "text_encoder.json"
+#: ``--model`` choices: the keys of :data:`holoxmc.estimator.MODELS`, spelled out so that
+#: building the parser (``--help``) does not import torch.
+MODEL_NAMES = ("cnn", "fc", "hrr-cnn", "hrr-fc", "hrr-lstm", "linear", "lstm", "solar")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``train``, ``evaluate`` and ``predict`` to the ``holoxmc`` parser."""
-    from holoxmc.estimator import MODELS
-
     train = subparsers.add_parser(
         "train",
         help="train a model on a dataset and evaluate it on its test split",
         description="Train FC / HRR-FC (or CNN / LSTM variants), SOLAR or a linear one-vs-rest model "
         "with the dataset's tuned preset; options given here override the preset.",
     )
-    train.add_argument("data", metavar="DATA", help="registry name (bibtex, delicious, synthetic, ...) or path")
-    train.add_argument("--model", choices=sorted(MODELS), default="hrr-fc", help="model (default hrr-fc)")
+    train.add_argument("data", metavar="DATA",
+                       help="registry name (bibtex, delicious, synthetic, ...), a dataset folder, or one data file "
+                            "(with --test or --test-fraction). A folder's files are paired by name: the one "
+                            ".txt/.svm/.svmlight/.libsvm file (or .gz) with the word 'train' in its name is the "
+                            "training split and the one with 'test' the test split (my_train.svm / my_test.svm, "
+                            "train.txt.gz / test.txt.gz); or train.jsonl / test.jsonl raw texts")
+    train.add_argument("--test", type=Path, metavar="FILE",
+                       help="score the trained model on this file (read at the training widths) instead of DATA's "
+                            "test split")
+    train.add_argument("--test-fraction", type=finite_float, metavar="F",
+                       help="hold out this share of DATA's rows (one data file) as the test split, by --seed; "
+                            "the rows held out are never trained on")
+    train.add_argument("--model", choices=MODEL_NAMES, default="hrr-fc", help="model (default hrr-fc)")
+    train.add_argument("--preset", metavar="NAME",
+                       help="start from a named preset (tuned on that data set: bibtex, delicious, debtags); "
+                            "options given here override it. Default: the library defaults, on any data")
     train.add_argument("--out", type=Path, required=True, metavar="RUN_DIR", help="output folder")
-    train.add_argument("--epochs", type=int, help="training epochs")
+    train.add_argument("--epochs", type=positive_int, help="training epochs")
     train.add_argument("--seed", type=int, help="random seed (initialisation, code, split, order)")
-    train.add_argument("--dim", type=int, help="HRR dimension d'")
-    train.add_argument("--hidden", type=int, nargs="+", metavar="WIDTH", help="hidden layer widths")
-    train.add_argument("--dropout", type=float, help="dropout after hidden layers")
+    train.add_argument("--dim", type=positive_int, help="HRR dimension d'")
+    train.add_argument("--hidden", type=positive_int, nargs="+", metavar="WIDTH", help="hidden layer widths")
+    train.add_argument("--dropout", type=finite_float, help="dropout after hidden layers")
     train.add_argument("--linear-width", type=int, metavar="WIDTH",
                        help="FC: width of a linear path of the input beside the hidden layers (0: none)")
-    train.add_argument("--lr", type=float, help="Adam learning rate")
-    train.add_argument("--batch-size", type=int, help="training batch size")
-    train.add_argument("--weight-decay", type=float, help="Adam weight decay")
+    train.add_argument("--lr", type=finite_float, help="Adam learning rate")
+    train.add_argument("--batch-size", type=positive_int, help="training batch size")
+    train.add_argument("--weight-decay", type=finite_float, help="Adam weight decay")
     train.add_argument("--sparse-updates", action=argparse.BooleanOptionalAction, default=None,
                        help="compute Adam's steps only on the input-layer rows a batch reads (much faster for "
                             "large D); default: on where measured faster (CPU, one process, no weight decay, "
                             ">= 15,000 features of which a batch reads <= 7.5%%)")
     train.add_argument("--schedule", choices=["none", "cosine", "linear"], help="learning-rate schedule")
-    train.add_argument("--val-fraction", type=float, help="share of train held out for model selection")
+    train.add_argument("--val-fraction", type=finite_float, help="share of train held out for model selection")
     train.add_argument("--patience", type=int, help="early-stopping patience in epochs")
     train.add_argument("--refit", action=argparse.BooleanOptionalAction, default=None,
                        help="after choosing the epoch on the validation split, retrain on all training rows")
     train.add_argument("--precision", choices=["float32", "bfloat16"],
                        help="bfloat16: mixed-precision training steps (autocast; weights and scoring stay float32)")
-    train.add_argument("--n-models", type=int, metavar="N",
+    train.add_argument("--n-models", type=positive_int, metavar="N",
                        help="train N networks from different seeds and rank labels by their mean score "
                             "(N times the training time)")
     train.add_argument("--device", help="cpu, cuda, cuda:1, ...")
     train.add_argument("--loss", choices=["cosine", "abs"], help="HRR: the paper's loss or the authors' abs variant")
-    train.add_argument("--ranking", type=float, metavar="WEIGHT",
+    train.add_argument("--ranking", type=finite_float, metavar="WEIGHT",
                        help="HRR: weight of the label-ranking term (0 = the paper's J_p + J_n alone)")
     train.add_argument("--learn-pm", action="store_true", default=None, help="HRR: learn the roles p and m")
     train.add_argument("--label-bias", action=argparse.BooleanOptionalAction, default=None,
@@ -80,26 +95,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--code-cache", action=argparse.BooleanOptionalAction, default=None,
                        help="HRR: keep the (L, 2d') label-key table in memory (default); --no-code-cache for "
                             "millions of labels, best with --label-code circulant")
-    train.add_argument("--C", type=float, metavar="C", dest="C",
+    train.add_argument("--C", type=finite_float, metavar="C", dest="C",
                        help="linear: every label's SVM regularisation (default: chosen on the validation split "
                             "from 0.1, 0.3, 1, 3)")
-    train.add_argument("--chunks", type=int, metavar="K", help="SOLAR: independent chunk models")
-    train.add_argument("--buckets", type=int, metavar="B", help="SOLAR: buckets per chunk")
-    train.add_argument("--workers", type=int,
+    train.add_argument("--chunks", type=positive_int, metavar="K", help="SOLAR: independent chunk models")
+    train.add_argument("--buckets", type=positive_int, metavar="B", help="SOLAR: buckets per chunk")
+    train.add_argument("--workers", type=positive_int,
                        help="SOLAR's chunks, the linear model's label blocks, or an ensemble's networks, "
                             "trained in parallel local processes")
     train.add_argument("--ray-address", metavar="ADDRESS",
                        help="train each SOLAR chunk, linear label block, or network of an ensemble, as a Ray task "
                             "on this cluster ('auto', an address, or 'local')")
-    train.add_argument("--resume", action="store_true", help="continue the checkpoint in RUN_DIR")
-    train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--resume", action="store_true",
+                       help="continue the run in RUN_DIR (a folder holoxmc made, with the same options)")
+    train.add_argument("--plot", action="store_true",
+                       help=f"also draw RUN_DIR/{PLOT_FILE}, the curves of RUN_DIR/{HISTORY_FILE} (needs matplotlib)")
     add_data_options(train)
     train.set_defaults(run=run_train)
 
     evaluate = subparsers.add_parser("evaluate", help="evaluate a trained model on a dataset split")
     evaluate.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     evaluate.add_argument("data", metavar="DATA", help="registry name or path")
-    evaluate.add_argument("--split", choices=["train", "test"], default="test")
+    evaluate.add_argument("--split", choices=["train", "test"], default="test",
+                          help="the split of a data set or folder to score (default test); a single file is "
+                               "scored whole")
     evaluate.add_argument("--output", type=Path, metavar="FILE", help="JSON output (default RUN_DIR/eval-<DATA>-<split>.json)")
     evaluate.add_argument("--device", help="override the saved device")
     add_threshold_options(evaluate, "also the F1 of the label sets that predict --threshold T makes")
@@ -112,14 +131,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     predict.add_argument("input", metavar="INPUT",
                          help="data file or registry name (its test split); for a run trained on raw text, "
                               "a .jsonl file of {\"text\": ...} lines (labels optional) or a text set")
-    predict.add_argument("--top-k", type=int, default=None,
+    predict.add_argument("--top-k", type=positive_int, default=None,
                          help="labels per point (default: 5, or L if fewer; not with --threshold)")
     add_threshold_options(predict, "instead of the top k, every label whose confidence (HRR: the cosine; dense: "
                                    "the probability) exceeds T times the point's best one, best first "
                                    "(0.5 fared best across the sets measured)")
     predict.add_argument("--label-names", action="store_true",
-                         help="write label names instead of indices (runs trained on raw text; name:score, "
-                              "split at the last colon)")
+                         help="write label names instead of indices (runs trained on raw text): each pair is name:score, "
+                              "split at the last colon; a name that is empty, holds whitespace or starts with a "
+                              "double quote is written as a JSON string (holoxmc.cli.train.parse_prediction reads "
+                              "the lines back)")
     predict.add_argument("--output", type=Path, metavar="FILE", help="output file (default: stdout)")
     predict.add_argument("--device", help="override the saved device")
     add_data_options(predict)
@@ -128,7 +149,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def add_threshold_options(parser: argparse.ArgumentParser, threshold_help: str) -> None:
     """``--threshold T`` and ``--absolute``: label sets by ``XMCClassifier.predict_above``."""
-    parser.add_argument("--threshold", type=float, default=None, metavar="T", help=threshold_help)
+    parser.add_argument("--threshold", type=finite_float, default=None, metavar="T", help=threshold_help)
     parser.add_argument("--absolute", action="store_true",
                         help="with --threshold: compare the confidences with T itself (the HRR paper's "
                              "appendix H cuts at 0.5), not with T times the best")
@@ -144,16 +165,6 @@ def _check_threshold_options(args: argparse.Namespace) -> None:
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "linear_width", "lr", "batch_size", "weight_decay",
               "sparse_updates", "schedule", "val_fraction", "patience", "refit", "precision", "n_models", "device",
               "workers", "ray_address")
-#: Head-specific ``train`` options → head keywords (passed as ``head_options`` over the
-#: preset's), per head kind.
-_HEAD_OPTIONS = {
-    "hrr": {"loss": "loss", "ranking": "ranking", "learn_pm": "learn_pm", "label_bias": "label_bias",
-            "label_code": "code", "code_cache": "cache_codes"},
-    "solar": {"chunks": "n_chunks", "buckets": "n_buckets"},
-    "linear": {"C": "C"},
-}
-
-
 def _model_inputs(dataset: Any, backbone: str) -> Any:
     if backbone == "fc":
         return dataset.X
@@ -162,14 +173,20 @@ def _model_inputs(dataset: Any, backbone: str) -> Any:
     return dataset.tokens
 
 
-def train_params(data: str, model: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """The ``XMCClassifier`` keywords of a run: preset of ``data``, then explicit overrides."""
-    from holoxmc.estimator import preset_params
+def train_params(data: str, model: str, overrides: dict[str, Any], preset: str | None = None) -> dict[str, Any]:
+    """The ``XMCClassifier`` keywords of a run: the library defaults of ``model`` (or the named
+    ``preset`` over them), then the explicit ``overrides``; PSP@k's propensity follows the
+    data set's name (a scoring convention, see :func:`holoxmc.presets.propensity_preset`)."""
     from holoxmc.metrics import propensity_preset
+    from holoxmc.presets import DATASET_PRESETS, model_params, preset_params
 
     overrides = {key: value for key, value in overrides.items() if value is not None}
     name = Path(data).name if Path(data).exists() else data  # a folder's name, or the registry name
-    params = preset_params(name, model)
+    if preset is not None and preset.lower() not in DATASET_PRESETS:
+        raise InputError(f"unknown preset {preset!r}; choose from {sorted(DATASET_PRESETS)}")
+    params = model_params(model) if preset is None else preset_params(preset, model)
+    from holoxmc.estimator import NETWORK_SETTINGS
+
     if params["head"] == "linear":
         network_only = [key for key in NETWORK_SETTINGS if key in overrides]
         if network_only:
@@ -209,57 +226,232 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, rank: int, world: int) -> int:
-    """``run_train`` in one process; under torchrun rank 0 alone writes and prints."""
-    from holoxmc.data import load
-    from holoxmc.estimator import CONFIG_FILE, MODEL_FILE, XMCClassifier, fit_and_report
-    from holoxmc.io import atomic_write_json
+    """``run_train`` in one process; under torchrun rank 0 alone writes and prints.
+
+    Every input is checked before any work: the run folder (writable, not a file or a
+    dangling link, not a folder holoxmc did not make), the options, and both data splits."""
 
     run_dir: Path = args.out
     metrics_path = run_dir / "metrics.json"
-    if run_dir.exists() and not run_dir.is_dir():
-        raise InputError(f"{run_dir}: exists and is not a folder")
-    if metrics_path.exists():
+    if metrics_path.exists() and (run_dir / MARKER).is_file():  # every rank: none may wait for another
         if args.resume:
-            print(f"{run_dir}: run already complete ({metrics_path})", file=sys.stderr)
+            if rank == 0:  # a kill after metrics.json but before the checkpoints went leaves them: finish that
+                _remove_checkpoints(run_dir)
+                print(f"{run_dir}: run already complete ({metrics_path})", file=sys.stderr)
             return 0
         raise InputError(f"{run_dir}: holds a finished run; choose another --out")
-    if run_dir.exists() and any(run_dir.iterdir()) and not args.resume:
-        raise InputError(f"{run_dir}: not empty; use --resume to continue it, or choose another --out")
+    if rank == 0:
+        check_run_dir(run_dir, resume=args.resume)
+    if args.plot:
+        _check_plotting()
 
     options = (*_OVERRIDES, *(key for keys in _HEAD_OPTIONS.values() for key in keys))
-    params = train_params(args.data, args.model, {key: getattr(args, key) for key in options})
+    params = train_params(args.data, args.model, {key: getattr(args, key) for key in options}, preset=args.preset)
     if world > 1 and params["head"] in ("solar", "linear"):
         raise InputError(f"--model {args.model} trains independent jobs: use --workers or --ray-address, not torchrun")
     params["progress"] = False if args.quiet else None
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
     load_options = data_options(args)
-    train = load(args.data, "train", features=features, **load_options)
-    test = load(args.data, "test", features=features, widths=(train.n_features, train.n_labels), **load_options)
+    train, test, evaluation = _splits(args, features, load_options, seed=int(params.get("seed", 0)))
     X_train, X_test = _model_inputs(train, params["backbone"]), _model_inputs(test, params["backbone"])
 
-    created = not run_dir.exists()
+    from holoxmc.estimator import XMCClassifier
+
     clf = XMCClassifier(**params)
     if rank > 0:  # trains its share of every batch; rank 0 reads and writes the run
         clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume)
         return 0
+    created = not run_dir.exists()
+    claim_run_dir(run_dir)
     try:
-        metrics = fit_and_report(clf, X_train, train.Y, X_test, test.Y, run_dir=run_dir, resume=args.resume)
+        with run_lock(run_dir):
+            _fit_and_write(args, clf, train, test, X_train, X_test, load_options, evaluation)
     except BaseException:
-        if created and run_dir.exists() and not any(run_dir.iterdir()):
-            run_dir.rmdir()
+        if created:
+            _remove_if_unused(run_dir)
         raise
+    return 0
+
+
+def _splits(args: argparse.Namespace, features: str, load_options: dict[str, Any],
+            seed: int) -> tuple[Any, Any, dict[str, Any]]:
+    """``(train, test, evaluation)``: the training rows, the rows scored as "test", and what
+    those are (``metrics.json``'s ``"evaluation"``). One data file is never scored on its own
+    rows: it needs ``--test FILE`` or ``--test-fraction F``.
+
+    Raises:
+        InputError: one file without either, both given, ``--test-fraction`` with data that
+            has its own test split, or an empty split.
+    """
+    from holoxmc.data import load
+    from holoxmc.data.dataset import holdout_split
+
+    single_file = Path(args.data).is_file()
+    if args.test is not None and args.test_fraction is not None:
+        raise InputError("--test and --test-fraction choose the test rows in two ways: give one")
+    if args.test_fraction is not None and not single_file:
+        raise InputError(f"--test-fraction splits one data file; {args.data} has its own test split "
+                         "(or give --test FILE)")
+    if single_file and args.test is None and args.test_fraction is None:
+        raise InputError(f"{args.data} is one data file, and a model is never scored on the rows it trained on: "
+                         "give the test rows with --test FILE, or hold out a share of this file with "
+                         "--test-fraction F (for example 0.2)")
+    train = load(args.data, "train", features=features, **load_options)
+    widths = (train.n_features, train.n_labels)
+    if args.test is not None:
+        test = load(args.test, "test", features=features, widths=widths, **load_options)
+        evaluation: dict[str, Any] = {"split": "test file", "file": str(args.test)}
+    elif args.test_fraction is not None:
+        train, test = holdout_split(train, args.test_fraction, seed)
+        evaluation = {"split": "test fraction", "fraction": args.test_fraction, "seed": seed}
+    else:
+        test = load(args.data, "test", features=features, widths=widths, **load_options)
+        evaluation = {"split": "test split", "source": str(args.data)}
+    for split, dataset in (("train", train), ("test", test)):
+        if len(dataset) == 0:
+            raise InputError(f"{args.data}: its {split} split has no data points")
+    return train, test, evaluation
+
+
+def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_train: Any, X_test: Any,
+                   load_options: dict[str, Any], evaluation: dict[str, Any]) -> None:
+    """Train ``clf`` into the locked run folder ``args.out``, then write the model, the
+    history, the text encoder and, last, ``metrics.json``."""
+    from holoxmc.cli.report import fit_and_report
+    from holoxmc.estimator import CONFIG_FILE, MODEL_FILE
+    from holoxmc.io import atomic_write_json
+
+    run_dir: Path = args.out
+    metrics_path = run_dir / "metrics.json"
+    metrics = fit_and_report(clf, X_train, train.Y, X_test, test.Y, run_dir=run_dir, resume=args.resume)
     metrics["data"] = {"name": train.name, "train": len(train), "test": len(test),
                        "features": train.n_features, "labels": train.n_labels,
                        "source": str(args.data), "options": load_options}
+    metrics["evaluation"] = evaluation
+    metrics["settings"] = {"model": args.model, "preset": args.preset, "params": _json_params(clf)}
     clf.save(run_dir)
     if train.encoder is not None:
         train.encoder.save(run_dir / TEXT_ENCODER_FILE)
+    written = [run_dir / CONFIG_FILE, run_dir / MODEL_FILE]
+    written += [run_dir / TEXT_ENCODER_FILE] if train.encoder is not None else []
+    written.append(write_history(run_dir / HISTORY_FILE, _history_rows(clf)))
+    if args.plot:
+        written.append(plot_history(run_dir / HISTORY_FILE, run_dir / PLOT_FILE))
     atomic_write_json(metrics_path, metrics)
     _remove_checkpoints(run_dir)
-    print(metrics_table(metrics["test"], title=f"{args.model} on {train.name} (test)"))
-    encoder = f"{run_dir / TEXT_ENCODER_FILE}, " if train.encoder is not None else ""
-    print(f"\nwrote {run_dir / CONFIG_FILE}, {run_dir / MODEL_FILE}, {encoder}{metrics_path}")
-    return 0
+    print(metrics_table(metrics["test"], title=f"{args.model} on {train.name} ({_described(evaluation)})"))
+    print(f"\nwrote {', '.join(map(str, written))}, {metrics_path}")
+
+
+def _described(evaluation: dict[str, Any]) -> str:
+    """The test rows of a run in words, for its table title."""
+    if evaluation["split"] == "test file":
+        return f"test file {evaluation['file']}"
+    if evaluation["split"] == "test fraction":
+        return f"{evaluation['fraction']:g} of the rows held out, seed {evaluation['seed']}"
+    return "test split"
+
+
+def _json_params(clf: Any) -> dict[str, Any]:
+    """The estimator's settings as JSON values (tuples as lists)."""
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in clf.get_params().items()}
+
+
+#: The training history of a run: one row per epoch (or per liblinear fit) of every phase.
+HISTORY_FILE = "history.csv"
+#: ``--plot``: the loss and validation curves of ``history.csv``.
+PLOT_FILE = "history.png"
+
+
+def _history_rows(clf: Any) -> list[dict[str, Any]]:
+    """The history of a fitted ``clf`` as flat rows: ``member`` (ensemble network, else 0),
+    ``phase`` (``select`` or ``refit``), then the trainer's entries (``epoch``, ``seconds``,
+    ``loss``, ``val_P@1``, ...), validation metrics flattened with a ``val_`` prefix."""
+    results = getattr(clf, "fit_results_", None) or [clf.fit_result_]
+    rows = []
+    for member, result in enumerate(results):
+        phases = [("select", result)] + ([("refit", result.refit)] if result.refit is not None else [])
+        for phase, phase_result in phases:
+            for entry in phase_result.history:
+                row: dict[str, Any] = {"member": member, "phase": phase}
+                for key, value in entry.items():
+                    if isinstance(value, dict):
+                        row.update({f"{key}_{inner}": item for inner, item in value.items()})
+                    else:
+                        row[key] = value
+                rows.append(row)
+    return rows
+
+
+def write_history(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """Write ``rows`` (dicts) as CSV, atomically; the columns are the keys in first-seen order.
+
+    Example:
+        >>> import tempfile
+        >>> path = write_history(Path(tempfile.mkdtemp()) / "h.csv", [{"epoch": 1, "loss": 0.5}])
+        >>> path.read_text().splitlines()
+        ['epoch,loss', '1,0.5']
+    """
+    import csv
+    import io
+
+    from holoxmc.io import atomic_write_text
+
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, text.getvalue())
+    return path
+
+
+def _check_plotting() -> None:
+    """``--plot`` needs matplotlib: one clear error before training when it is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise InputError("--plot draws with matplotlib, which is not installed: pip install matplotlib")
+
+
+def plot_history(history: Path, output: Path) -> Path:
+    """Draw the loss and validation curves of the CSV ``history`` (see :func:`write_history`)
+    per epoch into the PNG ``output``, one line per member and phase."""
+    import csv
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with history.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    series = [column for column in (rows[0] if rows else {}) if column == "loss" or column.startswith("val_")]
+    figure, axes = plt.subplots(1, max(len(series), 1), figsize=(4 * max(len(series), 1), 3), squeeze=False)
+    for axis, column in zip(axes[0], series):
+        runs = sorted({(row["member"], row["phase"]) for row in rows})
+        for member, phase in runs:
+            points = [(int(row["epoch"]), float(row[column])) for row in rows
+                      if (row["member"], row["phase"]) == (member, phase) and row.get(column) not in (None, "")]
+            if points:
+                axis.plot(*zip(*points), marker=".", label=f"{phase} {member}" if len(runs) > 1 else phase)
+        axis.set_xlabel("epoch")
+        axis.set_title(column)
+        axis.legend(fontsize="small")
+    figure.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    temporary = output.with_name(f".{output.name}.tmp")
+    figure.savefig(temporary, format="png")
+    plt.close(figure)
+    temporary.replace(output)
+    return output
+
+
+def _remove_if_unused(run_dir: Path) -> None:
+    """Remove a run folder this call created when it holds only the marker."""
+    if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {MARKER}:
+        (run_dir / MARKER).unlink(missing_ok=True)
+        run_dir.rmdir()
 
 
 def _remove_checkpoints(run_dir: Path) -> None:
@@ -281,26 +473,48 @@ def _remove_checkpoints(run_dir: Path) -> None:
 def run_evaluate(args: argparse.Namespace) -> int:
     from holoxmc.estimator import XMCClassifier
     from holoxmc.io import atomic_write_json
+    from holoxmc.metrics import label_set_f1
 
     _check_threshold_options(args)
+    output = args.output or args.run_dir / f"eval-{Path(str(args.data)).name}-{args.split}.json"
+    _check_output_file(output)  # before any work: a read-only run folder is refused now, not after scoring
     clf = XMCClassifier.load(args.run_dir, device=args.device)
     options = _options_for(args.run_dir, args.data, data_options(args))
     inputs, Y, name, _ = _run_inputs(args.run_dir, clf, args.data, args.split, options, labels=True)
-    metrics = clf.score(inputs, Y)
-    report: dict[str, Any] = {"data": str(args.data), "split": args.split, "metrics": metrics}
+    metrics = clf.evaluate(inputs, Y)
+    scored = "every row of the file" if Path(str(args.data)).is_file() else f"its {args.split} split"
+    report: dict[str, Any] = {"data": str(args.data), "split": "file" if Path(str(args.data)).is_file() else args.split,
+                              "rows": int(Y.shape[0]), "metrics": metrics}
     sets = None
     if args.threshold is not None:
         sets = label_set_f1(clf.predict_above(inputs, args.threshold, relative=not args.absolute), Y)
         report["label_sets"] = {"threshold": args.threshold, "relative": not args.absolute, **sets}
-    output = args.output or args.run_dir / f"eval-{Path(str(args.data)).name}-{args.split}.json"
     atomic_write_json(output, report)
-    print(metrics_table(metrics, title=f"{args.run_dir} on {name} ({args.split})"))
+    print(metrics_table(metrics, title=f"{args.run_dir} on {name} ({scored}, {Y.shape[0]} rows)"))
     if sets is not None:
         cut = f"> {args.threshold}" + ("" if args.absolute else " x best")
         print(f"\nlabel sets {cut}: micro-F1 {sets['micro-F1']:.2f}, example-F1 {sets['example-F1']:.2f}, "
               f"{sets['labels per point']:.2f} labels per point")
     print(f"\nwrote {output}")
     return 0
+
+
+def _check_output_file(path: Path) -> None:
+    """Refuse, before the work that produces it, an output file that cannot be written: a
+    folder, a path under a file, a read-only file or folder.
+
+    Raises:
+        InputError: ``"<path>: cannot write it (<why>)"``.
+    """
+    if path.is_dir():
+        raise InputError(f"{path}: cannot write it (Is a directory)")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InputError(f"{path}: cannot write it (the file is read-only)")
+    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists() or p.is_symlink())
+    if not folder.is_dir():
+        raise InputError(f"{path}: cannot write it ({folder} is a file, not a folder)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: cannot write it ({folder} is read-only)")
 
 
 def _options_for(run_dir: Path, data: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -353,12 +567,16 @@ def _run_inputs(
 
 
 def run_predict(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from holoxmc.estimator import XMCClassifier
     from holoxmc.io import atomic_write_text
 
     _check_threshold_options(args)
     if args.threshold is not None and args.top_k is not None:
         raise InputError("--top-k and --threshold choose the labels in two ways: give one")
+    if args.output is not None:
+        _check_output_file(args.output)
     clf = XMCClassifier.load(args.run_dir, device=args.device)
     options = _options_for(args.run_dir, args.input, data_options(args))
     inputs, _, _, encoder = _run_inputs(args.run_dir, clf, args.input, "test", options, labels=False)
@@ -376,7 +594,7 @@ def run_predict(args: argparse.Namespace) -> int:
             order = np.lexsort((labels, -values))  # best first; ties by label id
             rows.append((labels[order].tolist(), values[order].tolist()))
     text = "".join(  # SOLAR marks ranks its candidates could not fill with -1: those are left out
-        " ".join(f"{label if names is None else names[label]}:{score:.6g}"
+        " ".join(format_prediction(label if names is None else names[label], score)
                  for label, score in zip(row_labels, row_scores) if label >= 0) + "\n"
         for row_labels, row_scores in rows
     )
@@ -388,11 +606,65 @@ def run_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _needs_quoting(name: str) -> bool:
+    return not name or name[0] == '"' or any(char.isspace() for char in name) or not name.isprintable()
+
+
+def format_prediction(label: int | str, score: float) -> str:
+    """One ``label:score`` pair of ``predict``'s output. A label name that is empty, holds
+    whitespace or a non-printable character, or starts with ``"`` is written as a JSON string,
+    so that the pairs of a line stay separated by single spaces and read back exactly with
+    :func:`parse_prediction`.
+
+    Example:
+        >>> format_prediction(7, 0.5), format_prediction("machine learning", 0.25)
+        ('7:0.5', '"machine learning":0.25')
+    """
+    text = json.dumps(label, ensure_ascii=False) if isinstance(label, str) and _needs_quoting(label) else str(label)
+    return f"{text}:{score:.6g}"
+
+
+def parse_prediction(line: str) -> list[tuple[str, float]]:
+    """The ``(label, score)`` pairs of one line of ``predict``'s output (labels as text).
+
+    Raises:
+        InputError: the line is not in that format.
+
+    Example:
+        >>> parse_prediction('"a b":0.9 c:d:0.5 3:0.1')
+        [('a b', 0.9), ('c:d', 0.5), ('3', 0.1)]
+    """
+    pairs: list[tuple[str, float]] = []
+    decoder = json.JSONDecoder()
+    position, line = 0, line.rstrip("\n")
+    while position < len(line):
+        if line[position] == '"':
+            try:
+                label, position = decoder.raw_decode(line, position)
+            except ValueError:
+                raise InputError(f"unterminated quoted label at column {position + 1}: {line!r}") from None
+            if line[position : position + 1] != ":":
+                raise InputError(f"no ':score' after the quoted label at column {position + 1}: {line!r}")
+            end = line.find(" ", position)
+            end = len(line) if end < 0 else end
+            score_text = line[position + 1 : end]
+        else:
+            end = line.find(" ", position)
+            end = len(line) if end < 0 else end
+            label, colon, score_text = line[position:end].rpartition(":")
+            if not colon:
+                raise InputError(f"no ':score' in {line[position:end]!r}: {line!r}")
+        try:
+            pairs.append((label, float(score_text)))
+        except ValueError:
+            raise InputError(f"not a score: {score_text!r} in {line!r}") from None
+        position = end + 1
+    return pairs
+
+
 def metrics_table(metrics: dict[str, float], title: str = "") -> str:
-    """A k × metric table (percent) of the families present in ``metrics``."""
-    families = [f for f in REPORT_FAMILIES if f"{f}@1" in metrics]
-    ks = [k for k in _KS if f"P@{k}" in metrics]
-    lines = [title] if title else []
-    lines.append("k  " + "".join(f"{f:>10}" for f in families))
-    lines += [f"{k:<3}" + "".join(f"{metrics[f'{f}@{k}']:>10.2f}" for f in families) for k in ks]
-    return "\n".join(lines)
+    """:func:`holoxmc.cli.report.metrics_table`, imported when first called (so ``--help``
+    imports no torch)."""
+    from holoxmc.cli.report import metrics_table as table
+
+    return table(metrics, title)

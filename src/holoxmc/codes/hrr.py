@@ -34,41 +34,19 @@ Example:
 
 from __future__ import annotations
 
-import enum
 import math
 import numbers
 import warnings
 from collections.abc import Iterator
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from holoxmc import hrr
 from holoxmc.errors import InputError
+from holoxmc.seeding import Stream, local_generator  # their one home; re-exported here
 
 __all__ = ["HRRLabelCode", "local_generator", "Stream", "DRAW_BLOCK"]
-
-
-class Stream(enum.IntEnum):
-    """Every random stream derived from a user seed (``local_generator(seed, stream, ...)``),
-    in one table, so that a new use takes a number no other use has.
-
-    ``CIRCULANT_BASE`` shares its number with ``FC_INIT`` (a slip found on 2026-11-25), so
-    a circulant code's group phases and an FC backbone's first weights, drawn from one
-    seed, are the same uniform draws. They meet nowhere in the network (the one sets the
-    input layer's starting point, the other fixed output directions), and the number is
-    kept so that every saved model and reported figure still reproduces.
-    """
-
-    LABELS = 0
-    ROLES = 1
-    HEAD_INIT = 2  # the dense and the HRR head: a network has one of them
-    FC_INIT = 3
-    CIRCULANT_BASE = 3
-    CNN_INIT = 4
-    LSTM_INIT = 5
-    LINEAR_PATH = 77
 
 
 #: Labels per random stream of the (non-circulant) code. Fixed, so that a label's vector does not
@@ -79,23 +57,6 @@ DRAW_BLOCK = 16384
 # Alternating Gram–Schmidt / projection rounds used to make π(m) orthogonal to π(p).
 _MAX_ORTHOGONAL_ROUNDS = 200
 _ORTHOGONAL_TOLERANCE = 1e-12
-
-
-def local_generator(seed: int, *key: int) -> torch.Generator:
-    """A CPU ``torch.Generator`` for the independent stream ``key`` of ``seed``.
-
-    Streams are derived with :class:`numpy.random.SeedSequence` (``spawn_key=key``), so
-    different keys give statistically independent generators and nothing touches the global
-    RNG.
-
-    Example:
-        >>> a = torch.rand(2, generator=local_generator(0, 1, 7))
-        >>> torch.equal(a, torch.rand(2, generator=local_generator(0, 1, 7)))
-        True
-    """
-    state = np.random.SeedSequence(entropy=int(seed), spawn_key=tuple(int(k) for k in key))
-    low, high = state.generate_state(2, dtype=np.uint32)
-    return torch.Generator().manual_seed((int(high) << 32 | int(low)) & (2**63 - 1))
 
 
 def _gaussian(n: int, dim: int, generator: torch.Generator) -> Tensor:

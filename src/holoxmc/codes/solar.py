@@ -20,24 +20,11 @@ from sklearn.utils import murmurhash3_32
 from torch import Tensor
 
 from holoxmc.errors import InputError
+from holoxmc.seeding import chunk_seed  # its one home; re-exported here
 
 __all__ = ["SolarLabelCode", "InvertedIndex", "FeatureHash", "chunk_seed"]
 
 CodeMethod = Literal["balanced", "murmur"]
-
-
-def chunk_seed(seed: int, chunk: int, purpose: str) -> int:
-    """A 31-bit seed for one chunk and one purpose, derived from the model seed.
-
-    Different purposes (``"labels"``, ``"features"``, ``"init"``) give unrelated streams.
-
-    Example:
-        >>> chunk_seed(0, 1, "labels") == chunk_seed(0, 1, "labels") != chunk_seed(0, 2, "labels")
-        True
-    """
-    tag = int.from_bytes(purpose.encode("utf-8")[:8].ljust(8, b"\0"), "little")
-    state = np.random.SeedSequence([int(seed), int(chunk), tag]).generate_state(1)[0]
-    return int(state) & 0x7FFFFFFF
 
 
 def _check_positive(name: str, value: int) -> int:

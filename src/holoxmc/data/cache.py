@@ -18,8 +18,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from holoxmc.data.dataset import Dataset
+from holoxmc.data.readers import open_data_file
 from holoxmc.data.text import TextEncoder
-from holoxmc.errors import DataFormatError, HoloxmcError
+from holoxmc.errors import DataFormatError, HoloxmcError, InputError
+from holoxmc.limits import check_size
 from holoxmc.io import atomic_write_bytes
 
 __all__ = ["save_npz", "load_npz", "FORMAT_VERSION"]
@@ -62,19 +64,12 @@ def save_npz(dataset: Dataset, path: str | os.PathLike) -> None:
 def load_npz(path: str | os.PathLike) -> Dataset:
     """Read a dataset written by :func:`save_npz`; any corruption is a :class:`DataFormatError`."""
     try:
-        with np.load(path, allow_pickle=False) as npz:
+        with open_data_file(path) as f, np.load(f, allow_pickle=False) as npz:
             if int(npz["format_version"]) != FORMAT_VERSION:
                 raise DataFormatError(path, None, f"unsupported cache format {int(npz['format_version'])} (this "
                                                   f"holoxmc writes {FORMAT_VERSION}; delete the file to rebuild it)")
-            matrices = [
-                sp.csr_matrix(
-                    (npz[f"{key}_data"], npz[f"{key}_indices"], npz[f"{key}_indptr"]),
-                    shape=tuple(int(v) for v in npz[f"{key}_shape"]),
-                )
-                for key in ("X", "Y")
-            ]
-            for matrix in matrices:
-                matrix.check_format(full_check=True)
+            matrices = [_stored_matrix(npz, key) for key in ("X", "Y")]
+            _check_finite(matrices[0])
             return Dataset(
                 matrices[0],
                 matrices[1],
@@ -92,6 +87,24 @@ def load_npz(path: str | os.PathLike) -> Dataset:
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, NotImplementedError,
             zipfile.BadZipFile, EOFError, zlib.error) as exc:
         raise DataFormatError(path, None, f"not a holoxmc dataset cache: {type(exc).__name__}: {exc}") from None
+
+
+def _stored_matrix(npz: Any, key: str) -> sp.csr_matrix:
+    """The CSR matrix stored under ``key``, its claimed shape checked against ``MAX_SIZE``
+    before the matrix is built, its arrays against the shape."""
+    shape = tuple(check_size(f"{key} shape", int(v), minimum=0) for v in npz[f"{key}_shape"])
+    matrix = sp.csr_matrix((npz[f"{key}_data"], npz[f"{key}_indices"], npz[f"{key}_indptr"]), shape=shape)
+    matrix.check_format(full_check=True)
+    return matrix
+
+
+def _check_finite(X: sp.csr_matrix) -> None:
+    """:class:`InputError` naming the first NaN or infinite feature value of ``X``."""
+    bad = np.flatnonzero(~np.isfinite(X.data))
+    if bad.size:
+        row = int(np.searchsorted(X.indptr, bad[0], side="right")) - 1
+        raise InputError(f"X holds {bad.size} non-finite value(s), e.g. {X.data[bad[0]]} at row {row}, "
+                         f"feature {X.indices[bad[0]]}")
 
 
 def _pack_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:

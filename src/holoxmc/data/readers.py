@@ -19,6 +19,7 @@ import math
 import numbers
 import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
@@ -26,7 +27,7 @@ import zlib
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import scipy.sparse as sp
@@ -34,9 +35,12 @@ from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 from holoxmc.errors import DataFormatError, InputError
 from holoxmc.io import atomic_write_bytes
+from holoxmc.limits import MAX_SIZE, check_size, physical_memory_bytes
 
 __all__ = [
     "read_bytes",
+    "open_data_file",
+    "MAX_GZIP_RATIO",
     "read_xml_repo",
     "read_svmlight",
     "read_xml_repo_split",
@@ -53,31 +57,107 @@ _HEADER = re.compile(rb"^\s*(\d+)\s+(\d+)\s+(\d+)\s*$")
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def read_bytes(path: PathLike) -> bytes:
-    """The content of ``path``, gunzipped when it starts with the gzip magic bytes."""
+#: A gzip file may expand to at most this many times its compressed size (plus 1 MiB).
+#: Extreme-classification text compresses about 3-10x; a gzip bomb expands about 1000x.
+MAX_GZIP_RATIO = 100
+_BOM = b"\xef\xbb\xbf"
+_FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def open_data_file(path: PathLike) -> BinaryIO:
+    """``path`` opened for binary reading once it is a readable regular file.
+
+    The file is opened without blocking (a FIFO would wait for a writer forever), then
+    checked with ``fstat``: a folder, FIFO, device or socket is refused.
+
+    Raises:
+        DataFormatError: ``no such file``, ``permission denied``, ``not a regular file``.
+
+    Example:
+        >>> open_data_file("/dev/zero")
+        Traceback (most recent call last):
+        ...
+        holoxmc.errors.DataFormatError: /dev/zero: not a regular file (a character device)
+    """
     try:
-        raw = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise DataFormatError(path, None, "cannot read file: no such file") from None
+    except PermissionError:
+        raise DataFormatError(path, None, "cannot read file: permission denied") from None
     except OSError as exc:
         raise DataFormatError(path, None, f"cannot read file: {exc.strerror or exc}") from None
-    if raw[:2] != _GZIP_MAGIC:
-        return raw
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
+        raise DataFormatError(path, None, f"not a regular file ({kind})")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def read_bytes(path: PathLike) -> bytes:
+    """The content of the text data file ``path``: gunzipped when it starts with the gzip
+    magic bytes, without a leading UTF-8 byte-order mark.
+
+    Only a regular file is read (see :func:`open_data_file`). Gzip data is decompressed as a
+    stream and refused once it exceeds ``MAX_GZIP_RATIO`` times the compressed size plus
+    1 MiB, or half this machine's memory; a plain file must fit in memory too.
+
+    Raises:
+        DataFormatError: unreadable, not a regular file, empty, corrupt or oversized gzip.
+    """
+    with open_data_file(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        _check_fits(path, size)
+        compressed = f.read(2) == _GZIP_MAGIC
+        f.seek(0)
+        content = _gunzip(path, f, size) if compressed else f.read()
+    if content.startswith(_BOM):
+        content = content[len(_BOM):]
+    if not content:
+        raise DataFormatError(path, None, "empty file")
+    return content
+
+
+def _check_fits(path: PathLike, n_bytes: int) -> None:
+    """:class:`DataFormatError` when ``n_bytes`` of content could not be held in half the memory."""
+    if n_bytes > physical_memory_bytes() // 2:
+        raise DataFormatError(path, None, f"{n_bytes / 2**30:.1f} GiB of data is more than half this machine's "
+                                          f"{physical_memory_bytes() / 2**30:.1f} GiB of memory")
+
+
+def _gunzip(path: PathLike, f: BinaryIO, compressed_size: int) -> bytes:
+    """The decompressed content of the gzip stream ``f``, read in chunks up to the bound."""
+    limit = min(MAX_GZIP_RATIO * compressed_size + 2**20, physical_memory_bytes() // 2)
+    chunks: list[bytes] = []
+    total = 0
     try:
-        return gzip.decompress(raw)
+        with gzip.GzipFile(fileobj=f, mode="rb") as stream:
+            while chunk := stream.read(min(1 << 22, limit + 1 - total)):
+                total += len(chunk)
+                if total > limit:
+                    raise DataFormatError(path, None, f"gzip data expands beyond {limit} bytes ({MAX_GZIP_RATIO}x its "
+                                                      f"{compressed_size} compressed bytes plus 1 MiB): refused")
+                chunks.append(chunk)
     except (OSError, EOFError, zlib.error) as exc:
         raise DataFormatError(path, None, f"unreadable gzip data: {exc}") from None
+    return b"".join(chunks)
 
 
 def has_xml_repo_header(path: PathLike) -> bool:
     """Whether the first line of ``path`` is an XML-repository header ``N D L`` (reads only
     that line; an unreadable file is left for the reader to report)."""
     try:
-        with open(path, "rb") as raw:
+        with open_data_file(path) as raw:
             compressed = raw.read(2) == _GZIP_MAGIC
-        with (gzip.open if compressed else open)(path, "rb") as f:
-            first_line = f.readline(256)
-    except (OSError, EOFError, zlib.error):
+            raw.seek(0)
+            with gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw as f:
+                first_line = f.readline(256)
+    except (OSError, EOFError, zlib.error, DataFormatError):
         return False
-    return _HEADER.match(first_line.rstrip(b"\r\n")) is not None
+    return _HEADER.match(first_line.removeprefix(_BOM).rstrip(b"\r\n")) is not None
 
 
 def _short(token: bytes) -> str:
@@ -92,8 +172,24 @@ def _parse_float(token: bytes) -> float | None:
         return None
 
 
-def _line_fault(line: bytes, n_features: int | None, n_labels: int | None, allow_comments: bool) -> str | None:
-    """The first fault of one data line in the XML-repository/svmlight grammar, or ``None``."""
+def _beyond(what: str, index: int, width: int | None, declared: bool) -> str | None:
+    """Why ``index`` is out of range for a ``width`` the header declared (``declared``), the
+    caller gave, or (``None``) the largest size holoxmc accepts; ``None`` when it is in range."""
+    if width is None:
+        return None if index < MAX_SIZE else f"{what} index {index} is larger than holoxmc accepts (at most {MAX_SIZE - 1})"
+    if index < width:
+        return None
+    symbol = "D" if what == "feature" else "L"
+    if declared:
+        return f"{what} index {index} >= declared {symbol}={width}"
+    return f"{what} index {index} >= {symbol}={width}, the width this file is read at"
+
+
+def _line_fault(
+    line: bytes, n_features: int | None, n_labels: int | None, allow_comments: bool, declared: bool = False
+) -> str | None:
+    """The first fault of one data line in the XML-repository/svmlight grammar, or ``None``;
+    ``declared``: the widths come from the file's header."""
     if b"#" in line:
         if not allow_comments:
             return "'#' is not allowed (svmlight would ignore the rest of the line as a comment)"
@@ -116,8 +212,9 @@ def _line_fault(line: bytes, n_features: int | None, n_labels: int | None, allow
             return f"label {_short(token)} is not an integer"
         if value < 0:
             return f"negative label index {int(value)}"
-        if n_labels is not None and value >= n_labels:
-            return f"label index {int(value)} >= declared L={n_labels}"
+        beyond = _beyond("label", int(value), n_labels, declared)
+        if beyond is not None:
+            return beyond
         if value in seen_labels:
             return f"duplicate label {int(value)}"
         seen_labels.add(value)
@@ -134,8 +231,9 @@ def _line_fault(line: bytes, n_features: int | None, n_labels: int | None, allow
             return f"bad feature index {_short(index_token)}"
         if index < 0:
             return f"negative feature index {index}"
-        if n_features is not None and index >= n_features:
-            return f"feature index {index} >= declared D={n_features}"
+        beyond = _beyond("feature", index, n_features, declared)
+        if beyond is not None:
+            return beyond
         if index == previous:
             return f"duplicate feature index {index}"
         if index < previous:
@@ -164,11 +262,11 @@ def _float32_fault(value: float) -> str | None:
 
 
 def _locate_fault(
-    path: PathLike, body: bytes, first_line: int, n_features: int | None, n_labels: int | None, allow_comments: bool
+    body: bytes, first_line: int, n_features: int | None, n_labels: int | None, allow_comments: bool, declared: bool
 ) -> tuple[int, str] | None:
     """Slow path: scan lines until the first fault; ``(line number, message)`` or ``None``."""
     for offset, line in enumerate(body.split(b"\n")):
-        fault = _line_fault(line, n_features, n_labels, allow_comments)
+        fault = _line_fault(line, n_features, n_labels, allow_comments, declared)
         if fault is not None:
             return first_line + offset, fault
     return None
@@ -199,17 +297,19 @@ def _parse_body(
     n_features: int | None,
     n_labels: int | None,
     allow_comments: bool,
+    declared: bool = False,
 ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """Parse svmlight multilabel ``body`` into validated ``(X, Y)``."""
+    """Parse svmlight multilabel ``body`` into validated ``(X, Y)``; ``declared``: the
+    widths come from the file's header (for the messages)."""
 
     def fail(default_message: str) -> DataFormatError:
-        found = _locate_fault(path, body, first_line, n_features, n_labels, allow_comments)
+        found = _locate_fault(body, first_line, n_features, n_labels, allow_comments, declared)
         if found is None:
             return DataFormatError(path, None, default_message)
         return DataFormatError(path, found[0], found[1])
 
     def check_all_lines() -> None:
-        found = _locate_fault(path, body, first_line, n_features, n_labels, allow_comments)
+        found = _locate_fault(body, first_line, n_features, n_labels, allow_comments, declared)
         if found is not None:
             raise DataFormatError(path, found[0], found[1])
 
@@ -230,8 +330,8 @@ def _parse_body(
     label_ints = labels.astype(np.int64)
     if np.any(label_ints != labels):
         raise fail("non-integer label")
-    if n_labels is not None and labels.size and labels.max() >= n_labels:
-        raise fail(f"label index >= declared L={n_labels}")
+    if labels.size and labels.max() >= (MAX_SIZE if n_labels is None else n_labels):
+        raise fail(f"label index {int(labels.max())} beyond the label width")
     label_rows = np.repeat(np.arange(len(counts)), counts)
     # sklearn sorts the labels of each row, so duplicates are neighbours
     if np.any((label_ints[1:] == label_ints[:-1]) & (label_rows[1:] == label_rows[:-1])):
@@ -240,8 +340,8 @@ def _parse_body(
         raise fail("non-finite feature value")
     if X.nnz and np.any(X.data == 0):  # a written 0, or a value that underflowed float32
         check_all_lines()
-    if n_features is not None and X.shape[1] > n_features:
-        raise fail(f"feature index >= declared D={n_features}")
+    if X.shape[1] > (MAX_SIZE if n_features is None else n_features):
+        raise fail(f"feature index {X.shape[1] - 1} beyond the feature width")
     D = X.shape[1] if n_features is None else n_features
     L = int(labels.max()) + 1 if n_labels is None and labels.size else (n_labels or 0)
     X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], D))
@@ -287,13 +387,24 @@ def read_xml_repo(path: PathLike) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     match = _HEADER.match(header)
     if match is None:
         raise DataFormatError(path, 1, f"bad header {_short(header)} (expected 'num_points num_features num_labels')")
-    n_points, n_features, n_labels = (int(g) for g in match.groups())
-    X, Y = _parse_body(path, body, 2, n_features, n_labels, allow_comments=False)
+    n_points, n_features, n_labels = (
+        _declared_size(path, name, int(value), minimum)
+        for name, value, minimum in zip(("num_points", "num_features", "num_labels"), match.groups(), (0, 1, 1))
+    )
+    X, Y = _parse_body(path, body, 2, n_features, n_labels, allow_comments=False, declared=True)
     if X.shape[0] != n_points:
         blank = np.flatnonzero((np.diff(X.indptr) == 0) & (np.diff(Y.indptr) == 0))  # only blank lines are empty rows
         note = f" (line {blank[0] + 2} is blank: a point without labels and features)" if blank.size else ""
         raise DataFormatError(path, 1, f"header declares {n_points} points, file has {X.shape[0]} data lines{note}")
     return X, Y
+
+
+def _declared_size(path: PathLike, name: str, value: int, minimum: int) -> int:
+    """A size the header of ``path`` declares, once within ``[minimum, MAX_SIZE]``."""
+    try:
+        return check_size(f"header {name}", value, minimum=minimum)
+    except InputError as exc:
+        raise DataFormatError(path, 1, str(exc)) from None
 
 
 def write_xml_repo(path: PathLike, X: sp.spmatrix, Y: sp.spmatrix) -> None:
@@ -329,8 +440,9 @@ def read_svmlight(
     point without labels and features (as in :func:`read_xml_repo`).
 
     Args:
-        n_features, n_labels: declared sizes (pass the train sizes when reading a test file,
-            so both agree); inferred from the largest index when ``None``.
+        n_features, n_labels: the widths to read the file at (pass the train sizes when
+            reading a test file, so both agree); inferred from the largest index when
+            ``None`` (an index must then be below ``limits.MAX_SIZE - 1``).
 
     Returns:
         ``X`` ``(n, D)`` CSR float32 and ``Y`` ``(n, L)`` CSR float32 binary.
@@ -413,7 +525,10 @@ def read_mat(path: PathLike, split: str = "train", label_major: bool | None = No
     Args:
         split: ``"train"`` or ``"test"``.
         label_major: whether labels are stored ``(L, n)``; inferred from the shapes when
-            ``None`` (an error if square).
+            ``None``: label-major only when the labels are ``(L, n)`` with ``n`` the rows of
+            the features and ``L != n``, point-major when they are ``(n, L)``; any other
+            shape, a square one, or the other split stored the other way is a
+            :class:`DataFormatError` naming the shapes (nothing is transposed on a guess).
 
     Returns:
         ``X`` ``(n, D)`` CSR float32 and ``Y`` ``(n, L)`` CSR float32 binary.
@@ -430,9 +545,8 @@ def read_mat(path: PathLike, split: str = "train", label_major: bool | None = No
     X, Y = _as_matrix(path, x_key, contents[x_key]), _as_matrix(path, y_key, contents[y_key])
     n = X.shape[0]
     if label_major is None:
-        if Y.shape[0] == Y.shape[1] == n:
-            raise DataFormatError(path, None, f"{y_key} is square; pass label_major=True/False")
-        label_major = Y.shape[1] == n and Y.shape[0] != n
+        label_major = _label_major(path, y_key, Y.shape, n)
+        _check_same_orientation(path, contents, split, label_major)
     if label_major:
         Y = Y.T.tocsr()
     if Y.shape[0] != n:
@@ -445,6 +559,35 @@ def read_mat(path: PathLike, split: str = "train", label_major: bool | None = No
     return sp.csr_matrix(X, dtype=np.float32), sp.csr_matrix(Y, dtype=np.float32)
 
 
+def _label_major(path: PathLike, y_key: str, shape: tuple[int, ...], n: int) -> bool:
+    """Whether labels of ``shape`` for ``n`` points are stored label-major ``(L, n)``."""
+    if shape[0] == shape[1] == n:
+        raise DataFormatError(path, None, f"{y_key} is square {shape}; pass label_major=True/False")
+    if shape[0] != n and shape[1] != n:
+        raise DataFormatError(path, None, f"{y_key} has shape {shape}, neither ({n}, L) nor (L, {n}) for the {n} "
+                                          "rows of the features")
+    return shape[0] != n
+
+
+def _check_same_orientation(path: PathLike, contents: dict[str, Any], split: str, label_major: bool) -> None:
+    """A :class:`DataFormatError` when the other split's labels (if present, with a shape
+    that tells) are stored the other way round than ``label_major``."""
+    other = "test" if split == "train" else "train"
+    for x_key, y_key in _MAT_KEYS[other]:
+        x_shape, y_shape = getattr(contents.get(x_key), "shape", None), getattr(contents.get(y_key), "shape", None)
+        if x_shape is None or y_shape is None or len(x_shape) != 2 or len(y_shape) != 2:
+            continue
+        n = x_shape[0]
+        if y_shape[0] == y_shape[1] or n not in y_shape:
+            return
+        if (y_shape[0] != n) != label_major:
+            stored = "label-major (L, n)" if label_major else "point-major (n, L)"
+            raise DataFormatError(path, None, f"the {split} labels read as {stored} but {y_key} {y_shape} for "
+                                              f"{x_key} {x_shape} is stored the other way: fix the file or pass "
+                                              "label_major")
+        return
+
+
 def _loadmat_isolated(path: PathLike, timeout: float = 600.0) -> dict[str, object]:
     """The variables of a ``.mat`` file, read by ``scipy.io.loadmat`` in a child interpreter.
 
@@ -454,8 +597,7 @@ def _loadmat_isolated(path: PathLike, timeout: float = 600.0) -> dict[str, objec
     temporary ``.npz`` (no pickle). Sparse variables are rebuilt without conversion, for
     :func:`_as_matrix` to validate before any scipy operation touches them.
     """
-    if not Path(path).is_file():
-        raise DataFormatError(path, None, "cannot read file: no such file")
+    open_data_file(path).close()  # missing, unreadable or not a regular file: one clear error
     with tempfile.TemporaryDirectory(prefix="holoxmc-mat-") as folder:
         out = Path(folder) / "variables.npz"
         try:

@@ -2,30 +2,45 @@
 
 Resolution of a name: an existing path → ``$HOLOXMC_DATA/<name>`` (or the canonical folder
 name, e.g. ``Bibtex``) → ``shared/data/<Name>`` in any parent folder of the working directory
-or of this package (the layout of a checkout next to ``shared/``). Inside a folder the
-files are found by their XML-repository names: raw-text ``train.jsonl[.gz]``/``test.jsonl[.gz]``,
-then ``*train*.txt[.gz]``/``*test*.txt[.gz]``, then ``*_data.txt`` with ``*trSplit*``/``*tstSplit*``,
-then a ``.mat`` file. The first kind present is read; two files of that kind for one role
-(e.g. ``a_train.txt`` and ``b_train.txt.gz``) are an :class:`InputError` naming both.
+or of this package (the layout of a checkout next to ``shared/``).
+
+Pairing rule: inside a dataset folder the files are found by their *file names* alone
+(the folder's own path plays no part: ``/data/mytests/x_train.txt`` is a train file). A
+name is split into words at every character that is not a letter or digit, case ignored;
+in this order:
+
+1. raw texts ``train.jsonl[.gz]`` and ``test.jsonl[.gz]`` (exactly these names);
+2. feature files (XML-repository or svmlight text: ``.txt``, ``.svm``, ``.svmlight``,
+   ``.libsvm``, each also gzipped as ``.gz``) with the word ``train`` or ``test`` in the name
+   (``bibtex_train.txt``, ``test.svm.gz``, ``a-test.libsvm``, ``my_train.svm``; not
+   ``latest.txt`` nor ``contest_train.txt`` for the test split) and not ``split`` in the name;
+3. ``*_data.txt`` with split files named ``*trSplit*`` / ``*tstSplit*``;
+4. a ``.mat`` file.
+
+The first kind present is read; two files of that kind for one role (e.g. ``a_train.txt``
+and ``b_train.txt.gz``) are an :class:`InputError` naming both.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
+import logging
 import numbers
 import os
+import re
 import shutil
 import tempfile
-import urllib.request
 import warnings
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import pooch  # type: ignore[import-untyped]  # pooch ships no type information
 import scipy.sparse as sp
-from tqdm.auto import tqdm
 
 from holoxmc.data.cache import FORMAT_VERSION, load_npz, save_npz
 from holoxmc.data.dataset import Dataset
@@ -129,6 +144,30 @@ def _split_file(folder: Path, split: str, patterns: tuple[str, ...]) -> Path | N
     return _only_file(sorted(matches), f"{split} data")
 
 
+def name_words(name: str) -> list[str]:
+    """The words of a file name for the pairing rule (see the module docstring).
+
+    Example:
+        >>> name_words("Bibtex_train.txt.gz"), "test" in name_words("latest_train.txt")
+        (['bibtex', 'train', 'txt', 'gz'], False)
+    """
+    return [word for word in re.split(r"[^a-z0-9]+", name.lower()) if word]
+
+
+#: Suffixes of feature files (XML-repository or svmlight text) in a dataset folder, each also gzipped.
+FEATURE_SUFFIXES = (".txt", ".svm", ".svmlight", ".libsvm")
+
+
+def _text_split_file(folder: Path, split: str) -> Path | None:
+    """The one feature file (:data:`FEATURE_SUFFIXES`, or gzipped) of ``folder`` whose name
+    has the word ``split`` (and not ``split`` in it), or ``None``."""
+    suffixes = (*FEATURE_SUFFIXES, *(f"{suffix}.gz" for suffix in FEATURE_SUFFIXES))
+    matches = [p for p in folder.iterdir()
+               if p.name.lower().endswith(suffixes) and split in name_words(p.name)
+               and "split" not in p.name.lower()]
+    return _only_file(sorted(matches), f"{split} data")
+
+
 def _only_file(candidates: list[Path], role: str) -> Path | None:
     """The single candidate, ``None`` without one; several are an :class:`InputError`."""
     if len(candidates) > 1:
@@ -166,7 +205,7 @@ def _load_folder(
         return _load_text(jsonl_train, jsonl_split, labels_file if labels_file.exists() else None,
                           name, features, **text_options)
     _check_bag_of_words(features, name)
-    text_file = _split_file(folder, split, ("*{split}*.txt", "*{split}*.txt.gz"))
+    text_file = _text_split_file(folder, split)
     if text_file is not None:
         _check_options(text_options, frozenset(), f"{text_file} (feature vectors)")
         return _from_matrices(_read_text_matrices(text_file, widths), name)
@@ -180,7 +219,9 @@ def _load_folder(
     if mat_file is not None:
         _check_options(text_options, frozenset(), f"{mat_file}")
         return _from_matrices(read_mat(mat_file, split), name)
-    raise InputError(f"no {split} data found in {folder} (expected *{split}*.txt[.gz], *_data.txt + splits, .mat or jsonl)")
+    raise InputError(f"no {split} data found in {folder} (expected a .txt, .svm, .svmlight or .libsvm file, "
+                     f"gzipped or not, with the word {split} in its name, "
+                     "*_data.txt + splits, .mat or jsonl)")
 
 
 def _check_bag_of_words(features: str, name: str) -> None:
@@ -225,11 +266,23 @@ def _load_text(
                    tokens=encoder.tokens(records.texts) if features == "tokens" else None, encoder=encoder)
 
 
+def _exists(path: Path) -> bool:
+    """Whether ``path`` exists; a path that cannot be looked at is a :class:`DataFormatError`
+    saying so (not "no such file")."""
+    try:
+        os.stat(path)
+    except PermissionError:
+        raise DataFormatError(path, None, "cannot read file: permission denied") from None
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def text_split_file(name_or_path: str | os.PathLike, split: str = "test") -> Path | None:
     """The ``.jsonl`` file of raw texts that :func:`load` reads for ``split`` of a text set
     (registry name, folder) or a ``.jsonl`` file itself; ``None`` for bag-of-words data."""
     path = Path(name_or_path)
-    if not path.exists():
+    if not _exists(path):
         info = REGISTRY.get(os.fspath(name_or_path).lower())
         if info is None:
             return None
@@ -384,7 +437,7 @@ def _resolve(
         settings = _synthetic_settings(options)
         return None, lambda: make_synthetic(**settings)[SPLITS.index(split)]
     path = Path(key)
-    if path.exists():
+    if _exists(path):
         if path.is_dir():
             return path, lambda: _load_folder(path, split, path.name, features, options, widths)
         return path, lambda: _load_file(path, split, features, options, widths)
@@ -422,44 +475,64 @@ def _synthetic_settings(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def download(url: str, destination: str | os.PathLike, sha256: str | None = None, progress: bool = True) -> Path:
-    """Download ``url`` to ``destination`` atomically, with a progress bar and sha256 check.
+    """Download ``url`` to ``destination`` with ``pooch.retrieve``: progress bar, sha256 check.
 
-    The bytes go to a temporary file next to ``destination``, which replaces it only after
-    the checksum matched, so a failed or interrupted download leaves nothing behind.
+    The file is fetched into a temporary folder next to ``destination`` and moved there only
+    after the checksum matched, so a failed or interrupted download leaves nothing behind.
+    Without ``sha256`` (no published checksum) the file is kept and a warning reports the
+    sha256 it has, to pin it next time.
 
     Raises:
         DataFormatError: checksum mismatch, or an HTML page instead of a file.
-        InputError: the server could not be reached.
+        InputError: the server could not be reached or did not serve the file.
+
+    Example:
+        >>> download(REGISTRY["eurlex-4k"].url, "EURLex-4K.zip")  # doctest: +SKIP
+        PosixPath('EURLex-4K.zip')
     """
     destination = Path(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256()
-    fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".part", dir=destination.parent)
+    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
     try:
-        with os.fdopen(fd, "wb") as out:
-            try:
-                response = urllib.request.urlopen(url, timeout=60)
-            except OSError as exc:
-                raise InputError(f"cannot download {url}: {exc}") from None
-            with response:
-                if response.headers.get_content_type() == "text/html":
-                    raise DataFormatError(url, None, "server sent an HTML page, not the file (download it by hand)")
-                total = int(response.headers.get("Content-Length") or 0) or None
-                with tqdm(total=total, unit="B", unit_scale=True, desc=destination.name, disable=not progress) as bar:
-                    while chunk := response.read(1 << 20):
-                        out.write(chunk)
-                        digest.update(chunk)
-                        bar.update(len(chunk))
-        actual = digest.hexdigest()
-        if sha256 is not None and actual != sha256.lower():
-            raise DataFormatError(url, None, f"sha256 mismatch: got {actual}, expected {sha256}")
+        fetched = _retrieve(url, sha256, staging / destination.name, progress)
+        with open(fetched, "rb") as head:
+            if head.read(512).lstrip().lower().startswith((b"<!doctype html", b"<html")):
+                raise DataFormatError(url, None, "server sent an HTML page, not the file (download it by hand)")
         if sha256 is None:
-            warnings.warn(f"{url}: no published checksum; sha256 of the download is {actual}", stacklevel=2)
-        os.replace(tmp, destination)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+            warnings.warn(f"{url}: no published checksum; sha256 of the download is {pooch.file_hash(str(fetched))}",
+                          stacklevel=2)
+        os.replace(fetched, destination)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return destination
+
+
+def _retrieve(url: str, sha256: str | None, target: Path, progress: bool) -> Path:
+    """``pooch.retrieve`` of ``url`` into ``target``; its failures as holoxmc errors."""
+    known_hash = None if sha256 is None else f"sha256:{sha256.lower()}"
+    try:
+        with _pooch_quiet(not progress):
+            return Path(pooch.retrieve(url, known_hash=known_hash, fname=target.name, path=target.parent,
+                                       progressbar=progress))
+    except ValueError as exc:
+        if "hash" in str(exc).lower():  # pooch removed the file that did not match
+            raise DataFormatError(url, None, f"sha256 mismatch: {exc}") from None
+        raise InputError(f"cannot download {url}: {exc}") from None
+    except OSError as exc:  # requests' errors are OSErrors too
+        raise InputError(f"cannot download {url}: {exc}") from None
+
+
+@contextlib.contextmanager
+def _pooch_quiet(quiet: bool) -> Iterator[None]:
+    """Silence pooch's "Downloading ..." log lines while ``quiet``."""
+    logger = pooch.get_logger()
+    level = logger.level
+    if quiet:
+        logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def fetch(name: str, data_home: str | os.PathLike | None = None, *, url: str | None = None,

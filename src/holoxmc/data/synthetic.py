@@ -31,6 +31,7 @@ from sklearn.utils import murmurhash3_32
 
 from holoxmc.data.dataset import Dataset
 from holoxmc.errors import InputError
+from holoxmc.limits import check_allocation, check_size
 
 __all__ = ["make_synthetic", "SYNTHETIC_PRESETS", "CHUNK_ROWS"]
 
@@ -78,7 +79,9 @@ def make_synthetic(
         seed: everything is a function of the arguments and this seed.
 
     The counts and ``seed`` must be integers, the other numbers finite (booleans are
-    neither); anything else is an :class:`InputError`.
+    neither); counts must be at most ``limits.MAX_SIZE``, ``seed`` below ``2**32`` and
+    the data must fit this machine's memory (an estimate is checked before anything is
+    drawn); anything else is an :class:`InputError`.
 
     Returns:
         ``(train, test)`` :class:`Dataset` pair with equal ``n_features``/``n_labels``.
@@ -95,14 +98,18 @@ def make_synthetic(
     )
     if n_test is None:
         n_test = n_points // 5
-    if min(n_points, n_labels, n_features, signature_size) < 1 or n_test < 0 or noise_features < 0:
-        raise InputError("n_points, n_labels, n_features, signature_size must be >= 1; n_test, noise_features >= 0")
+    for name, value, minimum in (("n_points", n_points, 1), ("n_labels", n_labels, 1), ("n_features", n_features, 1),
+                                 ("signature_size", signature_size, 1), ("n_test", n_test, 0),
+                                 ("noise_features", noise_features, 0)):
+        check_size(name, value, minimum=minimum)
     if not 1.0 <= labels_per_point <= n_labels:
         raise InputError(f"labels_per_point must lie in [1, n_labels={n_labels}], got {labels_per_point}")
-    if seed < 0:
-        raise InputError(f"seed must be >= 0, got {seed}")
+    if not 0 <= seed < 2**32:
+        raise InputError(f"seed must lie in [0, 2**32), got {seed}")
     if not 0.0 <= signature_keep <= 1.0 or zipf_exponent < 0:
         raise InputError("signature_keep must lie in [0, 1] and zipf_exponent be >= 0")
+    check_allocation(_bytes_needed(n_points + n_test, n_labels, labels_per_point, signature_size, noise_features),
+                     "make_synthetic")
     model = _LabelModel(n_labels, n_features, zipf_exponent, signature_size, seed)
     splits = []
     for split_id, size in ((_TRAIN, n_points), (_TEST, n_test)):
@@ -120,6 +127,16 @@ def make_synthetic(
         Y = sp.vstack([c[1] for c in chunks], format="csr") if chunks else sp.csr_matrix((0, n_labels))
         splits.append(Dataset(X.astype(np.float32), Y.astype(np.float32), name))
     return splits[0], splits[1]
+
+
+def _bytes_needed(n_rows: int, n_labels: int, labels_per_point: float, signature_size: int, noise: int) -> int:
+    """An upper estimate of the memory :func:`make_synthetic` uses: the label model (16 bytes
+    per label), one chunk's working arrays (about 48 bytes per drawn label, signature and
+    noise entry) and the result (8 bytes per stored value of ``X`` and ``Y``)."""
+    per_row = 2 * labels_per_point + 2 + labels_per_point * signature_size + noise
+    chunk = min(CHUNK_ROWS, n_rows)
+    stored = n_rows * (labels_per_point * (signature_size + 1) + noise)
+    return int(16 * n_labels + 48 * chunk * per_row + 8 * stored)
 
 
 def _check_types(integers: dict[str, Any], reals: dict[str, Any]) -> None:

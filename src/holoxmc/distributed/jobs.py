@@ -18,9 +18,14 @@ A Ray session the caller started itself is used as it is.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import numbers
 import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -55,16 +60,42 @@ class JobsFailed(HoloxmcError):
         super().__init__(f"{len(failures)} of {len(results)} jobs failed: {shown}{more}")
 
 
+# prctl's option number that asks for a signal when the parent process dies (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
+# How often a worker's watch thread checks that its parent is alive.
+_WATCH_SECONDS = 1.0
 # Per-worker-process state of the local backend: filled once by the pool initializer.
 _WORKER_SHARED: Any = None
 # The Ray session this module started: its driver job id and the address asked for.
 _OUR_RAY: dict[str, Any] = {}
 
 
-def _init_local_worker(threads: int, shared: Any) -> None:
+def _init_local_worker(threads: int, shared: Any, parent: int) -> None:
     global _WORKER_SHARED
+    _die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it ends the pool
     torch.set_num_threads(threads)
     _WORKER_SHARED = shared
+
+
+def _die_with_parent(parent: int) -> None:
+    """End this worker process when ``parent`` (the process that started the pool) ends,
+    however it ends (SIGKILL included): the kernel's parent-death signal on Linux, and a
+    thread that watches the parent's pid everywhere (it only ever calls ``os._exit``)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_WATCH_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="holoxmc-parent-watch", daemon=True).start()
 
 
 def _call_in_local_worker(fn: Callable[[Any, Any], Any], job: Any) -> Any:
@@ -99,16 +130,32 @@ def _run_local(fn, jobs, shared, workers, threads) -> tuple[list[Any], list[JobF
     results: list[Any] = [None] * len(jobs)
     failures: list[JobFailure] = []
     context = multiprocessing.get_context("spawn")  # fork is unsafe with torch threads
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=_init_local_worker, initargs=(threads, shared)
-    ) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_local_worker,
+                               initargs=(threads, shared, os.getpid()))
+    try:
         futures = [pool.submit(_call_in_local_worker, fn, job) for job in jobs]
         for i, future in enumerate(futures):
             try:
                 results[i] = future.result()
             except Exception as exc:  # includes BrokenProcessPool when a worker is killed
                 failures.append(JobFailure(i, _describe(exc)))
+    except BaseException:  # Ctrl-C, SIGTERM turned into an exception, ...: no worker outlives the call
+        _terminate(pool)
+        raise
+    pool.shutdown()
     return results, failures
+
+
+def _terminate(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool`` now: cancel queued jobs and end its worker processes."""
+    processes = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+    for process in processes:
+        process.join(timeout=5)
+    pool.shutdown(wait=True)  # closes the pool's queues, whose semaphores would be reported leaked
 
 
 def _connect_ray(ray: Any, address: str | None) -> None:

@@ -62,6 +62,7 @@ from torch import Tensor
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.experiments.vsa import VSAS, VSA
 from holoxmc.io import atomic_write_bytes, json_text
+from holoxmc.plotting import figure_class, require_matplotlib
 
 __all__ = [
     "CapacityConfig",
@@ -499,8 +500,7 @@ def _png(figure: Any) -> bytes:
 
 
 def _plot_responses(section: dict[str, Any], sizes_key: str, title: str, xlabel: str) -> bytes:
-    from matplotlib.figure import Figure
-
+    Figure = figure_class()
     figure = Figure(figsize=(6.5, 4.2))
     axes = figure.subplots()
     sizes = np.asarray(section[sizes_key])
@@ -522,8 +522,7 @@ def _plot_responses(section: dict[str, Any], sizes_key: str, title: str, xlabel:
 
 
 def _plot_capacity(capacity: dict[str, Any]) -> bytes:
-    from matplotlib.figure import Figure
-
+    Figure = figure_class()
     figure = Figure(figsize=(6.5, 4.2))
     axes = figure.subplots()
     markers = "osD^v<>"
@@ -541,8 +540,7 @@ def _plot_capacity(capacity: dict[str, Any]) -> bytes:
 
 
 def _plot_errors(capacity: dict[str, Any]) -> bytes:
-    from matplotlib.figure import Figure
-
+    Figure = figure_class()
     methods = list(capacity["error_curves"])
     figure = Figure(figsize=(3.2 * len(methods), 3.4))
     for axes, method in zip(figure.subplots(1, len(methods), sharey=True, squeeze=False)[0], methods):
@@ -565,9 +563,10 @@ def output_folder(out_dir: str | os.PathLike) -> Iterator[Path]:
     the ``with`` block fails, remove the folders this created (when still empty).
 
     Raises:
-        InputError: ``out_dir`` cannot be created or written, or a folder stands where an
-            output file goes.
+        InputError: ``out_dir`` cannot be created or written, a folder stands where an
+            output file goes, or matplotlib (``pip install holoxmc[plot]``) is missing.
     """
+    require_matplotlib()  # the figures are drawn at the end of the run
     out = Path(out_dir)
     created = [folder for folder in (out, *out.parents) if not folder.exists()]  # deepest first
     _probe(out)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,8 @@ from torch import Tensor
 
 from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_bytes, atomic_write_json, to_json
+from holoxmc.limits import MAX_SIZE, check_size
+from holoxmc.trust import check_finite
 
 __all__ = [
     "CHECKPOINT_TENSORS",
@@ -35,6 +39,7 @@ __all__ = [
     "save_state_dict",
     "load_state_dict_file",
     "data_digest",
+    "check_checkpoint_state",
 ]
 
 CHECKPOINT_TENSORS = "checkpoint.safetensors"
@@ -168,17 +173,63 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
     tensors, metadata = load_state_dict_file(path, device)
     if _STATE_KEY not in metadata:
         raise InputError(f"{path}: not a holoxmc training checkpoint (no trainer state)")
-    state = json.loads(metadata[_STATE_KEY])
-    if state.get("format") != CHECKPOINT_FORMAT:
+    try:
+        state = json.loads(metadata[_STATE_KEY])
+    except ValueError as exc:
+        raise InputError(f"{path}: the trainer state is not JSON ({exc})") from None
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise InputError(
-            f"{path}: checkpoint format {state.get('format')!r}, this holoxmc resumes {CHECKPOINT_FORMAT!r}; "
+            f"{path}: checkpoint format {state.get('format') if isinstance(state, dict) else state!r}, "
+            f"this holoxmc resumes {CHECKPOINT_FORMAT!r}; "
             "start again in a new run directory"
         )
+    check_checkpoint_state(state, path)
+    check_finite(tensors.items(), str(path))
     rests = state.pop("optimizers")
     names = ("model", "best", *(f"optim{i}" for i in range(len(rests))))
     groups: dict[str, dict[str, Tensor]] = {name: {} for name in names}
     for name, tensor in tensors.items():
-        group, key = name.split(".", 1)
+        group, _, key = name.partition(".")
+        if group not in groups or not key:
+            raise InputError(f"{path}: unexpected tensor {name!r}")
         groups[group][key] = tensor
-    optimizers = [unflatten_optimizer_state(groups[f"optim{i}"], rest) for i, rest in enumerate(rests)]
+    try:
+        optimizers = [unflatten_optimizer_state(groups[f"optim{i}"], rest) for i, rest in enumerate(rests)]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"{path}: unreadable optimizer state ({exc!r})") from None
     return {"model": groups["model"], "best_model": groups["best"], "optimizers": optimizers, "state": state}
+
+
+def check_checkpoint_state(state: Any, where: str | os.PathLike) -> None:
+    """Refuse a training checkpoint's JSON state with missing keys or values of the wrong
+    type or range (epochs and counters are non-negative integers, ``since_best`` at most
+    ``epoch``, ``history`` a list of ``epoch`` records).
+
+    Raises:
+        InputError: naming ``where`` and the first bad field.
+    """
+    if not isinstance(state, dict):
+        raise InputError(f"{where}: the trainer state must be a JSON object, got {type(state).__name__}")
+    for key in ("epoch", "since_best", "best_epoch"):
+        check_size(key, state.get(key), where=str(where), minimum=0, limit=MAX_SIZE)
+    for key in ("config", "data"):
+        if not isinstance(state.get(key), dict):
+            raise InputError(f"{where}: {key!r} must be a JSON object, got {state.get(key)!r}")
+    if not isinstance(state.get("stopped_early"), bool):
+        raise InputError(f"{where}: 'stopped_early' must be true or false, got {state.get('stopped_early')!r}")
+    score = state.get("best_score")
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or math.isnan(score) or score == math.inf:
+        raise InputError(f"{where}: 'best_score' must be a number, got {score!r}")
+    history = state.get("history")
+    if not isinstance(history, list) or len(history) != state["epoch"]:
+        raise InputError(f"{where}: 'history' must list one record per epoch ({state['epoch']})")
+    if not all(isinstance(record, dict) for record in history):
+        raise InputError(f"{where}: every 'history' record must be a JSON object")
+    if state["since_best"] > state["epoch"] or state["best_epoch"] > state["epoch"]:
+        raise InputError(f"{where}: 'since_best' and 'best_epoch' cannot exceed 'epoch' ({state['epoch']})")
+    optimizers = state.get("optimizers")
+    if not isinstance(optimizers, list) or not all(
+        isinstance(rest, dict) and isinstance(rest.get("param_groups"), list) and isinstance(rest.get("scalars"), dict)
+        for rest in optimizers
+    ):
+        raise InputError(f"{where}: 'optimizers' must be a list of {{param_groups, scalars}} objects")

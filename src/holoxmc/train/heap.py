@@ -17,6 +17,11 @@ So the block leaves the thresholds where glibc's own adjustment ends up in a pro
 has freed a large block: blocks up to 32 MiB come from the heap, blocks above it from
 ``mmap``, and the heap is trimmed once more than 64 MiB of it is free.
 
+Opt-in (``TrainConfig.reuse_memory=True`` or ``HOLOXMC_REUSE_FREED_MEMORY=1``): the change is
+process-wide, outlives the block (the thresholds above), and reaches every other library in
+the process; ``docs/allocator.md`` compares it with glibc's default and with jemalloc and
+tcmalloc preloaded.
+
 Only on Linux with glibc, and only when the user has not set glibc's malloc variables
 (``MALLOC_MMAP_MAX_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_MMAP_THRESHOLD_``, ``GLIBC_TUNABLES``);
 elsewhere it does nothing.
@@ -28,10 +33,18 @@ import ctypes
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-__all__ = ["reuse_freed_memory"]
+from holoxmc.errors import InputError
+
+__all__ = ["ENV_VAR", "requested_by_environment", "reuse_freed_memory"]
+
+#: The environment variable that turns the setting on where the caller leaves it open
+#: (``TrainConfig.reuse_memory=None``, the default): ``1`` on; ``0``, empty or unset off.
+ENV_VAR = "HOLOXMC_REUSE_FREED_MEMORY"
+_ON = ("1", "true", "yes", "on")
+_OFF = ("", "0", "false", "no", "off")
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -55,12 +68,44 @@ def _glibc() -> ctypes.CDLL | None:
     return libc if hasattr(libc, "gnu_get_libc_version") and hasattr(libc, "mallopt") else None
 
 
-@contextmanager
-def reuse_freed_memory(enabled: bool = True) -> Iterator[bool]:
-    """Within the block, freed large CPU blocks stay mapped for the next allocation.
+def requested_by_environment(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether :data:`ENV_VAR` asks for the setting.
 
     Args:
-        enabled: ``False`` leaves the allocator as it is (the block does nothing).
+        environ: the environment to read; ``None`` reads ``os.environ``.
+
+    Returns:
+        ``True`` for ``1`` (or ``true``, ``yes``, ``on``), ``False`` for ``0`` (``false``,
+        ``no``, ``off``), an empty value or none.
+
+    Raises:
+        InputError: the variable holds anything else.
+
+    Example:
+        >>> requested_by_environment({ENV_VAR: "1"}), requested_by_environment({})
+        (True, False)
+    """
+    value = (os.environ if environ is None else environ).get(ENV_VAR, "")
+    if value.strip().lower() in _ON:
+        return True
+    if value.strip().lower() in _OFF:
+        return False
+    raise InputError(f"{ENV_VAR} must be 1 (on) or 0 (off), got {value!r}")
+
+
+@contextmanager
+def reuse_freed_memory(enabled: bool | None = None) -> Iterator[bool]:
+    """Within the block, freed large CPU blocks stay mapped for the next allocation.
+
+    Off unless asked for: the setting is process-wide and leaves glibc's thresholds fixed
+    for the rest of the process (module docstring).
+
+    Args:
+        enabled: ``True`` applies it, ``False`` leaves the allocator as it is (the block
+            does nothing), ``None`` lets :data:`ENV_VAR` decide.
+
+    Raises:
+        InputError: ``enabled`` is not a bool or None, or :data:`ENV_VAR` is malformed.
 
     Yields whether the setting applies here (enabled, glibc, no user malloc settings).
     When the outermost block ends, mmap is allowed again for blocks above 32 MiB, smaller
@@ -68,10 +113,14 @@ def reuse_freed_memory(enabled: bool = True) -> Iterator[bool]:
     system. Results do not depend on it: only where memory comes from changes.
 
     Example:
-        >>> with reuse_freed_memory() as applied:
+        >>> with reuse_freed_memory(True) as applied:
         ...     pass  # train here
     """
     global _depth
+    if enabled is None:
+        enabled = requested_by_environment()
+    elif not isinstance(enabled, bool):
+        raise InputError(f"reuse_memory must be True, False or None, got {enabled!r}")
     libc = _glibc() if enabled else None
     if libc is None:
         yield False

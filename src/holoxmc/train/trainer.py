@@ -13,6 +13,8 @@ data-parallel: see :mod:`holoxmc.distributed.data_parallel`.
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 import sys
 import time
@@ -38,7 +40,8 @@ from holoxmc.distributed.data_parallel import (
     share_of_batch,
     sum_over_ranks,
 )
-from holoxmc.errors import InputError, check_number_types
+from holoxmc.errors import InputError, TrainingDiverged, check_number_types
+from holoxmc.io import to_json
 from holoxmc.train.checkpoint import data_digest, load_checkpoint, save_checkpoint
 from holoxmc.train.heap import reuse_freed_memory
 from holoxmc.train.inference import evaluate_topk
@@ -50,6 +53,8 @@ __all__ = [
     "TrainConfig", "Trainer", "FitResult", "TrainableNetwork", "split_validation", "lr_factor", "REFIT_DIR",
     "SELECT_METRICS", "VALIDATION_KS",
 ]
+
+_LOG = logging.getLogger(__name__)
 
 #: Sub-folder of a run directory holding the refit phase's checkpoint.
 REFIT_DIR = "refit"
@@ -115,8 +120,9 @@ class TrainConfig:
         eval_batch_size: rows per inference batch.
         progress: show a tqdm bar; ``None`` = only when stderr is a terminal.
         reuse_memory: on a CPU, keep freed large blocks mapped while training
-            (:func:`~holoxmc.train.heap.reuse_freed_memory`) instead of paying page faults
-            for fresh ones in every step; results are the same either way.
+            (:func:`~holoxmc.train.heap.reuse_freed_memory`, a process-wide ``mallopt``)
+            instead of paying page faults for fresh ones in every step; results are the same
+            either way. ``None`` (default): on only when ``HOLOXMC_REUSE_FREED_MEMORY=1``.
         precision: ``"float32"``, or ``"bfloat16"`` for mixed precision: each training
             step's forward pass runs under ``torch.autocast`` with bfloat16 on the CPU or a
             GPU (matrix products and convolutions in bfloat16; embedding tables, weights,
@@ -143,7 +149,7 @@ class TrainConfig:
     device: str = "cpu"
     eval_batch_size: int = 1024
     progress: bool | None = None
-    reuse_memory: bool = True
+    reuse_memory: bool | None = None
     precision: Precision = "float32"
 
     def __post_init__(self) -> None:
@@ -152,8 +158,8 @@ class TrainConfig:
             raise InputError(f"epochs must be >= 1, got {self.epochs}")
         if self.batch_size < 1:
             raise InputError(f"batch_size must be >= 1, got {self.batch_size}")
-        if not self.lr > 0:
-            raise InputError(f"lr must be > 0, got {self.lr}")
+        if not 0.0 < self.lr < math.inf:
+            raise InputError(f"lr must be a finite number > 0, got {self.lr}")
         if self.schedule not in _SCHEDULES:
             raise InputError(f"schedule must be one of {_SCHEDULES}, got {self.schedule!r}")
         if not 0.0 <= self.val_fraction < 1.0:
@@ -274,8 +280,32 @@ def _epoch_seed(seed: int, epoch: int) -> int:
     return int(np.random.SeedSequence([seed, epoch]).generate_state(1, dtype=np.uint64)[0]) >> 1
 
 
+def _same_shapes(saved: dict[str, Tensor], current: dict[str, Tensor]) -> bool:
+    """Whether a checkpoint's weights ``saved`` fit the network whose state is ``current``
+    (same names, same shapes): a checkpoint of another model or size does not."""
+    return saved.keys() == current.keys() and all(saved[k].shape == current[k].shape for k in saved)
+
+
+def _epoch_line(record: dict[str, Any], epochs: int) -> str:
+    """``epoch 3/20: loss 0.1234, 1.2 s, val P@1 45.60 ...`` for the log."""
+    val = "".join(f", val {name} {value:.2f}" for name, value in (record.get("val") or {}).items())
+    return f"epoch {record['epoch']}/{epochs}: loss {record['loss']:.4f}, {record['seconds']:.1f} s{val}"
+
+
 def _copy_state(module: nn.Module) -> dict[str, Tensor]:
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def _json_copy(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists), for comparing with a checkpoint."""
+    return json.loads(to_json(value))
+
+
+def _check_like(state: dict[str, Tensor], network: nn.Module) -> None:
+    """Refuse stored weights whose names or shapes differ from ``network``'s."""
+    expected = {name: tuple(tensor.shape) for name, tensor in network.state_dict().items()}
+    if {name: tuple(tensor.shape) for name, tensor in state.items()} != expected:
+        raise ValueError("the stored best weights do not fit this network")
 
 
 class Trainer:
@@ -318,7 +348,7 @@ class Trainer:
             a :class:`FitResult` with the per-epoch history and the selected epoch.
         """
         on_cpu = torch.device(self.config.device).type == "cpu"
-        with reuse_freed_memory(self.config.reuse_memory and on_cpu):
+        with reuse_freed_memory(on_cpu and self.config.reuse_memory):
             return self._fit(network, X_train, Y_train, X_val, Y_val, run_dir, resume)
 
     def _fit(
@@ -371,19 +401,25 @@ class Trainer:
             "digest": None if run_dir is None else data_digest(X_train, Y_train, *(() if carved else (X_val, Y_val))),
         }
         config_json = cfg.record() | {"device": None}
+        network_config = _json_copy(getattr(network, "config", None))
         start_epoch = 0
         if resume and run_dir is not None:
             checkpoint = load_checkpoint(run_dir, device)
             if checkpoint is not None:
                 state = checkpoint["state"]
-                if state["config"] != config_json or state["data"] != fingerprint:
-                    raise InputError(
-                        f"{run_dir}: the checkpoint was made with another configuration or data; "
-                        "use the same options to resume, or a new run directory"
-                    )
-                network.load_state_dict(checkpoint["model"])
-                for optimizer, optimizer_state in zip(optimizers, checkpoint["optimizers"]):
-                    optimizer.load_state_dict(optimizer_state)
+                another = InputError(f"{run_dir}: the checkpoint was made with another configuration or data; "
+                                     "use the same options to resume, or a new run directory")
+                # "network" is absent from checkpoints written before it was recorded
+                if (state["config"] != config_json or state["data"] != fingerprint
+                        or state.get("network", network_config) != network_config):
+                    raise another
+                try:
+                    network.load_state_dict(checkpoint["model"])
+                    for optimizer, optimizer_state in zip(optimizers, checkpoint["optimizers"], strict=True):
+                        optimizer.load_state_dict(optimizer_state)
+                    _check_like(checkpoint["best_model"], network)
+                except (RuntimeError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+                    raise another from exc  # the optimizer states or weights do not fit this network
                 best_state = checkpoint["best_model"]
                 start_epoch = state["epoch"]
                 since_best = state["since_best"]
@@ -412,6 +448,8 @@ class Trainer:
             else:
                 score = -loss  # nothing held out: the last epoch wins
             result.history.append(record)
+            if rank == 0 and not show:  # no progress bar: one line per epoch
+                _LOG.info(_epoch_line(record, cfg.epochs))
             if score > result.best_score or X_val is None:
                 result.best_score, result.best_epoch, since_best = float(score), epoch + 1, 0
                 best_state = _copy_state(network)
@@ -428,6 +466,7 @@ class Trainer:
                     state={
                         "epoch": epoch + 1,
                         "config": config_json,
+                        "network": network_config,
                         "data": fingerprint,
                         "rng": {"scheme": "per-epoch (seed, epoch)", "seed": cfg.seed, "next_epoch": epoch + 1},
                         "history": result.history,
@@ -515,6 +554,9 @@ class Trainer:
         if world > 1:
             sum_over_ranks(total_loss)
         mean_loss = float(total_loss) / max(len(order), 1)
+        if not math.isfinite(mean_loss):
+            raise TrainingDiverged(f"training diverged in epoch {epoch + 1}: the loss is {mean_loss} "
+                                   f"(lr {cfg.lr}: try a smaller learning rate, or grad_clip)")
         seconds = time.perf_counter() - start
         bar.close()
         return mean_loss, seconds

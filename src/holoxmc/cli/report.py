@@ -1,0 +1,88 @@
+"""What a training run reports: :func:`fit_and_report` (fit, time top-5 prediction, evaluate
+on a test set) and the CLI's metric table."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from holoxmc.estimator import XMCClassifier
+from holoxmc.metrics import evaluate, pad_predictions
+from holoxmc.models.registry import FAMILIES
+from holoxmc.models.solar import SolarModel
+from holoxmc.validation import check_Y
+
+__all__ = ["fit_and_report", "metrics_table", "REPORT_FAMILIES"]
+
+#: Metric families reported on a test set (each at k = 1..5, percent).
+REPORT_FAMILIES = ("P", "nDCG", "PSP", "PSnDCG")
+_KS = (1, 2, 3, 4, 5)
+
+
+def fit_and_report(
+    clf: XMCClassifier,
+    X_train: Any,
+    Y_train: Any,
+    X_test: Any,
+    Y_test: Any,
+    *,
+    run_dir: str | Path | None = None,
+    resume: bool = False,
+) -> dict[str, Any]:
+    """Fit ``clf``, time top-5 prediction on the test set and evaluate it.
+
+    Returns:
+        ``{"test": {"P@1".."P@5", "nDCG@1..5", "PSP@1..5", "PSnDCG@1..5"}, "train_seconds",
+        "epoch_seconds", "best_epoch", "sparse_updates", "predict_ms_per_point", "params":
+        {"total", "output_layer"}}`` (metrics in percent; PSP with the training-label
+        propensities), plus ``candidates_per_point`` for SOLAR. SOLAR's ``epoch_seconds``
+        sum its chunks; its ``best_epoch`` and ``sparse_updates`` are per chunk, so ``None``.
+        The linear model has no epochs (``epoch_seconds`` empty, ``best_epoch`` ``None``)
+        and adds ``fits``: ``{"C", "seconds", "unconverged_labels"}`` of every liblinear fit,
+        with ``"val"`` for the C grid's and ``"refit": True`` for the refit; its
+        ``train_seconds`` sum those fits' label blocks (over every worker, like an ensemble's
+        members), without the validation passes.
+        An ensemble's ``epoch_seconds`` are its members' in turn, and its ``best_epoch``
+        and ``sparse_updates`` are lists, one entry per member.
+
+    Example:
+        >>> report = fit_and_report(XMCClassifier(), train.X, train.Y, test.X, test.Y)  # doctest: +SKIP
+        >>> print(metrics_table(report["test"]))  # doctest: +SKIP
+    """
+    clf.fit(X_train, Y_train, run_dir=run_dir, resume=resume)
+    Y_test = check_Y(Y_test, X_test.shape[0], n_labels=clf.n_labels_)
+    X_test = clf._check_X(X_test)
+    extra: dict[str, Any] = {}
+    k = min(max(_KS), clf.n_labels_)  # the missing ranks of a model with fewer labels are misses
+    started = time.perf_counter()
+    if isinstance(clf.model_, SolarModel):
+        indices, _, candidates = clf.model_.predict(X_test, k=k)
+        extra["candidates_per_point"] = float(candidates.mean())
+    else:
+        indices, _ = clf.predict(X_test, k=k)
+    predict_ms = 1000.0 * (time.perf_counter() - started) / X_test.shape[0]
+    metrics = evaluate(pad_predictions(indices, max(_KS)), Y_test, inv_prop=clf.inv_prop_, ks=_KS)
+    return extra | FAMILIES[clf.head].report(clf.fit_results_) | {
+        "test": {f"{family}@{k}": metrics[f"{family}@{k}"] for family in REPORT_FAMILIES for k in _KS},
+        "train_seconds": float(sum(result.train_seconds for result in clf.fit_results_)),
+        "predict_ms_per_point": predict_ms,
+        "params": clf.n_parameters(),
+    }
+
+
+def metrics_table(metrics: dict[str, float], title: str = "") -> str:
+    """A k × metric table (percent) of the families present in ``metrics``.
+
+    Example:
+        >>> print(metrics_table({"P@1": 50.0}, title="run"))
+        run
+        k           P
+        1       50.00
+    """
+    families = [f for f in REPORT_FAMILIES if f"{f}@1" in metrics]
+    ks = [k for k in _KS if f"P@{k}" in metrics]
+    lines = [title] if title else []
+    lines.append("k  " + "".join(f"{f:>10}" for f in families))
+    lines += [f"{k:<3}" + "".join(f"{metrics[f'{f}@{k}']:>10.2f}" for f in families) for k in ks]
+    return "\n".join(lines)

@@ -1,0 +1,211 @@
+"""One registry of the head kinds: ``head name -> Family`` (how it fits, its default
+settings, the settings that apply to it, how it loads and reports). The estimator looks a
+head up here and nowhere else branches on its name; a new head kind plugs in with one entry.
+
+Example:
+    >>> FAMILIES["solar"].defaults["lr"], "hidden" in FAMILIES["linear"].settings
+    (0.005, False)
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import scipy.sparse as sp
+from torch import Tensor
+
+from holoxmc.errors import InputError
+from holoxmc.models.base import FittedModel
+from holoxmc.models.linear import LinearModel
+from holoxmc.models.network import MemberData, NetworkPlan, check_plan_fits, fit_networks, \
+    load_network, network_options, report_fields
+from holoxmc.models.solar import SolarModel
+from holoxmc.presets import HEAD_DEFAULTS
+from holoxmc.seeding import member_seeds
+from holoxmc.train import FitResult, TrainConfig
+from holoxmc.train.linear import LinearConfig, fit_linear
+from holoxmc.train.solar import DONE_FILE, SolarConfig, chunk_dir, fit_solar
+
+__all__ = ["Family", "FitData", "FAMILIES", "HEADS", "NETWORK_SETTINGS", "family"]
+
+#: Estimator keywords that configure or train a network (and ``refit``): each head kind
+#: names those that apply to it; changing another is refused.
+NETWORK_SETTINGS = ("dim", "hidden", "dropout", "linear_width", "epochs", "batch_size", "lr", "weight_decay",
+                    "sparse_updates", "schedule", "warmup_epochs", "grad_clip", "patience", "n_models", "precision")
+HEAD_SPECIFIC = (*NETWORK_SETTINGS, "refit")
+
+
+@dataclass(frozen=True)
+class FitData:
+    """The checked training data and where the fit checkpoints."""
+
+    X: Any
+    Y: sp.csr_matrix
+    X_val: Any
+    Y_val: sp.csr_matrix | None
+    run_dir: str | Path | None
+    resume: bool
+
+
+@dataclass(frozen=True)
+class Family:
+    """One head kind.
+
+    Attributes:
+        head: its name.
+        defaults: values of the settings the estimator leaves at ``None``.
+        settings: which of :data:`HEAD_SPECIFIC` apply to it.
+        backbones: the backbones it takes.
+        attribute: the fitted attribute that serves its model (``network_``, ``solar_``, ``linear_``).
+        plan: ``(estimator, n_labels, n_features) -> plan``: its settings resolved and checked
+            against the data's sizes, before any training.
+        fit: ``(estimator, plan, data) -> (model, fit results)``.
+        load: ``(estimator, folder, config.json, tensors) -> model``.
+        public: the object :attr:`attribute` shows (the network, or the model itself).
+        report: ``fit results -> {"best_epoch", "sparse_updates", "epoch_seconds", ...}``.
+    """
+
+    head: str
+    defaults: Mapping[str, Any]
+    settings: frozenset[str]
+    backbones: tuple[str, ...]
+    attribute: str
+    plan: Callable[[Any, int, int], Any]
+    fit: Callable[[Any, Any, FitData], tuple[FittedModel, list[FitResult]]]
+    load: Callable[[Any, Path, dict[str, Any], dict[str, Tensor]], FittedModel]
+    public: Callable[[Any], Any]
+    report: Callable[[list[FitResult]], dict[str, Any]]
+
+
+# ---------------------------------------------------------------------------- networks
+def _network_plan(clf: Any, n_labels: int, n_features: int) -> NetworkPlan:
+    options = network_options(clf.backbone, clf.head, hidden=clf.setting("hidden"), dropout=clf.setting("dropout"),
+                              linear_width=clf.linear_width, dim=clf.dim, head_options=clf.head_options)
+    size = "n_features" if clf.backbone == "fc" else "vocab_size"
+    build = {"backbone": clf.backbone, "head": clf.head, "n_labels": n_labels, size: n_features, **options}
+    plan = NetworkPlan(build, clf.train_config(), str(clf.device))
+    check_plan_fits(plan, clf.n_models)
+    return plan
+
+
+def _fit_networks(clf: Any, plan: NetworkPlan, data: FitData) -> tuple[FittedModel, list[FitResult]]:
+    members = MemberData(plan, data.X, data.Y, data.X_val, data.Y_val, data.resume)
+    # n_jobs (scikit-learn's name) sets the workers of an ensemble; one network trains here
+    workers = clf.n_workers if clf.n_jobs is None or clf.n_models > 1 else 1
+    return fit_networks(plan, member_seeds(clf.random_seed, clf.n_models), members, run_dir=data.run_dir,
+                        workers=workers, ray_address=clf.ray_address)
+
+
+def _load_network(clf: Any, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
+    return load_network(config["network"], tensors, config["n_labels"], clf.device, path / "model.safetensors")
+
+
+def _network_family(head: str, settings: frozenset[str]) -> Family:
+    return Family(head, HEAD_DEFAULTS[head], settings, ("fc", "cnn", "lstm"), "network_", _network_plan,
+                  _fit_networks, _load_network, lambda model: model.network, report_fields)
+
+
+# ---------------------------------------------------------------------------- SOLAR
+#: SolarConfig fields a user sets through ``head_options`` (the rest come from the classifier).
+SOLAR_OPTIONS = frozenset(f.name for f in fields(SolarConfig)) - {"hidden", "dropout", "seed", "device", "train"}
+
+
+def _solar_plan(clf: Any, n_labels: int, n_features: int) -> SolarConfig:
+    options = dict(clf.head_options or {})
+    unknown = sorted(set(options) - SOLAR_OPTIONS)
+    if unknown:
+        raise InputError(f"options {unknown} are not accepted by head 'solar' (accepted: {sorted(SOLAR_OPTIONS)})")
+    config = SolarConfig(hidden=tuple(clf.setting("hidden")), dropout=clf.setting("dropout"), seed=clf.random_seed,
+                         device=clf.device, train=clf.train_config(), **options)
+    config.resolved(n_labels=n_labels, n_features=n_features)  # its checks against the data's sizes
+    return config
+
+
+def _fit_solar(clf: Any, config: SolarConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
+    """The K chunk models as independent jobs in ``run_dir`` (a temporary folder when
+    ``None``); re-running on the same folder retrains only unfinished chunks."""
+    with tempfile.TemporaryDirectory(prefix="holoxmc-solar-") as scratch:
+        folder = Path(data.run_dir) if data.run_dir is not None else Path(scratch)
+        model = fit_solar(data.X, data.Y, config, folder, X_val=data.X_val, Y_val=data.Y_val,
+                          workers=clf.n_workers, ray_address=clf.ray_address)
+        return model, [FitResult(history=_solar_history(folder, model.config.n_chunks))]
+
+
+def _solar_history(run_dir: Path, n_chunks: int) -> list[dict[str, Any]]:
+    """Per-epoch history of a SOLAR run: the seconds every chunk spent on epoch ``e``, summed
+    (the compute a single worker would need), from the chunks' done-markers."""
+    per_chunk = [json.loads((chunk_dir(run_dir, k) / DONE_FILE).read_text())["epoch_seconds"] for k in range(n_chunks)]
+    n_epochs = max(len(seconds) for seconds in per_chunk)
+    return [{"epoch": e + 1, "seconds": float(sum(s[e] for s in per_chunk if e < len(s)))} for e in range(n_epochs)]
+
+
+def _solar_report(results: list[FitResult]) -> dict[str, Any]:
+    """SOLAR's epochs are per chunk: no one best epoch; ``epoch_seconds`` sum the chunks."""
+    return {"best_epoch": None, "sparse_updates": None, "epoch_seconds": results[0].epoch_seconds}
+
+
+# ---------------------------------------------------------------------------- linear
+#: LinearConfig fields a user sets through ``head_options`` (the seed comes from the classifier).
+LINEAR_OPTIONS = frozenset(f.name for f in fields(LinearConfig)) - {"seed"}
+
+
+def _linear_plan(clf: Any, n_labels: int, n_features: int) -> LinearConfig:
+    if str(clf.device).partition(":")[0] != "cpu":  # also the one error for a name that is no device
+        raise InputError(f"head 'linear' trains and scores with liblinear and scipy on the CPU, not {clf.device!r}")
+    TrainConfig(val_fraction=clf.val_fraction)  # the trainer's own check of the validation share
+    options = dict(clf.head_options or {})
+    unknown = sorted(set(options) - LINEAR_OPTIONS)
+    if unknown:
+        raise InputError(f"options {unknown} are not accepted by head 'linear' (accepted: {sorted(LINEAR_OPTIONS)})")
+    return LinearConfig(seed=clf.random_seed, **options)
+
+
+def _fit_linear(clf: Any, config: LinearConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
+    model, history = fit_linear(data.X, data.Y, config, data.X_val, data.Y_val, val_fraction=clf.val_fraction,
+                                refit=bool(clf.refit), workers=clf.n_workers, ray_address=clf.ray_address)
+    return model, [FitResult(history=history)]
+
+
+def _load_linear(clf: Any, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
+    weights = {name.removeprefix("linear."): value for name, value in tensors.items()}
+    try:
+        return LinearModel.from_tensors(weights, config["n_features"], config["n_labels"],
+                                        _linear_plan(clf, config["n_labels"], config["n_features"]).normalize_rows)
+    except InputError as exc:
+        raise InputError(f"{path / 'model.safetensors'}: {exc}") from None
+
+
+def _linear_report(results: list[FitResult]) -> dict[str, Any]:
+    """No epochs: one liblinear fit per C tried, and the refit, under ``fits``."""
+    return {"best_epoch": None, "sparse_updates": None, "epoch_seconds": [], "fits": results[0].history}
+
+
+# ---------------------------------------------------------------------------- the table
+_ALL = frozenset(HEAD_SPECIFIC)
+FAMILIES: dict[str, Family] = {
+    "hrr": _network_family("hrr", _ALL),
+    "dense": _network_family("dense", _ALL),  # dim is the HRR head's; dense and SOLAR ignore it
+    "solar": Family("solar", HEAD_DEFAULTS["solar"], _ALL - {"linear_width", "n_models", "refit"}, ("fc",),
+                    "solar_", _solar_plan, _fit_solar, lambda clf, path, config, tensors: SolarModel.load(path),
+                    lambda model: model, _solar_report),
+    "linear": Family("linear", HEAD_DEFAULTS["linear"], frozenset({"refit"}), ("fc",), "linear_", _linear_plan,
+                     _fit_linear, _load_linear, lambda model: model, _linear_report),
+}
+#: Every head kind.
+HEADS = tuple(FAMILIES)
+
+
+def family(head: Any) -> Family:
+    """The family of ``head``.
+
+    Raises:
+        InputError: an unknown head name.
+    """
+    if not isinstance(head, str) or head not in FAMILIES:
+        raise InputError(f"unknown head {head!r}; choose from {sorted(FAMILIES)}")
+    return FAMILIES[head]

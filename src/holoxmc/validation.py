@@ -1,0 +1,397 @@
+"""What holoxmc checks at the estimator's boundary, before any work: the features X, the
+labels Y (the same rules at every entry point), the fitted state, and the estimator's
+settings through one declarative table of constraints (scikit-learn's
+``_parameter_constraints`` style) checked in one place at fit.
+
+Example:
+    >>> check_params({"lr": float("inf")}, {"lr": [Real(0, None, "neither"), None]})
+    Traceback (most recent call last):
+    ...
+    holoxmc.errors.InputError: lr must be a finite number > 0 or None, got inf
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
+from holoxmc.errors import InputError
+from holoxmc.limits import check_allocation, check_size
+
+__all__ = ["NotFittedError", "Constraint", "Integer", "Real", "Options", "Instance", "RealPair", "IntegerSequence",
+           "check_params", "check_finite_options", "check_X", "check_Y", "check_fitted", "check_batch_size",
+           "check_label_statistics", "ESTIMATOR_CONSTRAINTS", "SETTING_NAMES"]
+
+
+class NotFittedError(SklearnNotFittedError, InputError):
+    """An estimator used before ``fit``: scikit-learn's ``NotFittedError`` and a holoxmc
+    :class:`~holoxmc.errors.InputError` (the CLI's one-line error) at once."""
+
+
+class Constraint(Protocol):
+    """One allowed form of a setting: ``accepts(value)`` and a phrase for the message."""
+
+    @property
+    def description(self) -> str: ...
+
+    def accepts(self, value: Any) -> bool: ...
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _bound_phrase(low: float | None, high: float | None, closed: str) -> str:
+    parts = []
+    if low is not None:
+        parts.append(f"{'>=' if closed in ('left', 'both') else '>'} {low}")
+    if high is not None:
+        parts.append(f"{'<=' if closed in ('right', 'both') else '<'} {high}")
+    return " and ".join(parts)
+
+
+@dataclass(frozen=True)
+class Integer:
+    """An integer (not a bool) in ``[low, high]``."""
+
+    low: int | None = None
+    high: int | None = None
+
+    @property
+    def description(self) -> str:
+        if self.low == 0 and self.high is None:
+            return "a non-negative integer"
+        if self.low == 1 and self.high is None:
+            return "a positive integer"
+        if self.low is not None and self.low == self.high:
+            return str(self.low)
+        return f"an integer {_bound_phrase(self.low, self.high, 'both')}".rstrip()
+
+    def accepts(self, value: Any) -> bool:
+        return _is_integer(value) and (self.low is None or value >= self.low) and \
+            (self.high is None or value <= self.high)
+
+
+@dataclass(frozen=True)
+class Real:
+    """A finite real number (not a bool, never NaN or infinite) between ``low`` and ``high``,
+    ``closed`` one of ``"both"``, ``"left"``, ``"right"``, ``"neither"``."""
+
+    low: float | None = None
+    high: float | None = None
+    closed: str = "both"
+
+    @property
+    def description(self) -> str:
+        return f"a finite number {_bound_phrase(self.low, self.high, self.closed)}".rstrip()
+
+    def accepts(self, value: Any) -> bool:
+        if not _is_real(value) or not math.isfinite(value):
+            return False
+        left = self.low is None or value > self.low or (value == self.low and self.closed in ("left", "both"))
+        right = self.high is None or value < self.high or (value == self.high and self.closed in ("right", "both"))
+        return left and right
+
+
+@dataclass(frozen=True)
+class Options:
+    """One of the given values."""
+
+    values: tuple[Any, ...]
+
+    @property
+    def description(self) -> str:
+        return f"one of {list(self.values)}"
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, (str, bool)) and any(value == v and type(value) is type(v) for v in self.values)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """An instance of ``kind``."""
+
+    kind: type
+    name: str
+
+    @property
+    def description(self) -> str:
+        return self.name
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, self.kind) and not (self.kind is not bool and isinstance(value, bool))
+
+
+@dataclass(frozen=True)
+class RealPair:
+    """Two finite numbers, such as the propensity ``(A, B)``."""
+
+    description: str = "two finite numbers (A, B)"
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, (tuple, list)) and len(value) == 2 and \
+            all(_is_real(v) and math.isfinite(v) for v in value)
+
+
+@dataclass(frozen=True)
+class IntegerSequence:
+    """A non-empty sequence of positive integers, such as hidden widths."""
+
+    description: str = "a non-empty sequence of positive integers"
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, (tuple, list)) and len(value) > 0 and all(Integer(1).accepts(v) for v in value)
+
+
+def check_params(params: Mapping[str, Any], constraints: Mapping[str, Sequence[Constraint | None]],
+                 labels: Mapping[str, str] | None = None) -> None:
+    """Refuse the first setting of ``params`` that meets none of its constraints (``None``
+    in a list: the value ``None`` is allowed).
+
+    Raises:
+        InputError: ``"<name> must be <what>, got <value>"``.
+    """
+    for name, allowed in constraints.items():
+        value = params[name]
+        if any(c is None and value is None or c is not None and c.accepts(value) for c in allowed):
+            continue
+        what = " or ".join("None" if c is None else c.description for c in allowed)
+        raise InputError(f"{(labels or {}).get(name, name)} must be {what}, got {value!r}")
+
+
+def check_finite_options(options: Mapping[str, Any], name: str = "head_options") -> None:
+    """Refuse a NaN or infinite number anywhere in an options dict (lists included).
+
+    Raises:
+        InputError: naming the key, e.g. ``head_options['ranking'] must be finite, got nan``.
+    """
+    for key, value in options.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if _is_real(v) and not math.isfinite(v):
+                raise InputError(f"{name}[{key!r}] must be finite, got {value!r}")
+
+
+def check_batch_size(batch_size: Any) -> int:
+    """A positive integer number of rows per inference batch.
+
+    Raises:
+        InputError: anything else (``-1`` and ``0`` included).
+    """
+    if not Integer(1).accepts(batch_size):
+        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+    return int(batch_size)
+
+
+def check_fitted(estimator: Any, attribute: str = "model_") -> None:
+    """Raise :class:`NotFittedError` unless ``estimator`` has ``attribute``."""
+    if attribute not in vars(estimator):
+        raise NotFittedError(f"this {type(estimator).__name__} is not fitted yet; call fit(X, Y) first")
+
+
+# ---------------------------------------------------------------------------- X
+def check_X(X: Any, sparse_features: bool, *, n_features: int | None = None,
+            vocab_size: int | None = None) -> sp.csr_matrix | np.ndarray:
+    """Sparse float32 CSR features (``sparse_features``), or a 2-D int64 token-id matrix.
+
+    Args:
+        X: the input.
+        sparse_features: the FC backbone's features; else token ids of a text backbone.
+        n_features: the width the features must have (``None``: any).
+        vocab_size: token ids must lie below it (``None``: any id up to holoxmc's size bound).
+
+    Raises:
+        InputError: a wrong type, shape, non-finite value, negative or too large token id,
+            or no rows.
+    """
+    if X is None:
+        raise InputError("X is None")
+    X = _features(X, n_features) if sparse_features else _tokens(X, vocab_size)
+    if X.shape[0] == 0:
+        raise InputError("X has no rows")
+    return X
+
+
+def _features(X: Any, n_features: int | None) -> sp.csr_matrix:
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float32)
+    else:
+        try:
+            array = np.asarray(X, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"X must be a sparse matrix or a 2-D numeric array ({exc})") from exc
+        if array.ndim != 2:
+            raise InputError(f"X must be 2-D (n_samples, n_features), got shape {array.shape}")
+        X = sp.csr_matrix(array)
+    if not np.all(np.isfinite(X.data)):
+        raise InputError("X contains NaN or infinite values")
+    if n_features is not None and X.shape[1] != n_features:
+        raise InputError(f"X has {X.shape[1]} features, the model expects {n_features}")
+    return X
+
+
+def _tokens(X: Any, vocab_size: int | None) -> np.ndarray:
+    if sp.issparse(X):
+        raise InputError("a text backbone takes a 2-D token-id array, not a sparse matrix")
+    X = np.asarray(X)
+    if X.ndim != 2 or not np.issubdtype(X.dtype, np.integer):
+        raise InputError(f"X must be a 2-D integer token-id array, got {X.dtype} {X.shape}")
+    if X.size and X.min() < 0:
+        raise InputError("token ids must be >= 0 (0 = padding)")
+    if X.size and vocab_size is not None and X.max() >= vocab_size:
+        raise InputError(f"token id {int(X.max())} >= vocabulary size {vocab_size}")
+    if X.size:
+        check_size("the vocabulary size (largest token id + 1)", int(X.max()) + 1)
+    return X.astype(np.int64, copy=False)
+
+
+# ---------------------------------------------------------------------------- Y
+def check_Y(Y: Any, n_rows: int, n_labels: int | None) -> sp.csr_matrix:
+    """A binary CSR ``(n_rows, L)`` from any form of labels scikit-learn or holoxmc passes.
+
+    Accepted: a sparse or dense 0/1 matrix (scikit-learn's indicator ndarray, as
+    ``cross_val_score`` passes it), or one sequence of label ids per row: integers, or
+    integral floats such as ``load_svmlight_file(multilabel=True)``'s ``(2.0, 5.0)``.
+    A label-id row names each label once. The same rules hold at every entry point
+    (``fit``, ``score``, ``evaluate``, ``tune_threshold`` and the linear and SOLAR fits).
+
+    Args:
+        Y: the labels; n_rows: rows of X; n_labels: the model's L (``None`` while fitting:
+            the largest id + 1, at most holoxmc's size bound).
+
+    Raises:
+        InputError: the row (where known) and what is wrong.
+
+    Example:
+        >>> check_Y([(2.0, 0.0), ()], 2, None).toarray().tolist()
+        [[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
+    """
+    if Y is None:
+        raise InputError("Y is None")
+    if sp.issparse(Y) or (isinstance(Y, np.ndarray) and Y.ndim == 2):
+        Y = _indicator(Y, n_labels)
+    elif isinstance(Y, Sequence) and not isinstance(Y, (str, bytes)) or isinstance(Y, np.ndarray) and Y.ndim == 1:
+        Y = _label_lists(Y, n_labels)
+    else:
+        raise InputError(f"Y must be a sparse/2-D binary matrix or a list of label-id lists, got {type(Y).__name__}")
+    if Y.shape[0] != n_rows:
+        raise InputError(f"X has {n_rows} rows but Y has {Y.shape[0]}")
+    if Y.shape[1] == 0:
+        raise InputError("Y has no label columns")
+    Y.sort_indices()
+    return Y
+
+
+def _indicator(Y: Any, n_labels: int | None) -> sp.csr_matrix:
+    try:
+        Y = sp.csr_matrix(Y, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"Y must be a numeric 0/1 matrix ({exc})") from exc
+    Y.eliminate_zeros()
+    if Y.nnz and not np.all(Y.data == 1):
+        raise InputError("Y must be binary (0/1 entries)")
+    if n_labels is not None and Y.shape[1] != n_labels:
+        raise InputError(f"Y has {Y.shape[1]} label columns, the model has {n_labels}")
+    return Y
+
+
+def _label_row(i: int, labels: Any) -> np.ndarray:
+    try:
+        row = np.asarray(list(labels))
+    except TypeError:
+        raise InputError(f"Y row {i}: expected a list of label ids, got {labels!r}") from None
+    if not row.size:
+        return np.zeros(0, np.int64)
+    if row.ndim != 1 or row.dtype == bool or not (np.issubdtype(row.dtype, np.integer)
+                                                  or np.issubdtype(row.dtype, np.floating)):
+        raise InputError(f"Y row {i}: label ids must be integers, got {row.tolist()[:5]}")
+    if np.issubdtype(row.dtype, np.floating):
+        if not np.all(np.isfinite(row)) or not np.all(row == np.round(row)):
+            raise InputError(f"Y row {i}: label ids must be integers, got {row.tolist()[:5]}")
+        if row.size and np.abs(row).max() >= 2**53:
+            raise InputError(f"Y row {i}: label id {row.max()!r} is not an exact integer")
+    return row.astype(np.int64)
+
+
+def _label_lists(Y: Sequence[Any] | np.ndarray, n_labels: int | None) -> sp.csr_matrix:
+    rows = [_label_row(i, labels) for i, labels in enumerate(Y)]
+    ids = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    if ids.size and ids.min() < 0:
+        raise InputError(f"label id {int(ids.min())} is negative")
+    if n_labels is None:
+        width = check_size("the label count (largest label id + 1)", int(ids.max()) + 1) if ids.size else 0
+    else:
+        width = n_labels
+    if ids.size and ids.max() >= width:
+        raise InputError(f"label id {int(ids.max())} out of range [0, {width})")
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
+    Y_csr = sp.csr_matrix((np.ones(ids.size, np.float32), ids, indptr), shape=(len(rows), width))
+    _check_no_repeats(Y_csr)
+    return Y_csr
+
+
+def _check_no_repeats(Y: sp.csr_matrix) -> None:
+    """Refuse a label-id list naming a label twice (sorts each row's ids in place): a 0/1
+    indicator row given as a list, such as ``[0, 1, 1]``, reads as label ids."""
+    Y.sort_indices()
+    repeats = np.flatnonzero(np.diff(Y.indices) == 0)
+    repeats = repeats[~np.isin(repeats + 1, Y.indptr)]  # equal ids that end one row and begin the next
+    if repeats.size:
+        row = int(np.searchsorted(Y.indptr, repeats[0], side="right")) - 1
+        raise InputError(f"Y row {row}: label id {int(Y.indices[repeats[0]])} appears twice; a list of label-id "
+                         "lists names each label once (give 0/1 indicator rows as a numpy array or a sparse matrix)")
+
+
+def check_label_statistics(n_labels: int) -> None:
+    """Refuse a label count whose per-label statistics (propensities, counts) cannot fit."""
+    check_allocation(4 * 8 * n_labels, f"per-label statistics of {n_labels} labels")
+
+
+# ---------------------------------------------------------------------------- the estimator's settings
+#: Every ``XMCClassifier`` keyword and the forms it may take, checked at once at ``fit``
+#: (before the data); the head name is checked against the model registry, and which
+#: settings apply to a head there too. Floats are finite throughout: ``lr=inf`` or
+#: ``weight_decay=nan`` is refused here, and ``head_options`` by :func:`check_finite_options`.
+ESTIMATOR_CONSTRAINTS: dict[str, list[Constraint | None]] = {
+    "head": [Instance(str, "a head name")],
+    "backbone": [Options(("fc", "cnn", "lstm"))],
+    "dim": [Integer(2)],
+    "hidden": [None, IntegerSequence()],
+    "dropout": [Real(0, 1, "left"), None],
+    "linear_width": [Integer(0)],
+    "head_options": [Instance(dict, "a dict"), None],
+    "epochs": [Integer(1), None],
+    "batch_size": [Integer(1), None],
+    "lr": [Real(0, None, "neither"), None],
+    "weight_decay": [Real(0)],
+    "sparse_updates": [Options((True, False, "auto"))],
+    "schedule": [Options(("none", "cosine", "linear"))],
+    "warmup_epochs": [Real(0)],
+    "grad_clip": [Real(0, None, "neither"), None],
+    "val_fraction": [Real(0, 1, "left")],
+    "patience": [Integer(1), None],
+    "refit": [Instance(bool, "true or false")],
+    "precision": [Options(("float32", "bfloat16"))],
+    "n_models": [Integer(1)],
+    "seed": [Integer(0)],
+    "random_state": [Integer(0), None],
+    "device": [Instance(str, "a device name")],
+    "propensity": [RealPair()],
+    "progress": [Instance(bool, "true or false"), None],
+    "workers": [Integer(1)],
+    "n_jobs": [Integer(1), Integer(-1, -1), None],
+    "ray_address": [Instance(str, "an address"), None],
+}
+#: How a message names a setting, where its keyword alone says too little.
+SETTING_NAMES = {"dim": "dim (the HRR dimension d')"}
