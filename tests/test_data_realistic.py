@@ -138,4 +138,3 @@ def test_no_test_split_and_empty_knob_edge_cases():
 def test_bad_arguments_are_one_input_error(args, kwargs):
     with pytest.raises(InputError):
         make_realistic(*args, **kwargs)
-
