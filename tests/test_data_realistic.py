@@ -150,7 +150,7 @@ def test_registry_names_load_the_presets():
     assert REALISTIC_PRESETS["realistic-3m"]["n_labels"] == 3_000_000
     small = {"n_points": 200, "n_test": 40, "n_labels": 30, "n_features": 100, "seed": 3}
     train, test = (load("Realistic-670K", split, **small) for split in ("train", "test"))
-    expected = make_realistic(**small, labels_per_point=5.45)
+    expected = make_realistic(**small, labels_per_point=5.45, zipf_exponent=0.7)
     assert (train.n_labels, train.n_features, len(train), len(test)) == (30, 100, 200, 40)
     for got, want in zip((train, test), expected):
         assert (got.X != want.X).nnz == 0 and (got.Y != want.Y).nnz == 0
