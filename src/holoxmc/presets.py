@@ -20,7 +20,8 @@ from typing import Any
 from holoxmc.errors import InputError
 
 __all__ = ["HEAD_DEFAULTS", "HEAD_PRESETS", "DATASET_PRESETS", "MODELS", "HEAD_OPTIONS", "PROPENSITY_PRESETS",
-           "PROPENSITY_SETS", "DEFAULT_PROPENSITY", "model_params", "preset_params", "propensity_preset"]
+           "PROPENSITY_SETS", "DEFAULT_PROPENSITY", "model_params", "preset_params", "propensity_preset",
+           "dataset_preset"]
 
 #: Values of the settings a head kind leaves at ``None`` (tuning log: ``docs/tuning.md``).
 HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -130,3 +131,15 @@ def preset_params(dataset: str, model: str = "hrr-fc") -> dict[str, Any]:
     params: dict[str, Any] = model_params(model)
     head = params["head"]
     return params | HEAD_PRESETS.get(head, {}) | DATASET_PRESETS.get(str(dataset).lower(), {}).get(head, {})
+
+
+def dataset_preset(dataset: str) -> str | None:
+    """The name of the tuned preset of a data set (for ``preset=`` / ``--preset``), or ``None``
+    where it has none: what the published tables of the three tuned sets were measured with.
+
+    Example:
+        >>> dataset_preset("BibTeX"), dataset_preset("my-own-set")
+        ('bibtex', None)
+    """
+    name = str(dataset).lower()
+    return name if name in DATASET_PRESETS else None
