@@ -23,7 +23,7 @@ from holoxmc.errors import InputError
 
 __all__ = ["HEAD_DEFAULTS", "HEAD_PRESETS", "DATASET_PRESETS", "MODELS", "HEAD_OPTIONS", "PROPENSITY_PRESETS",
            "PROPENSITY_SETS", "DEFAULT_PROPENSITY", "BACKBONE_DEFAULTS", "BACKBONE_OPTIONS", "model_params",
-           "preset_params", "propensity_preset", "setting_defaults"]
+           "preset_params", "propensity_preset", "setting_defaults", "dataset_preset"]
 
 #: Values of the settings a head kind leaves at ``None`` (tuning log: ``docs/tuning.md``).
 HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -161,3 +161,15 @@ def setting_defaults(head_defaults: dict[str, Any], backbone: str) -> dict[str, 
         (0.002, 0.001)
     """
     return {**head_defaults, **BACKBONE_DEFAULTS.get(backbone, {})}
+
+
+def dataset_preset(dataset: str) -> str | None:
+    """The name of the tuned preset of a data set (for ``preset=`` / ``--preset``), or ``None``
+    where it has none: what the published tables of the three tuned sets were measured with.
+
+    Example:
+        >>> dataset_preset("BibTeX"), dataset_preset("my-own-set")
+        ('bibtex', None)
+    """
+    name = str(dataset).lower()
+    return name if name in DATASET_PRESETS else None
