@@ -132,7 +132,7 @@ class NetworkPlan:
         network = build_network(**self.build, seed=seed)
         if self.word_vectors is not None:
             ids, vectors = self.word_vectors
-            network.backbone.load_word_vectors(torch.from_numpy(ids), torch.from_numpy(vectors))
+            cast(Any, network.backbone).load_word_vectors(torch.from_numpy(ids), torch.from_numpy(vectors))
         return network
 
 
