@@ -26,6 +26,7 @@ import numbers
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,15 +46,16 @@ from holoxmc.models.auto import SELECTORS, check_auto_params, read_trials
 from holoxmc.models.base import FittedModel
 from holoxmc.models.network import MEMBER_DIR, NetworkModel, NetworkPlan
 from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC, NETWORK_SETTINGS, FitData, family
-from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, MODELS, model_params, preset_params
+from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, MODELS, model_params, preset_params, \
+    setting_defaults
 from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig, labels_above
 from holoxmc.train.checkpoint import load_state_dict_file
 from holoxmc.train.trainer import Precision, Schedule
 from holoxmc.trust import check_finite, check_network_config, tensor_shapes
 from holoxmc.validation import (
-    ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_batch_size, check_finite_options, check_fitted,
-    check_label_statistics, check_params, check_X, check_Y,
+    ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_backbone_settings, check_batch_size,
+    check_finite_options, check_fitted, check_label_statistics, check_params, check_X, check_Y,
 )
 
 __all__ = ["XMCClassifier", "NotFittedError", "MODELS", "DATASET_PRESETS", "HEAD_DEFAULTS", "NETWORK_SETTINGS",
@@ -226,7 +228,7 @@ class XMCClassifier(BaseEstimator):
         """The value of a head-dependent setting: the explicit one, else the head's default
         (``None`` where the head has none, as the linear model's network settings)."""
         value = getattr(self, name)
-        defaults = FAMILIES[self.head].defaults if self.head in FAMILIES else {}
+        defaults = setting_defaults(dict(FAMILIES[self.head].defaults), self.backbone) if self.head in FAMILIES else {}
         return defaults.get(name) if value is None else value
 
     @property
@@ -268,9 +270,8 @@ class XMCClassifier(BaseEstimator):
         if self.backbone not in kind.backbones:
             raise InputError(f"head {self.head!r} takes sparse features (backbone "
                              f"{' or '.join(map(repr, kind.backbones))}), not {self.backbone!r}")
-        if self.linear_width and self.backbone != "fc":
-            raise InputError("linear_width applies to the fc backbone with the hrr and dense heads")
         defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
+        check_backbone_settings(self.backbone, [name for name in HEAD_SPECIFIC if getattr(self, name) != defaults[name]])
         changed = [name for name in HEAD_SPECIFIC if name not in kind.settings and getattr(self, name) != defaults[name]]
         if changed:
             raise InputError(f"{changed} do not apply to head {self.head!r}: they configure or train a network it "
@@ -286,7 +287,7 @@ class XMCClassifier(BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: Any, Y: Any, X_val: Any = None, Y_val: Any = None, *, run_dir: str | Path | None = None,
-            resume: bool = False) -> "XMCClassifier":
+            resume: bool = False, word_vectors: Any = None) -> "XMCClassifier":
         """Train on ``(X, Y)``; model selection on ``(X_val, Y_val)`` or a held-out share of X.
 
         Args:
@@ -297,6 +298,8 @@ class XMCClassifier(BaseEstimator):
             X_val, Y_val: optional validation set (never the test set).
             run_dir: write a training checkpoint there after every epoch.
             resume: continue the checkpoint in ``run_dir``.
+            word_vectors: a text backbone's initial embedding rows, a
+                :class:`~holoxmc.data.embeddings.WordVectors` (``read_word_vectors``).
 
         Returns:
             self.
@@ -318,6 +321,10 @@ class XMCClassifier(BaseEstimator):
             Y_val = check_Y(Y_val, X_val.shape[0], n_labels=n_labels)
         check_label_statistics(n_labels)
         plan = kind.plan(self, n_labels, n_features)
+        if word_vectors is not None:  # rows of a text backbone's embedding table
+            if self.backbone == "fc" or not isinstance(plan, NetworkPlan):
+                raise InputError("word_vectors initialise the embeddings of a text backbone (cnn, lstm)")
+            plan = replace(plan, word_vectors=(word_vectors.ids, word_vectors.vectors))
         self.n_features_, self.n_labels_, self.n_features_in_ = n_features, n_labels, int(X.shape[1])
         self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
         model, results = kind.fit(self, plan, FitData(X, Y, X_val, Y_val, run_dir, resume))

@@ -29,8 +29,10 @@ def fit_and_report(
     *,
     run_dir: str | Path | None = None,
     resume: bool = False,
+    fit_params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Fit ``clf``, time top-5 prediction on the test set and evaluate it.
+    """Fit ``clf`` (with ``fit_params``, such as ``word_vectors``), time top-5 prediction on
+    the test set and evaluate it.
 
     Returns:
         ``{"test": {"P@1".."P@5", "nDCG@1..5", "PSP@1..5", "PSnDCG@1..5"}, "train_seconds",
@@ -50,7 +52,7 @@ def fit_and_report(
         >>> report = fit_and_report(XMCClassifier(), train.X, train.Y, test.X, test.Y)  # doctest: +SKIP
         >>> print(metrics_table(report["test"]))  # doctest: +SKIP
     """
-    clf.fit(X_train, Y_train, run_dir=run_dir, resume=resume)
+    clf.fit(X_train, Y_train, run_dir=run_dir, resume=resume, **(fit_params or {}))
     Y_test = check_Y(Y_test, X_test.shape[0], n_labels=clf.n_labels_)
     X_test = clf._check_X(X_test)
     extra: dict[str, Any] = {}

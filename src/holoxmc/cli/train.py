@@ -110,6 +110,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--ray-address", metavar="ADDRESS",
                        help="train each SOLAR chunk, linear label block, or network of an ensemble, as a Ray task "
                             "on this cluster ('auto', an address, or 'local')")
+    train.add_argument("--word-vectors", type=Path, metavar="FILE",
+                       help="CNN/LSTM: start the word embeddings of the vocabulary's words from a GloVe-format text "
+                            "file (a word and embed_dim numbers a line; plain or gzip)")
     train.add_argument("--resume", action="store_true",
                        help="continue the run in RUN_DIR (a folder holoxmc made, with the same options)")
     train.add_argument("--plot", action="store_true",
@@ -256,22 +259,31 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     if world > 1 and params["head"] in ("solar", "linear"):
         raise InputError(f"--model {args.model} trains independent jobs: use --workers or --ray-address, not torchrun")
     params["progress"] = False if args.quiet else None
+    if args.word_vectors is not None and params["backbone"] == "fc":
+        raise InputError("--word-vectors initialises the word embeddings of --model cnn, hrr-cnn, lstm or hrr-lstm")
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
     load_options = data_options(args)
     train, test, evaluation = _splits(args, features, load_options, seed=int(params.get("seed", 0)))
     X_train, X_test = _model_inputs(train, params["backbone"]), _model_inputs(test, params["backbone"])
+    fit_params: dict[str, Any] = {}
+    if args.word_vectors is not None:
+        from holoxmc.data.embeddings import backbone_word_vectors
+
+        tokenizer = None if train.encoder is None else train.encoder.tokenizer
+        fit_params["word_vectors"] = backbone_word_vectors(args.word_vectors, params, tokenizer)
+        print(fit_params["word_vectors"].summary(), file=sys.stderr)
 
     from holoxmc.estimator import XMCClassifier
 
     clf = XMCClassifier(**params)
     if rank > 0:  # trains its share of every batch; rank 0 reads and writes the run
-        clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume)
+        clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume, **fit_params)
         return 0
     created = not run_dir.exists()
     claim_run_dir(run_dir)
     try:
         with run_lock(run_dir):
-            _fit_and_write(args, clf, train, test, X_train, X_test, load_options, evaluation)
+            _fit_and_write(args, clf, train, test, X_train, X_test, load_options, evaluation, fit_params)
     except BaseException:
         if created:
             _remove_if_unused(run_dir)
@@ -320,7 +332,8 @@ def _splits(args: argparse.Namespace, features: str, load_options: dict[str, Any
 
 
 def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_train: Any, X_test: Any,
-                   load_options: dict[str, Any], evaluation: dict[str, Any]) -> None:
+                   load_options: dict[str, Any], evaluation: dict[str, Any],
+                   fit_params: dict[str, Any] | None = None) -> None:
     """Train ``clf`` into the locked run folder ``args.out``, then write the model, the
     history, the text encoder and, last, ``metrics.json``."""
     from holoxmc.cli.report import fit_and_report
@@ -329,7 +342,8 @@ def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_
 
     run_dir: Path = args.out
     metrics_path = run_dir / "metrics.json"
-    metrics = fit_and_report(clf, X_train, train.Y, X_test, test.Y, run_dir=run_dir, resume=args.resume)
+    metrics = fit_and_report(clf, X_train, train.Y, X_test, test.Y, run_dir=run_dir, resume=args.resume,
+                             fit_params=fit_params)
     metrics["data"] = {"name": train.name, "train": len(train), "test": len(test),
                        "features": train.n_features, "labels": train.n_labels,
                        "source": str(args.data), "options": load_options}
