@@ -26,6 +26,7 @@ from holoxmc.devices import check_device
 from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_files, finite_or_null, json_text, to_json
 from holoxmc.limits import check_size
+from holoxmc.models.auto import read_trials
 from holoxmc.models.network import NetworkModel
 from holoxmc.train import FitResult
 from holoxmc.train.checkpoint import load_state_dict_file
@@ -64,7 +65,7 @@ def save_classifier(clf: Any, path: str | Path) -> Path:
     state["inv_prop"] = torch.from_numpy(clf.inv_prop_)
     histories = [result.history for result in clf.fit_results_]
     network = clf.model_.network.config if isinstance(clf.model_, NetworkModel) else None
-    params = {k: list(v) if isinstance(v, tuple) else v for k, v in clf.get_params().items()}
+    params = {k: list(v) if isinstance(v, tuple) else v for k, v in (clf.get_params() | {"head": clf.head_}).items()}
     if network_dim(network) is not None:  # the resolved network configuration holds it, once
         del params["dim"]
     config = {
@@ -76,6 +77,8 @@ def save_classifier(clf: Any, path: str | Path) -> Path:
         "n_labels": clf.n_labels_,
         "history": histories[0] if len(histories) == 1 else histories,
     }
+    if hasattr(clf, "selection_"):  # chosen by head="auto": saved as the winner, with the candidates
+        config["selection"] = [trial.as_dict() for trial in clf.selection_]
     weights = safetensors_bytes({k: v.detach().cpu().contiguous().clone() for k, v in state.items()},
                                 metadata={"format": FORMAT, DIGEST_KEY: scoring_digest(config)})
     atomic_write_files(path, {MODEL_FILE: weights,  # config.json, which load reads first, goes last
@@ -113,6 +116,8 @@ def load_classifier(cls: Any, path: str | Path, *, device: str | None = None) ->
         clf.n_features_in_ = clf.n_features_
     tensors = _read_weights(path, config, clf, check_network=kind.attribute == "network_")
     clf.inv_prop_ = tensors.pop("inv_prop").numpy()
+    if "selection" in config:
+        clf.selection_ = read_trials(config["selection"], str(config_path))
     history = read_history(config.get("history", []), clf.n_models, config_path)
     results = [FitResult(history=h) for h in (history if clf.n_models > 1 else [history])]
     clf._set_model(kind.load(clf, path, config, tensors), results)
