@@ -74,6 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--ranking", type=finite_float, metavar="WEIGHT",
                        help="HRR: weight of the label-ranking term (0 = the paper's J_p + J_n alone)")
     train.add_argument("--learn-pm", action="store_true", default=None, help="HRR: learn the roles p and m")
+    train.add_argument("--learn-labels", action="store_true", default=None,
+                       help="HRR: learn the label vectors (the HRR paper's Table 5; with --label-code random)")
     train.add_argument("--label-bias", action=argparse.BooleanOptionalAction, default=None,
                        help="HRR: learn a bias per label in the ranking logits (needs --ranking > 0)")
     train.add_argument("--label-code", choices=["random", "circulant"],
