@@ -163,3 +163,15 @@ def test_learn_labels_flag_reaches_the_head(tmp_path):
     assert train_params("bibtex", "hrr-fc", {"learn_labels": True})["head_options"]["learn_labels"] is True
     with pytest.raises(InputError, match="--learn-labels applies to HRR models only"):
         train_params("bibtex", "fc", {"learn_labels": True})
+
+
+def test_model_settings_give_the_hrr_dimension_a_preset_leaves_out(tmp_path):
+    import inspect
+
+    from holoxmc.estimator import XMCClassifier
+
+    ctx = reproduce.Context(out=tmp_path, quick=True)
+    default = inspect.signature(XMCClassifier).parameters["dim"].default
+    assert reproduce.model_settings(ctx, "delicious", "hrr-fc", "tuned")["dim"] == default
+    assert reproduce.model_settings(ctx, "bibtex", "hrr-fc", "tuned")["dim"] == 800
+    assert reproduce.model_settings(ctx, "bibtex", "hrr-fc", "tuned")["n_models"] == 1  # quick: one network

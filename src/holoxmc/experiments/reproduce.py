@@ -58,6 +58,8 @@ NOT_REPORTED = "not reported"
 DATASETS: tuple[str, ...] = ("bibtex", "delicious", "debtags")
 #: The sets with raw text, which the CNN and LSTM need.
 TEXT_SETS: tuple[str, ...] = ("debtags",)
+#: ``XMCClassifier``'s default d'.
+_ESTIMATOR_DIM = 400
 #: Training rows and tokens per text of the CNN and LSTM in quick runs (one LSTM epoch over
 #: Debtags' 15,668 texts of 256 tokens takes far longer than a quick run on 2 CPU cores).
 QUICK_TEXT_ROWS = 1000
@@ -221,6 +223,8 @@ def model_settings(ctx: Context, name: str, model: str, preset: str, **changes: 
     params = paper_params(name, model) if preset == "paper" else preset_params(name, model)
     options = dict(params.get("head_options") or {}) | changes.pop("head_options", {})
     params = params | changes | ({"head_options": options} if options else {})
+    if params["head"] == "hrr":  # the estimator's d' where a preset leaves it out
+        params.setdefault("dim", _ESTIMATOR_DIM)
     if params["backbone"] != "fc":  # the dataset presets' FC widths do not apply to a text backbone
         params = {key: value for key, value in params.items() if key not in ("hidden", "linear_width")}
     epochs = params.get("epochs") or HEAD_DEFAULTS[params["head"]].get("epochs", 20)
