@@ -21,7 +21,7 @@ from holoxmc.errors import InputError
 
 __all__ = ["HEAD_DEFAULTS", "HEAD_PRESETS", "DATASET_PRESETS", "MODELS", "HEAD_OPTIONS", "PROPENSITY_PRESETS",
            "PROPENSITY_SETS", "DEFAULT_PROPENSITY", "PAPER_PRESETS", "PAPER_DATASET_PRESETS", "PAPER_NOT_REPORTED",
-           "model_params", "preset_params", "paper_params", "propensity_preset"]
+           "model_params", "preset_params", "paper_params", "propensity_preset", "dataset_preset"]
 
 #: Values of the settings a head kind leaves at ``None`` (tuning log: ``docs/tuning.md``).
 HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -199,3 +199,15 @@ def paper_params(dataset: str, model: str = "hrr-fc") -> dict[str, Any]:
         if options:
             params["head_options"] = options
     return params
+
+
+def dataset_preset(dataset: str) -> str | None:
+    """The name of the tuned preset of a data set (for ``preset=`` / ``--preset``), or ``None``
+    where it has none: what the published tables of the three tuned sets were measured with.
+
+    Example:
+        >>> dataset_preset("BibTeX"), dataset_preset("my-own-set")
+        ('bibtex', None)
+    """
+    name = str(dataset).lower()
+    return name if name in DATASET_PRESETS else None
