@@ -175,3 +175,11 @@ def test_model_settings_give_the_hrr_dimension_a_preset_leaves_out(tmp_path):
     assert reproduce.model_settings(ctx, "delicious", "hrr-fc", "tuned")["dim"] == default
     assert reproduce.model_settings(ctx, "bibtex", "hrr-fc", "tuned")["dim"] == 800
     assert reproduce.model_settings(ctx, "bibtex", "hrr-fc", "tuned")["n_models"] == 1  # quick: one network
+
+
+def test_train_preset_paper_is_the_papers_configuration():
+    from holoxmc.cli.train import train_params
+
+    params = train_params("delicious", "hrr-fc", {"epochs": 3}, preset="paper")
+    assert params["head_options"]["ranking"] == 0.0 and params["hidden"] == (512, 512) and params["epochs"] == 3
+    assert train_params("delicious", "hrr-fc", {}, preset="delicious")["head_options"]["ranking"] == 1.0

@@ -56,7 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "the rows held out are never trained on")
     train.add_argument("--model", choices=MODEL_NAMES, default="hrr-fc", help="model (default hrr-fc)")
     train.add_argument("--preset", metavar="NAME",
-                       help="start from a named preset (tuned on that data set: bibtex, delicious, debtags); "
+                       help="start from a named preset (tuned on that data set: bibtex, delicious, debtags; or paper: "
+                            "each paper's own configuration); "
                             "options given here override it. Default: the library defaults, on any data")
     train.add_argument("--out", type=Path, required=True, metavar="RUN_DIR", help="output folder")
     train.add_argument("--epochs", type=positive_int, help="training epochs")
@@ -180,13 +181,14 @@ def train_params(data: str, model: str, overrides: dict[str, Any], preset: str |
     ``preset`` over them), then the explicit ``overrides``; PSP@k's propensity follows the
     data set's name (a scoring convention, see :func:`holoxmc.presets.propensity_preset`)."""
     from holoxmc.metrics import propensity_preset
-    from holoxmc.presets import DATASET_PRESETS, model_params, preset_params
+    from holoxmc.presets import DATASET_PRESETS, model_params, paper_params, preset_params
 
     overrides = {key: value for key, value in overrides.items() if value is not None}
     name = Path(data).name if Path(data).exists() else data  # a folder's name, or the registry name
-    if preset is not None and preset.lower() not in DATASET_PRESETS:
-        raise InputError(f"unknown preset {preset!r}; choose from {sorted(DATASET_PRESETS)}")
-    params = model_params(model) if preset is None else preset_params(preset, model)
+    if preset is not None and preset.lower() not in (*DATASET_PRESETS, "paper"):
+        raise InputError(f"unknown preset {preset!r}; choose from {sorted(DATASET_PRESETS) + ['paper']}")
+    params = (model_params(model) if preset is None else paper_params(name, model) if preset.lower() == "paper"
+              else preset_params(preset, model))
     from holoxmc.estimator import NETWORK_SETTINGS
 
     if params["head"] == "linear":
