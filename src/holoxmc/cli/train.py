@@ -187,7 +187,7 @@ def train_params(data: str, model: str, overrides: dict[str, Any], preset: str |
     name = Path(data).name if Path(data).exists() else data  # a folder's name, or the registry name
     if preset is not None and preset.lower() not in (*DATASET_PRESETS, "paper"):
         raise InputError(f"unknown preset {preset!r}; choose from {sorted(DATASET_PRESETS) + ['paper']}")
-    params = (model_params(model) if preset is None else paper_params(name, model) if preset.lower() == "paper"
+    params: dict[str, Any] = (model_params(model) if preset is None else paper_params(name, model) if preset.lower() == "paper"
               else preset_params(preset, model))
     from holoxmc.estimator import NETWORK_SETTINGS
 
