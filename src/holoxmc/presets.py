@@ -22,8 +22,9 @@ from typing import Any
 from holoxmc.errors import InputError
 
 __all__ = ["HEAD_DEFAULTS", "HEAD_PRESETS", "DATASET_PRESETS", "MODELS", "HEAD_OPTIONS", "PROPENSITY_PRESETS",
-           "PROPENSITY_SETS", "DEFAULT_PROPENSITY", "BACKBONE_DEFAULTS", "BACKBONE_OPTIONS", "model_params",
-           "preset_params", "propensity_preset", "setting_defaults", "dataset_preset"]
+           "PROPENSITY_SETS", "DEFAULT_PROPENSITY", "BACKBONE_DEFAULTS", "BACKBONE_OPTIONS", "PAPER_PRESETS",
+           "PAPER_DATASET_PRESETS", "PAPER_NOT_REPORTED", "model_params", "preset_params", "paper_params",
+           "propensity_preset", "setting_defaults", "dataset_preset"]
 
 #: Values of the settings a head kind leaves at ``None`` (tuning log: ``docs/tuning.md``).
 HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -68,6 +69,44 @@ DATASET_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
                 "dense": {"hidden": (2048,), "lr": 2e-3}},
 }
 
+#: The papers' own configurations per head kind (preset ``"paper"``): the HRR paper (Ganesan et
+#: al. 2021, §5.2–5.3) for ``"hrr"`` and ``"dense"``: two hidden layers of 512 (ReLU), d' = 400,
+#: the loss J_p + J_n alone (no ranking term, no label bias), fixed p, m and label vectors
+#: drawn i.i.d. and projected, one network, no refit; SOLAR (Medini et al. 2021, §5.1) for
+#: ``"solar"``: K = 16 chunks, one hidden layer of 4,096, batch 1,000, 10 epochs (its
+#: Table 1), m = 100 top buckets, min_freq d = 8 = K/2 and the sum of probabilities (the
+#: rows of its Tables 1–3 that the paper reports as SOLAR). What a paper does not report
+#: (:data:`PAPER_NOT_REPORTED`) keeps the library default of :data:`HEAD_DEFAULTS`.
+PAPER_PRESETS: dict[str, dict[str, Any]] = {
+    "hrr": {"hidden": (512, 512), "dim": 400, "linear_width": 0, "refit": False, "n_models": 1,
+            "head_options": {"loss": "cosine", "ranking": 0.0, "learn_pm": False, "learn_labels": False,
+                             "label_bias": False, "code": "random"}},
+    "dense": {"hidden": (512, 512), "linear_width": 0, "refit": False, "n_models": 1},
+    "solar": {"hidden": (4096,), "batch_size": 1000, "epochs": 10,
+              "head_options": {"n_chunks": 16, "top_buckets": 100, "min_freq": 8, "scoring": "prob"}},
+}
+
+#: Where a paper's configuration differs per dataset (lower-case names): d' = 3000 on the HRR
+#: paper's four large sets (§5.3); SOLAR's K = 32, B = 20,000 on Wiki-500K and Amazon-670K
+#: and B = 30,000 with 100K hashed features on Amazon-3M (§5.2).
+PAPER_DATASET_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "wiki10-31k": {"hrr": {"dim": 3000}},
+    "amazoncat-13k": {"hrr": {"dim": 3000}},
+    "delicious-200k": {"hrr": {"dim": 3000}},
+    "amazon-670k": {"hrr": {"dim": 3000},
+                    "solar": {"head_options": {"n_chunks": 32, "n_buckets": 20_000, "min_freq": 16}}},
+    "wikipedia-500k": {"solar": {"head_options": {"n_chunks": 32, "n_buckets": 20_000, "min_freq": 16}}},
+    "amazon-3m": {"solar": {"head_options": {"n_buckets": 30_000, "feature_dim": 100_000}}},
+}
+
+#: Settings the papers do not report, per head kind: the ``"paper"`` preset leaves them at
+#: the library defaults (:data:`HEAD_DEFAULTS`), and the reproduction says so.
+PAPER_NOT_REPORTED: dict[str, tuple[str, ...]] = {
+    "hrr": ("epochs", "batch_size", "lr", "dropout"),
+    "dense": ("epochs", "batch_size", "lr", "dropout"),
+    "solar": ("lr", "dropout"),
+}
+
 #: CLI model names → (head, backbone).
 MODELS: dict[str, tuple[str, str]] = {
     "fc": ("dense", "fc"),
@@ -83,7 +122,8 @@ MODELS: dict[str, tuple[str, str]] = {
 
 #: Head-specific ``holoxmc train`` options → head keywords (``head_options``), per head kind.
 HEAD_OPTIONS: dict[str, dict[str, str]] = {
-    "hrr": {"loss": "loss", "ranking": "ranking", "learn_pm": "learn_pm", "label_bias": "label_bias",
+    "hrr": {"loss": "loss", "ranking": "ranking", "learn_pm": "learn_pm", "learn_labels": "learn_labels",
+            "label_bias": "label_bias",
             "label_code": "code", "code_cache": "cache_codes"},
     "solar": {"chunks": "n_chunks", "buckets": "n_buckets"},
     "linear": {"C": "C"},
@@ -162,6 +202,35 @@ def setting_defaults(head_defaults: dict[str, Any], backbone: str) -> dict[str, 
         (0.002, 0.001)
     """
     return {**head_defaults, **BACKBONE_DEFAULTS.get(backbone, {})}
+
+
+#: Settings of the FC backbone only, left out of a CNN's or LSTM's paper preset.
+_FC_ONLY = ("hidden", "linear_width")
+
+
+def paper_params(dataset: str, model: str = "hrr-fc") -> dict[str, Any]:
+    """Keywords of the ``XMCClassifier`` each paper trains for a dataset and model name
+    (preset ``"paper"``): :data:`PAPER_PRESETS`, then :data:`PAPER_DATASET_PRESETS`; the
+    ``"linear"`` model, which neither paper has, gets its library settings.
+
+    Example:
+        >>> paper_params("bibtex", "hrr-fc")["head_options"]["ranking"]
+        0.0
+        >>> paper_params("amazon-670k", "hrr-fc")["dim"]
+        3000
+        >>> paper_params("delicious", "solar")["head_options"]["n_chunks"]
+        16
+    """
+    params: dict[str, Any] = model_params(model)
+    head = params["head"]
+    for layer in (PAPER_PRESETS.get(head, HEAD_PRESETS.get(head, {})),
+                  PAPER_DATASET_PRESETS.get(str(dataset).lower(), {}).get(head, {})):
+        options = dict(params.get("head_options") or {}) | dict(layer.get("head_options") or {})
+        params |= {key: value for key, value in layer.items()
+                   if key != "head_options" and (params["backbone"] == "fc" or key not in _FC_ONLY)}
+        if options:
+            params["head_options"] = options
+    return params
 
 
 def dataset_preset(dataset: str) -> str | None:

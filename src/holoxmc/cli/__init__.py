@@ -32,7 +32,7 @@ from holoxmc.errors import HoloxmcError
 __all__ = ["main", "build_parser", "finite_float", "positive_int", "non_negative_int"]
 
 # Modules of this package that add subcommands, in --help order.
-COMMAND_MODULES: tuple[str, ...] = ("experiment", "data", "train", "demo")
+COMMAND_MODULES: tuple[str, ...] = ("experiment", "reproduce", "data", "train", "demo")
 
 
 class _UsageError(Exception):

@@ -60,7 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--time-budget", type=finite_float, metavar="SECONDS",
                        help="--model auto: candidates start only within this many seconds (default 60)")
     train.add_argument("--preset", metavar="NAME",
-                       help="start from a named preset (tuned on that data set: bibtex, delicious, debtags); "
+                       help="start from a named preset (tuned on that data set: bibtex, delicious, debtags; or paper: "
+                            "each paper's own configuration); "
                             "options given here override it. Default: the library defaults, on any data")
     train.add_argument("--out", type=Path, required=True, metavar="RUN_DIR", help="output folder")
     train.add_argument("--epochs", type=positive_int, help="training epochs")
@@ -92,6 +93,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--ranking", type=finite_float, metavar="WEIGHT",
                        help="HRR: weight of the label-ranking term (0 = the paper's J_p + J_n alone)")
     train.add_argument("--learn-pm", action="store_true", default=None, help="HRR: learn the roles p and m")
+    train.add_argument("--learn-labels", action="store_true", default=None,
+                       help="HRR: learn the label vectors (the HRR paper's Table 5; with --label-code random)")
     train.add_argument("--label-bias", action=argparse.BooleanOptionalAction, default=None,
                        help="HRR: learn a bias per label in the ranking logits (needs --ranking > 0)")
     train.add_argument("--label-code", choices=["random", "circulant"],
@@ -185,13 +188,15 @@ def train_params(data: str, model: str, overrides: dict[str, Any], preset: str |
     ``preset`` over them), then the explicit ``overrides``; PSP@k's propensity follows the
     data set's name (a scoring convention, see :func:`holoxmc.presets.propensity_preset`)."""
     from holoxmc.metrics import propensity_preset
-    from holoxmc.presets import DATASET_PRESETS, model_params, preset_params
+    from holoxmc.presets import DATASET_PRESETS, model_params, paper_params, preset_params
 
     overrides = {key: value for key, value in overrides.items() if value is not None}
     name = Path(data).name if Path(data).exists() else data  # a folder's name, or the registry name
-    if preset is not None and preset.lower() not in DATASET_PRESETS:
-        raise InputError(f"unknown preset {preset!r}; choose from {sorted(DATASET_PRESETS)}")
-    params: dict[str, Any] = dict(model_params(model)) if preset is None else preset_params(preset, model)
+    if preset is not None and preset.lower() not in (*DATASET_PRESETS, "paper"):
+        raise InputError(f"unknown preset {preset!r}; choose from {sorted(DATASET_PRESETS) + ['paper']}")
+    params: dict[str, Any] = (dict(model_params(model)) if preset is None
+                              else paper_params(name, model) if preset.lower() == "paper"
+                              else preset_params(preset, model))
     from holoxmc.estimator import NETWORK_SETTINGS
 
     if params["head"] == "linear":
