@@ -23,7 +23,7 @@ from holoxmc.metrics import evaluate, label_set_f1
 FAST = ["--hidden", "32", "--dropout", "0", "--epochs", "8", "--batch-size", "32", "--lr", "0.01", "--quiet"]
 #: What a finished run folder holds: the run marker, the model, its history and metrics.
 RUN_FILES = [".holoxmc-run", "config.json", "history.csv", "metrics.json", "model.safetensors"]
-METRIC_KEYS = {f"{m}@{k}" for m in ("P", "nDCG", "PSP", "PSnDCG") for k in range(1, 6)}
+METRIC_KEYS = {f"{m}@{k}" for m in ("P", "nDCG", "PSP", "PSnDCG", "Recall") for k in range(1, 6)}
 
 
 @pytest.fixture(scope="module")

@@ -221,3 +221,46 @@ def test_label_set_f1_counts_nonzeros_only_and_scores_empty_rows_as_scikit_learn
     assert result["labels per point"] == pytest.approx(n_predicted.mean())
     with pytest.raises(InputError, match="differ in shape"):
         label_set_f1(confidences[:, :20], Y)
+
+
+def _recall_brute_force(topk: np.ndarray, Y: sp.csr_matrix, k: int) -> float:
+    values = []
+    for i in range(Y.shape[0]):
+        true = set(Y[i].indices.tolist())
+        if true:
+            values.append(len(true & {int(label) for label in topk[i, :k] if label >= 0}) / len(true))
+    return 100.0 * float(np.mean(values)) if values else 0.0
+
+
+def test_recall_at_k_matches_brute_force_over_labelled_rows() -> None:
+    rng = np.random.default_rng(3)
+    n, L = 40, 150
+    Y = sp.random(n, L, density=0.04, random_state=4, format="csr")
+    Y.data[:] = 1.0
+    Y = sp.csr_matrix(Y.toarray() * (np.arange(n) % 5 != 0)[:, None])  # some rows without labels
+    topk = np.stack([rng.permutation(L)[:120] for _ in range(n)])
+    topk[0, 50:] = -1  # "no prediction" is a miss
+    result = evaluate(topk, Y, ks=(1, 3, 5), recall_ks=(100,))
+    for k in (1, 3, 5, 100):
+        assert result[f"Recall@{k}"] == pytest.approx(_recall_brute_force(topk, Y, k))
+    assert "Recall@100" in result and "P@100" not in result
+    acc = MetricAccumulator(ks=(1, 3, 5), recall_ks=(100,))
+    for start in range(0, n, 7):  # streaming equals the whole set bit for bit
+        acc.update(topk[start : start + 7], Y[start : start + 7])
+    assert acc.result() == result
+
+
+def test_recall_needs_enough_predicted_columns() -> None:
+    Y = sp.csr_matrix(np.eye(3))
+    with pytest.raises(InputError, match="need k >= 100"):
+        evaluate(np.zeros((3, 5), dtype=int), Y, recall_ks=(100,))
+
+
+def test_metrics_table_shows_recall() -> None:
+    from holoxmc.cli.report import metrics_table
+
+    Y = sp.csr_matrix(np.eye(120)[:4])
+    topk = np.tile(np.arange(120), (4, 1))
+    table = metrics_table(evaluate(topk, Y, recall_ks=(100,)))
+    assert "Recall" in table.splitlines()[0]
+    assert table.splitlines()[-1] == "Recall@100: 100.00"

@@ -1,4 +1,4 @@
-"""Ranking metrics of extreme multi-label classification: P@k, nDCG@k, PSP@k, PSnDCG@k;
+"""Ranking metrics of extreme multi-label classification: P@k, nDCG@k, PSP@k, PSnDCG@k, Recall@k;
 and, for label sets of their own size per row (``XMCClassifier.predict_above``), F1
 (:func:`label_set_f1`).
 
@@ -15,6 +15,15 @@ Propensity-scored metrics come in two conventions, and the key says which:
 ``w_l`` are the inverse propensities of Jain et al. (2016), see :func:`inverse_propensity`.
 P@k divides by ``k`` even when a row has fewer than ``k`` labels; nDCG@k divides by the ideal
 DCG of ``min(k, n_labels_i)`` hits.
+
+``"Recall@k"`` is the share of a row's true labels found in its top ``k``,
+``mean_i |top_k(i) ∩ y_i| / |y_i|``, averaged over the rows with *at least one* label (the
+exception to "all rows"): a row without labels has no recall (0/0), and counting it as 0 or
+100 would move the figure with the share of unlabelled rows rather than with the ranking.
+This is the recall the SOLAR paper reports (Recall@100 as the share of true labels
+retrieved) and pyxclib's ``recall`` on data where every row has a label. Besides the ``ks``,
+extra cut-offs (e.g. 100) can be asked for with ``recall_ks``; they need that many
+predicted columns.
 
 :class:`MetricAccumulator` sums per-row values *exactly* (integer arithmetic on the float
 mantissas), so streaming over batches of any sizes gives bit-for-bit the value of
@@ -198,19 +207,23 @@ class MetricAccumulator:
     Args:
         ks: cut-offs to report.
         inv_prop: ``(L,)`` inverse propensities (:func:`inverse_propensity` of the *train*
-            labels); without them only P@k and nDCG@k are reported.
+            labels); without them only P@k, nDCG@k and Recall@k are reported.
+        recall_ks: extra cut-offs of Recall@k only (e.g. ``(100,)``); ``update`` then needs
+            that many predicted columns.
 
     Example:
         >>> import scipy.sparse as sp
         >>> acc = MetricAccumulator(ks=(1,))
         >>> acc.update(np.array([[0], [1]]), sp.csr_matrix([[1, 0], [1, 0]]))
         >>> acc.result()
-        {'P@1': 50.0, 'nDCG@1': 50.0}
+        {'P@1': 50.0, 'nDCG@1': 50.0, 'Recall@1': 50.0}
     """
 
-    def __init__(self, ks: Sequence[int] = DEFAULT_KS, inv_prop: np.ndarray | None = None):
+    def __init__(self, ks: Sequence[int] = DEFAULT_KS, inv_prop: np.ndarray | None = None, recall_ks: Sequence[int] = ()):
         self.ks = _check_ks(ks)
         self.k_max = max(self.ks)
+        self.recall_ks = tuple(sorted(set(self.ks) | set(_check_ks(recall_ks) if len(recall_ks) else ())))
+        self.k_needed = max(self.k_max, max(self.recall_ks))
         if inv_prop is not None:
             inv_prop = np.asarray(inv_prop, dtype=np.float64)
             if inv_prop.ndim != 1 or not np.all(np.isfinite(inv_prop)):
@@ -218,7 +231,9 @@ class MetricAccumulator:
         self.inv_prop = inv_prop
         self._quantities = ("P", "nDCG") + (("PSP", "PSP_best", "PSnDCG", "PSnDCG_best") if inv_prop is not None else ())
         self._sums = _ExactColumnSums(len(self._quantities) * self.k_max)
+        self._recall_sums = _ExactColumnSums(len(self.recall_ks))
         self.n_rows = 0
+        self.n_labelled_rows = 0
 
     def update(self, topk_indices: np.ndarray, Y_true: sp.spmatrix) -> None:
         """Add a batch.
@@ -230,11 +245,14 @@ class MetricAccumulator:
         topk, Y = self._validate(topk_indices, Y_true)
         per_row = self._per_row(topk, Y)
         self._sums.add(np.concatenate([per_row[q] for q in self._quantities], axis=1))
+        self._recall_sums.add(per_row["Recall"])
         self.n_rows += topk.shape[0]
+        self.n_labelled_rows += int(np.count_nonzero(np.diff(Y.indptr)))
 
     def result(self) -> dict[str, float]:
         """Metrics in percent, keys ``"P@k"``, ``"nDCG@k"`` and, with propensities,
-        ``"PSP@k"``, ``"PSnDCG@k"`` (normalised), ``"PSP@k(raw)"``, ``"PSnDCG@k(raw)"``."""
+        ``"PSP@k"``, ``"PSnDCG@k"`` (normalised), ``"PSP@k(raw)"``, ``"PSnDCG@k(raw)"``;
+        ``"Recall@k"`` for every k in ``ks`` and ``recall_ks`` (over the labelled rows)."""
         totals = self._sums.totals().reshape(len(self._quantities), self.k_max)
         total = dict(zip(self._quantities, totals))
         n = max(self.n_rows, 1)
@@ -248,6 +266,9 @@ class MetricAccumulator:
                     {f"{name}@{k}": float(100.0 * total[name][k - 1] / best[k - 1]) if best[k - 1] > 0 else 0.0 for k in self.ks}
                 )
                 out.update({f"{name}@{k}(raw)": float(100.0 * total[name][k - 1] / n) for k in self.ks})
+        recall = self._recall_sums.totals()
+        labelled = max(self.n_labelled_rows, 1)
+        out.update({f"Recall@{k}": float(100.0 * recall[i] / labelled) for i, k in enumerate(self.recall_ks)})
         return out
 
     def _validate(self, topk_indices: np.ndarray, Y_true: sp.spmatrix) -> tuple[np.ndarray, sp.csr_matrix]:
@@ -263,9 +284,9 @@ class MetricAccumulator:
         n_labels = Y.shape[1]
         if topk.shape[0] != Y.shape[0]:
             raise InputError(f"topk_indices has {topk.shape[0]} rows but Y_true has {Y.shape[0]}")
-        if topk.shape[1] < self.k_max:
-            raise InputError(f"topk_indices has {topk.shape[1]} columns, need k >= {self.k_max}")
-        topk = topk[:, : self.k_max].astype(np.int64)
+        if topk.shape[1] < self.k_needed:
+            raise InputError(f"topk_indices has {topk.shape[1]} columns, need k >= {self.k_needed}")
+        topk = topk[:, : self.k_needed].astype(np.int64)
         if topk.size and (topk.min() < -1 or topk.max() >= n_labels):
             raise InputError(f"topk_indices must lie in [-1, {n_labels}) (-1 = no prediction)")
         ranked = np.sort(topk, axis=1)
@@ -276,15 +297,18 @@ class MetricAccumulator:
         return topk, Y
 
     def _per_row(self, topk: np.ndarray, Y: sp.csr_matrix) -> dict[str, np.ndarray]:
-        """Per-row cumulative values at k = 1..k_max, shape ``(B, k_max)`` each."""
-        n, k_max = topk.shape
+        """Per-row cumulative values at k = 1..k_max, shape ``(B, k_max)`` each, and
+        ``"Recall"``, shape ``(B, len(recall_ks))`` (0 for a row without labels)."""
+        n, k_max = topk.shape[0], self.k_max
         n_labels = np.int64(Y.shape[1])
         counts = np.diff(Y.indptr)
         rows = np.repeat(np.arange(n, dtype=np.int64), counts)
         true_keys = rows * n_labels + Y.indices  # ascending: canonical CSR
         query = np.arange(n, dtype=np.int64)[:, None] * n_labels + topk
         position = np.minimum(np.searchsorted(true_keys, query), max(len(true_keys) - 1, 0))
-        hits = (topk >= 0) & (true_keys[position] == query) if len(true_keys) else np.zeros(topk.shape, bool)
+        all_hits = (topk >= 0) & (true_keys[position] == query) if len(true_keys) else np.zeros(topk.shape, bool)
+        found = np.cumsum(all_hits, axis=1)[:, [k - 1 for k in self.recall_ks]]
+        hits, topk = all_hits[:, :k_max], topk[:, :k_max]
         ranks = np.arange(1, k_max + 1)
         discount = 1.0 / np.log2(ranks + 1.0)
         ideal = np.concatenate([[0.0], np.cumsum(discount)])[np.minimum(counts[:, None], ranks)]
@@ -292,6 +316,7 @@ class MetricAccumulator:
         out = {
             "P": np.cumsum(hits, axis=1) / ranks,
             "nDCG": np.cumsum(hits * discount, axis=1) / safe_ideal,
+            "Recall": found / np.maximum(counts, 1)[:, None],
         }
         if self.inv_prop is not None:
             gain = np.where(hits, self.inv_prop[np.maximum(topk, 0)], 0.0)
@@ -320,19 +345,23 @@ def evaluate(
     Y_true: sp.spmatrix,
     inv_prop: np.ndarray | None = None,
     ks: Sequence[int] = DEFAULT_KS,
+    recall_ks: Sequence[int] = (),
 ) -> dict[str, float]:
-    """P@k, nDCG@k and (with ``inv_prop``) PSP@k, PSnDCG@k in percent over all rows.
+    """P@k, nDCG@k, Recall@k and (with ``inv_prop``) PSP@k, PSnDCG@k in percent (Recall over
+    the rows with a label, the rest over all rows).
 
     Args:
-        topk_indices: ``(n, k)`` predicted label ids, best first, ``k >= max(ks)``;
+        topk_indices: ``(n, k)`` predicted label ids, best first, ``k >= max(ks, recall_ks)``;
             ``-1`` marks "no prediction".
         Y_true: ``(n, L)`` sparse true labels.
         inv_prop: ``(L,)`` inverse propensities from the train labels, or ``None``.
-        ks: cut-offs.
+        ks: cut-offs of every metric.
+        recall_ks: extra cut-offs of Recall only (e.g. ``(100,)``).
 
     Returns:
         ``{"P@1": ..., "nDCG@1": ..., "PSP@1": ..., "PSnDCG@1": ..., "PSP@1(raw)": ...,
-        "PSnDCG@1(raw)": ...}`` for every k in ``ks`` (PS keys only with ``inv_prop``).
+        "PSnDCG@1(raw)": ..., "Recall@1": ...}`` for every k in ``ks`` (PS keys only with
+        ``inv_prop``), and ``"Recall@k"`` for every k in ``recall_ks``.
 
     Example:
         >>> import scipy.sparse as sp
@@ -341,7 +370,7 @@ def evaluate(
         >>> r["P@1"], r["P@2"]
         (50.0, 50.0)
     """
-    accumulator = MetricAccumulator(ks=ks, inv_prop=inv_prop)
+    accumulator = MetricAccumulator(ks=ks, inv_prop=inv_prop, recall_ks=recall_ks)
     accumulator.update(topk_indices, Y_true)
     return accumulator.result()
 
@@ -376,8 +405,9 @@ def evaluate_scores(
     Y_true: sp.spmatrix,
     inv_prop: np.ndarray | None = None,
     ks: Sequence[int] = DEFAULT_KS,
+    recall_ks: Sequence[int] = (),
 ) -> dict[str, float]:
-    """:func:`evaluate` on the top ``max(ks)`` of an ``(n, L)`` score matrix (see :func:`top_k`;
+    """:func:`evaluate` on the top ``max(ks, recall_ks)`` of an ``(n, L)`` score matrix (see :func:`top_k`;
     with fewer than ``max(ks)`` labels the missing ranks are misses).
 
     A sparse matrix ranks only its stored entries: an absent entry is never predicted, not
@@ -385,5 +415,7 @@ def evaluate_scores(
     scores can evaluate differently as a sparse matrix and as a dense array (where the 0
     ranks above the ``-inf``). Store every label that may be predicted, or pass a dense array.
     """
-    k = max(_check_ks(ks))
-    return evaluate(pad_predictions(top_k(scores, min(k, scores.shape[1])), k), Y_true, inv_prop=inv_prop, ks=ks)
+    k = max(_check_ks(tuple(ks) + tuple(recall_ks)))
+    return evaluate(
+        pad_predictions(top_k(scores, min(k, scores.shape[1])), k), Y_true, inv_prop=inv_prop, ks=ks, recall_ks=recall_ks
+    )

@@ -16,8 +16,10 @@ from holoxmc.validation import check_Y
 __all__ = ["fit_and_report", "metrics_table", "REPORT_FAMILIES"]
 
 #: Metric families reported on a test set (each at k = 1..5, percent).
-REPORT_FAMILIES = ("P", "nDCG", "PSP", "PSnDCG")
+REPORT_FAMILIES = ("P", "nDCG", "PSP", "PSnDCG", "Recall")
 _KS = (1, 2, 3, 4, 5)
+#: Recall's extra cut-off (SOLAR's Recall@100), reported where the model has that many labels.
+RECALL_AT = 100
 
 
 def fit_and_report(
@@ -35,7 +37,8 @@ def fit_and_report(
     the test set and evaluate it.
 
     Returns:
-        ``{"test": {"P@1".."P@5", "nDCG@1..5", "PSP@1..5", "PSnDCG@1..5"}, "train_seconds",
+        ``{"test": {"P@1".."P@5", "nDCG@1..5", "PSP@1..5", "PSnDCG@1..5", "Recall@1..5",
+        "Recall@100" (with at least 100 labels; predictions then take the top 100)}, "train_seconds",
         "epoch_seconds", "best_epoch", "sparse_updates", "predict_ms_per_point", "params":
         {"total", "output_layer"}}`` (metrics in percent; PSP with the training-label
         propensities), plus ``candidates_per_point`` for SOLAR. SOLAR's ``epoch_seconds``
@@ -56,7 +59,8 @@ def fit_and_report(
     Y_test = check_Y(Y_test, X_test.shape[0], n_labels=clf.n_labels_)
     X_test = clf._check_X(X_test)
     extra: dict[str, Any] = {}
-    k = min(max(_KS), clf.n_labels_)  # the missing ranks of a model with fewer labels are misses
+    recall_ks = (RECALL_AT,) if clf.n_labels_ >= RECALL_AT else ()
+    k = min(max(_KS + recall_ks), clf.n_labels_)  # the missing ranks of a model with fewer labels are misses
     started = time.perf_counter()
     if isinstance(clf.model_, SolarModel):
         indices, _, candidates = clf.model_.predict(X_test, k=k)
@@ -64,11 +68,13 @@ def fit_and_report(
     else:
         indices, _ = clf.predict(X_test, k=k)
     predict_ms = 1000.0 * (time.perf_counter() - started) / X_test.shape[0]
-    metrics = evaluate(pad_predictions(indices, max(_KS)), Y_test, inv_prop=clf.inv_prop_, ks=_KS)
+    metrics = evaluate(pad_predictions(indices, max(_KS + recall_ks)), Y_test, inv_prop=clf.inv_prop_, ks=_KS, recall_ks=recall_ks)
+    test = {f"{family}@{k}": metrics[f"{family}@{k}"] for family in REPORT_FAMILIES for k in _KS}
+    test.update({f"Recall@{k}": metrics[f"Recall@{k}"] for k in recall_ks})
     if hasattr(clf, "selection_"):
         extra["selection"] = [trial.as_dict() for trial in clf.selection_]
     return extra | FAMILIES[clf.head_].report(clf.fit_results_) | {
-        "test": {f"{family}@{k}": metrics[f"{family}@{k}"] for family in REPORT_FAMILIES for k in _KS},
+        "test": test,
         "train_seconds": float(sum(result.train_seconds for result in clf.fit_results_)),
         "predict_ms_per_point": predict_ms,
         "params": clf.n_parameters(),
@@ -76,17 +82,21 @@ def fit_and_report(
 
 
 def metrics_table(metrics: dict[str, float], title: str = "") -> str:
-    """A k × metric table (percent) of the families present in ``metrics``.
+    """A k × metric table (percent) of the families present in ``metrics``, and a last line
+    ``Recall@100`` where ``metrics`` has it.
 
     Example:
-        >>> print(metrics_table({"P@1": 50.0}, title="run"))
+        >>> print(metrics_table({"P@1": 50.0, "Recall@1": 25.0, "Recall@100": 75.0}, title="run"))
         run
-        k           P
-        1       50.00
+        k           P    Recall
+        1       50.00     25.00
+        Recall@100: 75.00
     """
     families = [f for f in REPORT_FAMILIES if f"{f}@1" in metrics]
     ks = [k for k in _KS if f"P@{k}" in metrics]
     lines = [title] if title else []
     lines.append("k  " + "".join(f"{f:>10}" for f in families))
     lines += [f"{k:<3}" + "".join(f"{metrics[f'{f}@{k}']:>10.2f}" for f in families) for k in ks]
+    if f"Recall@{RECALL_AT}" in metrics:
+        lines.append(f"Recall@{RECALL_AT}: {metrics[f'Recall@{RECALL_AT}']:.2f}")
     return "\n".join(lines)
