@@ -38,17 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``train``, ``evaluate`` and ``predict`` to the ``holoxmc`` parser."""
     train = subparsers.add_parser(
         "train",
-        help="train a model on a dataset and evaluate it on a test set",
+        help="train a model on a dataset and evaluate it on its test split",
         description="Train FC / HRR-FC (or CNN / LSTM variants), SOLAR or a linear one-vs-rest model "
         "with the dataset's tuned preset; options given here override the preset.",
-        epilog=EVALUATION_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    train.add_argument("data", metavar="DATA", help="registry name (bibtex, delicious, synthetic, ...), folder or file")
-    train.add_argument("--test", type=Path, metavar="FILE",
-                       help="evaluate on this file (read at the training data's feature and label widths)")
-    train.add_argument("--test-fraction", type=finite_float, metavar="F",
-                       help="evaluate on a seeded share F (0 < F < 1) of DATA's training rows, held out from training")
+    train.add_argument("data", metavar="DATA", help="registry name (bibtex, delicious, synthetic, ...) or path")
     train.add_argument("--model", choices=MODEL_NAMES, default="hrr-fc", help="model (default hrr-fc)")
     train.add_argument("--out", type=Path, required=True, metavar="RUN_DIR", help="output folder")
     train.add_argument("--epochs", type=positive_int, help="training epochs")
@@ -151,21 +145,6 @@ def _check_threshold_options(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------------- train
-#: How ``train`` finds the rows it reports (``holoxmc train --help``).
-EVALUATION_HELP = """\
-test set: a registry name or a folder has a test split; a single file (svmlight/libsvm,
-XML-repository text, .jsonl, .npz) is only training rows, so give --test FILE or
---test-fraction F (without either, train refuses a single file rather than score its own
-training rows). metrics.json records which: "evaluation": {"split": "test split" |
-"test file" | "test fraction", ...}.
-
-folder pairing: a folder's train and test files are found by their file names: a name
-holding the word "train" (or "test"), words split at every non-alphanumeric character,
-with the suffix .txt, .svm, .svmlight or .libsvm (each also .gz): X_train.svm /
-X_test.svm, train.libsvm / test.libsvm, bibtex_train.txt / bibtex_test.txt. Raw texts:
-train.jsonl / test.jsonl. Two candidates for one role are an error naming both."""
-
-
 #: ``train`` options that override the dataset preset when given.
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "linear_width", "lr", "batch_size", "weight_decay",
               "sparse_updates", "schedule", "val_fraction", "patience", "refit", "precision", "n_models", "device",
@@ -231,6 +210,8 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
 
     Every input is checked before any work: the run folder (writable, not a file or a
     dangling link, not a folder holoxmc did not make), the options, and both data splits."""
+    from holoxmc.data import load
+
     run_dir: Path = args.out
     metrics_path = run_dir / "metrics.json"
     if metrics_path.exists() and (run_dir / MARKER).is_file():  # every rank: none may wait for another
@@ -252,11 +233,16 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     params["progress"] = False if args.quiet else None
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
     load_options = data_options(args)
+    train = load(args.data, "train", features=features, **load_options)
+    test = load(args.data, "test", features=features, widths=(train.n_features, train.n_labels), **load_options)
+    for split, dataset in (("train", train), ("test", test)):
+        if len(dataset) == 0:
+            raise InputError(f"{args.data}: its {split} split has no data points")
+    X_train, X_test = _model_inputs(train, params["backbone"]), _model_inputs(test, params["backbone"])
+
     from holoxmc.estimator import XMCClassifier
 
     clf = XMCClassifier(**params)
-    train, test, args.evaluation = _train_and_test(args, features, load_options, clf.random_seed)
-    X_train, X_test = _model_inputs(train, params["backbone"]), _model_inputs(test, params["backbone"])
     if rank > 0:  # trains its share of every batch; rank 0 reads and writes the run
         clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume)
         return 0
@@ -270,70 +256,6 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
             _remove_if_unused(run_dir)
         raise
     return 0
-
-
-def _check_evaluation_options(args: argparse.Namespace) -> None:
-    """One clear error for ``--test`` with ``--test-fraction``, a fraction outside (0, 1), or
-    a single file of training rows with neither."""
-    from holoxmc.data.registry import has_test_split
-
-    if args.test is not None and args.test_fraction is not None:
-        raise InputError("--test and --test-fraction both choose the test set: give one")
-    if args.test_fraction is not None and not 0 < args.test_fraction < 1:
-        raise InputError(f"--test-fraction: must be between 0 and 1 (exclusive), got {args.test_fraction}")
-    if args.test is None and args.test_fraction is None and not has_test_split(args.data):
-        raise InputError(f"{args.data} is one file of training rows and has no test split: give --test FILE "
-                         "(a test file) or --test-fraction F (hold out a seeded share F of its rows)")
-
-
-def _train_and_test(
-    args: argparse.Namespace, features: str, load_options: dict[str, Any], seed: int
-) -> tuple[Any, Any, dict[str, Any]]:
-    """``(train, test, evaluation)``: the training and test :class:`~holoxmc.data.Dataset`
-    of a run, and what metrics.json records of how the test set was chosen."""
-    from holoxmc.data import load, text_split_file
-
-    _check_evaluation_options(args)
-    train = load(args.data, "train", features=features, **load_options)
-    if len(train) == 0:
-        raise InputError(f"{args.data}: its train split has no data points")
-    evaluation: dict[str, Any]
-    if args.test_fraction is not None:
-        train, test = _hold_out(train, args.test_fraction, seed, args.data)
-        evaluation = {"split": "test fraction", "fraction": args.test_fraction, "seed": seed}
-    elif args.test is not None:
-        if train.encoder is not None or text_split_file(args.test) is not None:
-            raise InputError(f"--test {args.test}: a test file of raw texts is not read by the training set's text "
-                             "encoder; give a folder holding train.jsonl and test.jsonl, or --test-fraction")
-        test = load(args.test, "test", features=features, widths=(train.n_features, train.n_labels))
-        evaluation = {"split": "test file", "file": str(args.test)}
-    else:
-        test = load(args.data, "test", features=features, widths=(train.n_features, train.n_labels), **load_options)
-        evaluation = {"split": "test split"}
-    if len(test) == 0:
-        raise InputError(f"{args.test or args.data}: its test rows hold no data points")
-    return train, test, evaluation
-
-
-def _hold_out(dataset: Any, fraction: float, seed: int, source: str) -> tuple[Any, Any]:
-    """``(train, test)``: a seeded random share ``fraction`` of ``dataset``'s rows (at least
-    one) as test, the others (at least one) as train."""
-    import dataclasses
-
-    import numpy as np
-
-    n = len(dataset)
-    n_test = max(1, round(fraction * n))
-    if n_test >= n:
-        raise InputError(f"{source}: --test-fraction {fraction} of {n} rows leaves no training rows")
-    order = np.random.default_rng(seed).permutation(n)
-    parts = []
-    for rows in (np.sort(order[n_test:]), np.sort(order[:n_test])):
-        parts.append(dataclasses.replace(
-            dataset, X=dataset.X[rows], Y=dataset.Y[rows],
-            texts=None if dataset.texts is None else [dataset.texts[i] for i in rows],
-            tokens=None if dataset.tokens is None else dataset.tokens[rows]))
-    return parts[0], parts[1]
 
 
 def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_train: Any, X_test: Any,
@@ -350,7 +272,6 @@ def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_
     metrics["data"] = {"name": train.name, "train": len(train), "test": len(test),
                        "features": train.n_features, "labels": train.n_labels,
                        "source": str(args.data), "options": load_options}
-    metrics["evaluation"] = args.evaluation
     clf.save(run_dir)
     if train.encoder is not None:
         train.encoder.save(run_dir / TEXT_ENCODER_FILE)
@@ -361,22 +282,8 @@ def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_
         written.append(plot_history(run_dir / HISTORY_FILE, run_dir / PLOT_FILE))
     atomic_write_json(metrics_path, metrics)
     _remove_checkpoints(run_dir)
-    print(metrics_table(metrics["test"], title=f"{args.model} on {train.name} ({_evaluated_on(args.evaluation)})"))
+    print(metrics_table(metrics["test"], title=f"{args.model} on {train.name} (test)"))
     print(f"\nwrote {', '.join(map(str, written))}, {metrics_path}")
-
-
-def _evaluated_on(evaluation: dict[str, Any]) -> str:
-    """The table title's words for a run's ``evaluation`` record.
-
-    Example:
-        >>> _evaluated_on({"split": "test fraction", "fraction": 0.2, "seed": 0})
-        'held-out 0.2 of train, seed 0'
-    """
-    if evaluation["split"] == "test fraction":
-        return f"held-out {evaluation['fraction']} of train, seed {evaluation['seed']}"
-    if evaluation["split"] == "test file":
-        return f"test file {evaluation['file']}"
-    return "test split"
 
 
 #: The training history of a run: one row per epoch (or per liblinear fit) of every phase.
@@ -504,32 +411,19 @@ def run_evaluate(args: argparse.Namespace) -> int:
     options = _options_for(args.run_dir, args.data, data_options(args))
     inputs, Y, name, _ = _run_inputs(args.run_dir, clf, args.data, args.split, options, labels=True)
     metrics = clf.evaluate(inputs, Y)
-    scored = _scored(args.data, args.split)
-    report: dict[str, Any] = {"data": str(args.data), "split": args.split, "evaluation": scored, "metrics": metrics}
+    report: dict[str, Any] = {"data": str(args.data), "split": args.split, "metrics": metrics}
     sets = None
     if args.threshold is not None:
         sets = label_set_f1(clf.predict_above(inputs, args.threshold, relative=not args.absolute), Y)
         report["label_sets"] = {"threshold": args.threshold, "relative": not args.absolute, **sets}
     atomic_write_json(output, report)
-    where = f"file {scored['file']}" if "file" in scored else scored["split"]
-    print(metrics_table(metrics, title=f"{args.run_dir} on {name} ({where})"))
+    print(metrics_table(metrics, title=f"{args.run_dir} on {name} ({args.split})"))
     if sets is not None:
         cut = f"> {args.threshold}" + ("" if args.absolute else " x best")
         print(f"\nlabel sets {cut}: micro-F1 {sets['micro-F1']:.2f}, example-F1 {sets['example-F1']:.2f}, "
               f"{sets['labels per point']:.2f} labels per point")
     print(f"\nwrote {output}")
     return 0
-
-
-def _scored(data: str, split: str) -> dict[str, Any]:
-    """What ``evaluate`` scored: ``{"split": "test split"|"train split"}`` of a set with
-    splits, or ``{"split": "file", "file": path}`` of a single file (all its rows, whatever
-    ``--split`` says)."""
-    from holoxmc.data.registry import has_test_split
-
-    if Path(str(data)).is_file() and not has_test_split(data):
-        return {"split": "file", "file": str(data)}
-    return {"split": f"{split} split"}
 
 
 def _check_output_file(path: Path) -> None:

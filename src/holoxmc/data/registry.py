@@ -10,11 +10,9 @@ name is split into words at every character that is not a letter or digit, case 
 in this order:
 
 1. raw texts ``train.jsonl[.gz]`` and ``test.jsonl[.gz]`` (exactly these names);
-2. feature files (svmlight/libsvm or XML-repository text: suffix ``.txt``, ``.svm``,
-   ``.svmlight`` or ``.libsvm``, each also gzipped as ``.gz``) with the word ``train`` or
-   ``test`` in the name (``bibtex_train.txt``, ``X_test.svm``, ``test.libsvm.gz``,
-   ``a-test.txt``; not ``latest.txt`` nor ``contest_train.txt`` for the test split) and not
-   ``split`` in the name;
+2. ``.txt``/``.txt.gz`` files with the word ``train`` or ``test`` in the name
+   (``bibtex_train.txt``, ``test.txt.gz``, ``a-test.txt``; not ``latest.txt`` nor
+   ``contest_train.txt`` for the test split) and not ``split`` in the name;
 3. ``*_data.txt`` with split files named ``*trSplit*`` / ``*tstSplit*``;
 4. a ``.mat`` file.
 
@@ -58,15 +56,11 @@ from holoxmc.data.text import TextEncoder, build_label_vocabulary, labels_to_csr
 from holoxmc.errors import DataFormatError, InputError
 
 __all__ = [
-    "FEATURE_SUFFIXES", "has_test_split", "DatasetInfo", "REGISTRY", "StatisticsWarning", "load", "find_dataset_dir", "text_split_file", "download", "fetch",
+    "DatasetInfo", "REGISTRY", "StatisticsWarning", "load", "find_dataset_dir", "text_split_file", "download", "fetch",
     "SPLITS",
 ]
 
 SPLITS = ("train", "test")
-
-#: Name endings of the feature files a folder's train/test pair is found by (svmlight/libsvm
-#: or XML-repository text, plain or gzipped).
-FEATURE_SUFFIXES = tuple(f"{suffix}{gz}" for suffix in (".txt", ".svm", ".svmlight", ".libsvm") for gz in ("", ".gz"))
 
 
 class StatisticsWarning(UserWarning):
@@ -160,10 +154,10 @@ def name_words(name: str) -> list[str]:
 
 
 def _text_split_file(folder: Path, split: str) -> Path | None:
-    """The one feature file of ``folder`` (a :data:`FEATURE_SUFFIXES` ending) whose name has
-    the word ``split`` (and not ``split`` in it), or ``None``."""
+    """The one ``.txt``/``.txt.gz`` file of ``folder`` whose name has the word ``split``
+    (and not ``split`` in it), or ``None``."""
     matches = [p for p in folder.iterdir()
-               if p.name.lower().endswith(FEATURE_SUFFIXES) and split in name_words(p.name)
+               if p.name.lower().endswith((".txt", ".txt.gz")) and split in name_words(p.name)
                and "split" not in p.name.lower()]
     return _only_file(sorted(matches), f"{split} data")
 
@@ -219,8 +213,8 @@ def _load_folder(
     if mat_file is not None:
         _check_options(text_options, frozenset(), f"{mat_file}")
         return _from_matrices(read_mat(mat_file, split), name)
-    raise InputError(f"no {split} data found in {folder} (expected a .txt/.svm/.svmlight/.libsvm[.gz] file with the "
-                     f"word {split} in its name, *_data.txt + splits, .mat or jsonl)")
+    raise InputError(f"no {split} data found in {folder} (expected a .txt[.gz] with the word {split} in its name, "
+                     "*_data.txt + splits, .mat or jsonl)")
 
 
 def _check_bag_of_words(features: str, name: str) -> None:
@@ -292,22 +286,6 @@ def text_split_file(name_or_path: str | os.PathLike, split: str = "test") -> Pat
     if path.is_dir():
         return _split_file(path, split, ("{split}.jsonl", "{split}.jsonl.gz"))
     return path if ".jsonl" in [s.lower() for s in path.suffixes] else None
-
-
-def has_test_split(name_or_path: str | os.PathLike) -> bool:
-    """Whether :func:`load` finds a separate test split in ``name_or_path``: a registry name,
-    ``synthetic``, a folder or a ``.mat`` file have one; any other single file (svmlight,
-    XML-repository text, ``.jsonl``, ``.npz``) is one split, which ``load`` returns for
-    either ``split``.
-
-    Example:
-        >>> has_test_split("synthetic"), has_test_split("bibtex")
-        (True, True)
-    """
-    path = Path(name_or_path)
-    if not _exists(path) or path.is_dir():
-        return True
-    return [s.lower() for s in path.suffixes][-1:] == [".mat"]
 
 
 def _not_found(info: DatasetInfo) -> InputError:
