@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 
 from holoxmc.cli.train import train_params
+from holoxmc.presets import dataset_preset
 from holoxmc.data import load
 from holoxmc.estimator import XMCClassifier
 from holoxmc.io import atomic_write_json
@@ -69,7 +70,7 @@ def worker(name: str, model: str, setting: str, epochs: int, rows: int) -> dict:
         keep_gradient_buffers()
     train = load(name, "train")
     X, Y = train.X[:rows], train.Y[:rows]
-    clf = XMCClassifier(**train_params(name, model, {}))
+    clf = XMCClassifier(**train_params(name, model, {}, preset=dataset_preset(name)))
     network = clf.new_network(Y.shape[1], X.shape[1])
     config = timing_config(clf, epochs=epochs, seed=0, reuse_memory=setting == "mallopt")
     result = Trainer(config).fit(network, X, Y)

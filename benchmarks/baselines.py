@@ -43,6 +43,7 @@ from sklearn.preprocessing import normalize
 
 from holoxmc.cli.data import add_data_options, data_options
 from holoxmc.cli.train import train_params
+from holoxmc.presets import dataset_preset
 from holoxmc.data import load, write_xml_repo
 from holoxmc.estimator import XMCClassifier
 from holoxmc.io import atomic_write_json
@@ -57,7 +58,7 @@ Fit = Callable[[sp.csr_matrix, sp.csr_matrix], Callable[[sp.csr_matrix], np.ndar
 
 def holoxmc_model(dataset: str, model: str, overrides: dict) -> Fit:
     def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
-        params = train_params(dataset, model, {}) | {"progress": False}
+        params = train_params(dataset, model, {}, preset=dataset_preset(dataset)) | {"progress": False}
         params |= {key: dict(params.get(key) or {}) | value if key == "head_options" else value
                    for key, value in overrides.items()}
         clf = XMCClassifier(**params).fit(X, Y)

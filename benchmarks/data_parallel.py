@@ -30,6 +30,7 @@ import torch.multiprocessing as mp
 from hrr_vs_dense import side_by_side
 
 from holoxmc.cli.train import train_params
+from holoxmc.presets import dataset_preset
 from holoxmc.data import load, make_synthetic
 from holoxmc.estimator import XMCClassifier
 
@@ -45,7 +46,7 @@ def training_set(args: argparse.Namespace):
 def model_params(args: argparse.Namespace) -> dict[str, dict]:
     if args.dataset == "synthetic-large":
         return {"fc": {"head": "dense"}, "hrr-fc": {"head": "hrr", "dim": args.dim}}
-    return {model: train_params(args.dataset, model, {}) for model in MODELS}
+    return {model: train_params(args.dataset, model, {}, preset=dataset_preset(args.dataset)) for model in MODELS}
 
 
 def epoch_seconds(args: argparse.Namespace) -> dict[str, dict]:

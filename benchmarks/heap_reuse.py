@@ -36,6 +36,7 @@ import sys
 import torch
 
 from holoxmc.cli.train import train_params
+from holoxmc.presets import dataset_preset
 from holoxmc.data import load, make_synthetic
 from holoxmc.estimator import XMCClassifier
 from holoxmc.io import atomic_write_json
@@ -53,7 +54,7 @@ def configurations(name: str) -> tuple[dict[str, dict], object]:
         train, _ = make_synthetic(2_000, 200_000, 20_000, n_test=0, seed=0, name="synthetic-L200000")
         return {"fc": {"head": "dense"}, "hrr-fc": {"head": "hrr", "dim": 3000}}, train
     train = load(name, "train")
-    params = {model: train_params(name, model, {}) for model in ("fc", "hrr-fc")}
+    params = {model: train_params(name, model, {}, preset=dataset_preset(name)) for model in ("fc", "hrr-fc")}
     if name == "debtags":
         params = {"fc, dense Adam": params["fc"] | {"sparse_updates": False},
                   "hrr-fc, dense Adam": params["hrr-fc"] | {"sparse_updates": False},

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from holoxmc.cli.train import train_params
+from holoxmc.presets import dataset_preset
 from holoxmc.data import load, make_synthetic
 from holoxmc.cli.report import fit_and_report
 from holoxmc.estimator import XMCClassifier
@@ -100,7 +101,7 @@ def main() -> None:
                 path = out / f"report-{name}-{model}.json"
                 if reuse(path):
                     continue
-                params = train_params(name, model, {"device": args.device}) | {"progress": False}
+                params = train_params(name, model, {"device": args.device}, preset=dataset_preset(name)) | {"progress": False}
                 print(f"[{name}] training {model} with {params}", flush=True)
                 report = fit_and_report(XMCClassifier(**params), train.X, train.Y, test.X, test.Y)
                 report["params_used"] = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}

@@ -13,6 +13,7 @@ import torch
 
 import holoxmc
 from holoxmc.cli import main
+from holoxmc.errors import InputError
 from holoxmc.cli.train import train_params
 from holoxmc.data import make_synthetic
 from holoxmc.data.readers import write_xml_repo
@@ -377,20 +378,24 @@ def test_solar_predictions_list_only_the_candidates_it_found(tmp_path):
 
 
 @pytest.mark.parametrize("model, head", [("hrr-fc", "hrr"), ("fc", "dense")])
-def test_train_without_options_is_the_dataset_preset(model, head, tmp_path):
-    """`holoxmc train bibtex --model M` gets the tuned preset, by registry name or folder name."""
+def test_a_dataset_preset_applies_only_when_named(model, head, tmp_path):
+    """`holoxmc train bibtex --model M` gets the library defaults, as `XMCClassifier()` does;
+    `--preset bibtex` the tuned preset, under any option given."""
     preset = DATASET_PRESETS["bibtex"][head]
     folder = tmp_path / "Bibtex"
     folder.mkdir()
-    for data in ("bibtex", "BibTeX", str(folder)):
+    for data in ("bibtex", "BibTeX", str(folder), "my-own-set"):
         params = train_params(data, model, {"epochs": None, "seed": None})
+        assert params == {"head": head, "backbone": "fc", "propensity": (0.55, 1.5)}
+    for name in ("bibtex", "BibTeX"):
+        params = train_params("my-own-set", model, {}, preset=name)
         assert {key: params[key] for key in preset} == {key: tuple(v) if key == "hidden" else v
                                                          for key, v in preset.items()}
-        assert (params["head"], params["backbone"], params["propensity"]) == (head, "fc", (0.55, 1.5))
     assert train_params("bibtex", model, {"n_models": 2, "workers": 2})["workers"] == 2  # an ensemble's networks
-    overridden = train_params("bibtex", model, {"epochs": 3, "hidden": [64]})
+    overridden = train_params("bibtex", model, {"epochs": 3, "hidden": [64]}, preset="bibtex")
     assert (overridden["epochs"], overridden["hidden"], overridden["refit"]) == (3, (64,), preset["refit"])
-    assert train_params("my-own-set", model, {}) == {"head": head, "backbone": "fc", "propensity": (0.55, 1.5)}
+    with pytest.raises(InputError, match="unknown preset 'wiki'; choose from"):
+        train_params("bibtex", model, {}, preset="wiki")
 
 
 def test_hrr_head_options_reach_the_saved_model(toy, tmp_path):

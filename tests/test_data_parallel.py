@@ -140,7 +140,7 @@ def test_torchrun_cli_writes_one_run_equal_to_a_single_process_run(toy, tmp_path
     here; here a learning rate 10 % higher or batches of 31 instead of 32 moved every tensor by
     5 % or more as well). The exact DDP arithmetic is pinned by the two tests above."""
     stdout = cli_train(toy, tmp_path / "ddp", SHORT + ensemble)
-    assert stdout.count("on toy (test)") == 1  # one table, from rank 0
+    assert stdout.count("on toy (test split)") == 1  # one table, from rank 0
     assert sorted(p.name for p in (tmp_path / "ddp").iterdir()) == [".holoxmc-run", "config.json", "history.csv", "metrics.json", "model.safetensors"]
     cli_train(toy, tmp_path / "one", SHORT + ensemble, launcher=ONE_PROCESS)
     ddp, one = XMCClassifier.load(tmp_path / "ddp"), XMCClassifier.load(tmp_path / "one")

@@ -26,6 +26,7 @@ import numbers
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,18 +42,20 @@ from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_files, finite_or_null, json_text, to_json
 from holoxmc.limits import check_size
 from holoxmc.metrics import evaluate, inverse_propensity, label_set_f1, pad_predictions
+from holoxmc.models.auto import SELECTORS, check_auto_params, read_trials
 from holoxmc.models.base import FittedModel
 from holoxmc.models.network import MEMBER_DIR, NetworkModel, NetworkPlan
 from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC, NETWORK_SETTINGS, FitData, family
-from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, MODELS, model_params, preset_params
+from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, MODELS, model_params, preset_params, \
+    setting_defaults
 from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig, labels_above
 from holoxmc.train.checkpoint import load_state_dict_file
 from holoxmc.train.trainer import Precision, Schedule
 from holoxmc.trust import check_finite, check_network_config, tensor_shapes
 from holoxmc.validation import (
-    ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_batch_size, check_finite_options, check_fitted,
-    check_label_statistics, check_params, check_X, check_Y,
+    ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_backbone_settings, check_batch_size,
+    check_finite_options, check_fitted, check_label_statistics, check_params, check_X, check_Y,
 )
 
 __all__ = ["XMCClassifier", "NotFittedError", "MODELS", "DATASET_PRESETS", "HEAD_DEFAULTS", "NETWORK_SETTINGS",
@@ -128,6 +131,9 @@ class XMCClassifier(BaseEstimator):
             Give ``n_jobs`` or ``workers``, not both.
         random_state: scikit-learn's name for ``seed`` (a non-negative integer): when given,
             it seeds everything ``seed`` does. Give one of them.
+        time_budget: ``head="auto"``: seconds within which candidates start (the linear model,
+            then HRR-FC, then FC, each at its library defaults, chosen by validation P@1 and
+            refit on every row; see :mod:`holoxmc.models.auto`); other heads ignore it.
 
     scikit-learn conformance: :meth:`score` returns one float (P@1 by default) for
     ``cross_val_score`` and ``GridSearchCV``; :meth:`evaluate` returns every metric; ``Y`` may
@@ -185,6 +191,7 @@ class XMCClassifier(BaseEstimator):
         ray_address: str | None = None,
         n_jobs: int | None = None,
         random_state: int | None = None,
+        time_budget: float = 60.0,
     ):
         self.head = head
         self.backbone = backbone
@@ -214,13 +221,14 @@ class XMCClassifier(BaseEstimator):
         self.ray_address = ray_address
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.time_budget = time_budget
 
     # ------------------------------------------------------------------ settings
     def setting(self, name: str) -> Any:
         """The value of a head-dependent setting: the explicit one, else the head's default
         (``None`` where the head has none, as the linear model's network settings)."""
         value = getattr(self, name)
-        defaults = FAMILIES[self.head].defaults if self.head in FAMILIES else {}
+        defaults = setting_defaults(dict(FAMILIES[self.head].defaults), self.backbone) if self.head in FAMILIES else {}
         return defaults.get(name) if value is None else value
 
     @property
@@ -262,9 +270,8 @@ class XMCClassifier(BaseEstimator):
         if self.backbone not in kind.backbones:
             raise InputError(f"head {self.head!r} takes sparse features (backbone "
                              f"{' or '.join(map(repr, kind.backbones))}), not {self.backbone!r}")
-        if self.linear_width and self.backbone != "fc":
-            raise InputError("linear_width applies to the fc backbone with the hrr and dense heads")
         defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
+        check_backbone_settings(self.backbone, [name for name in HEAD_SPECIFIC if getattr(self, name) != defaults[name]])
         changed = [name for name in HEAD_SPECIFIC if name not in kind.settings and getattr(self, name) != defaults[name]]
         if changed:
             raise InputError(f"{changed} do not apply to head {self.head!r}: they configure or train a network it "
@@ -280,7 +287,7 @@ class XMCClassifier(BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: Any, Y: Any, X_val: Any = None, Y_val: Any = None, *, run_dir: str | Path | None = None,
-            resume: bool = False) -> "XMCClassifier":
+            resume: bool = False, word_vectors: Any = None) -> "XMCClassifier":
         """Train on ``(X, Y)``; model selection on ``(X_val, Y_val)`` or a held-out share of X.
 
         Args:
@@ -291,6 +298,8 @@ class XMCClassifier(BaseEstimator):
             X_val, Y_val: optional validation set (never the test set).
             run_dir: write a training checkpoint there after every epoch.
             resume: continue the checkpoint in ``run_dir``.
+            word_vectors: a text backbone's initial embedding rows, a
+                :class:`~holoxmc.data.embeddings.WordVectors` (``read_word_vectors``).
 
         Returns:
             self.
@@ -299,6 +308,8 @@ class XMCClassifier(BaseEstimator):
             InputError: a bad setting or input, or a model whose sizes cannot fit in memory,
                 before any training.
         """
+        if self.head in SELECTORS:
+            return self._fit_selected(X, Y, X_val, Y_val)
         kind = self._validate_params()
         X = self._check_X(X, fitting=True)
         Y = check_Y(Y, X.shape[0], n_labels=None)
@@ -310,13 +321,36 @@ class XMCClassifier(BaseEstimator):
             Y_val = check_Y(Y_val, X_val.shape[0], n_labels=n_labels)
         check_label_statistics(n_labels)
         plan = kind.plan(self, n_labels, n_features)
+        if word_vectors is not None:  # rows of a text backbone's embedding table
+            if self.backbone == "fc" or not isinstance(plan, NetworkPlan):
+                raise InputError("word_vectors initialise the embeddings of a text backbone (cnn, lstm)")
+            plan = replace(plan, word_vectors=(word_vectors.ids, word_vectors.vectors))
         self.n_features_, self.n_labels_, self.n_features_in_ = n_features, n_labels, int(X.shape[1])
         self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
         model, results = kind.fit(self, plan, FitData(X, Y, X_val, Y_val, run_dir, resume))
         self._set_model(model, results)
         return self
 
-    def _set_model(self, model: FittedModel, results: list[FitResult]) -> None:
+    def _fit_selected(self, X: Any, Y: Any, X_val: Any, Y_val: Any) -> "XMCClassifier":
+        """``head="auto"``: fit the model :func:`~holoxmc.models.auto.fit_auto` chooses and
+        serve it; ``selection_`` lists the candidates tried, ``head_`` the one kept."""
+        check_params(self.get_params(), ESTIMATOR_CONSTRAINTS, SETTING_NAMES)
+        check_auto_params(self)
+        X = self._check_X(X, fitting=True)
+        Y = check_Y(Y, X.shape[0], n_labels=None)
+        if (X_val is None) != (Y_val is None):
+            raise InputError("give both X_val and Y_val, or neither")
+        if X_val is not None:
+            X_val = self._check_X(X_val, known=int(X.shape[1]))
+            Y_val = check_Y(Y_val, X_val.shape[0], n_labels=int(Y.shape[1]))
+        winner, self.selection_ = SELECTORS[self.head](self, X, Y, X_val, Y_val)
+        for name in ("n_features_", "n_labels_", "n_features_in_", "inv_prop_"):
+            setattr(self, name, getattr(winner, name))
+        self._set_model(winner.model_, winner.fit_results_, head=winner.head)
+        return self
+
+    def _set_model(self, model: FittedModel, results: list[FitResult], head: str | None = None) -> None:
+        self.head_ = self.head if head is None else head
         self.model_ = model
         self.fit_results_ = results
         self.fit_result_ = results[0]
@@ -333,9 +367,10 @@ class XMCClassifier(BaseEstimator):
     # ------------------------------------------------------------------ the fitted model
     def _served(self, attribute: str) -> Any:
         model = vars(self).get("model_")
-        if model is None or self.head not in FAMILIES or FAMILIES[self.head].attribute != attribute:
-            raise AttributeError(f"{type(self).__name__} has no {attribute} (head {self.head!r})")
-        return FAMILIES[self.head].public(model)
+        head = getattr(self, "head_", self.head)
+        if model is None or head not in FAMILIES or FAMILIES[head].attribute != attribute:
+            raise AttributeError(f"{type(self).__name__} has no {attribute} (head {head!r})")
+        return FAMILIES[head].public(model)
 
     @property
     def network_(self) -> Any:
@@ -512,12 +547,15 @@ class XMCClassifier(BaseEstimator):
         config = {
             "format": FORMAT,
             "written_by": {"holoxmc": __version__, "torch": torch.__version__},
-            "params": {k: list(v) if isinstance(v, tuple) else v for k, v in self.get_params().items()},
+            "params": {k: list(v) if isinstance(v, tuple) else v
+                       for k, v in (self.get_params() | {"head": self.head_}).items()},
             "network": self.model_.network.config if isinstance(self.model_, NetworkModel) else None,
             "n_features": self.n_features_,
             "n_labels": self.n_labels_,
             "history": histories[0] if len(histories) == 1 else histories,
         }
+        if hasattr(self, "selection_"):  # chosen by head="auto": saved as the winner, with the candidates
+            config["selection"] = [trial.as_dict() for trial in self.selection_]
         weights = safetensors_bytes({k: v.detach().cpu().contiguous().clone() for k, v in state.items()},
                                     metadata={"format": FORMAT, DIGEST_KEY: _scoring_digest(config)})
         atomic_write_files(path, {MODEL_FILE: weights,  # config.json, which load reads first, goes last
@@ -569,6 +607,8 @@ class XMCClassifier(BaseEstimator):
             raise InputError(f"{config_path}: edited after the model was saved (its scoring settings no longer "
                              f"match {MODEL_FILE}'s digest)")
         clf.inv_prop_ = tensors.pop("inv_prop").numpy()
+        if "selection" in config:
+            clf.selection_ = read_trials(config["selection"], str(config_path))
         history = _read_history(config.get("history", []), clf.n_models, config_path)
         results = [FitResult(history=h) for h in (history if clf.n_models > 1 else [history])]
         clf._set_model(kind.load(clf, path, config, tensors), results)

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 __all__ = ["Stream", "ALIASED_STREAMS", "local_generator", "MEMBER_SEED_STEP", "member_seed", "member_seeds",
-           "epoch_seed", "chunk_seed"]
+           "epoch_seed", "chunk_seed", "holdout_generator"]
 
 
 class Stream(enum.IntEnum):
@@ -111,3 +111,15 @@ def chunk_seed(seed: int, chunk: int, purpose: str) -> int:
     tag = int.from_bytes(purpose.encode("utf-8")[:8].ljust(8, b"\0"), "little")
     state = np.random.SeedSequence([int(seed), int(chunk), tag]).generate_state(1)[0]
     return int(state) & 0x7FFFFFFF
+
+
+def holdout_generator(seed: int) -> np.random.Generator:
+    """The generator of a held-out test split carved from one data file
+    (``holoxmc train FILE --test-fraction F``), unrelated to every training stream.
+
+    Example:
+        >>> a = holdout_generator(0).permutation(5)
+        >>> bool((a == holdout_generator(0).permutation(5)).all())
+        True
+    """
+    return np.random.default_rng(np.random.SeedSequence([int(seed), chunk_seed(seed, 0, "holdout")]))

@@ -31,7 +31,7 @@ __all__ = ["register", "metrics_table", "train_params", "TEXT_ENCODER_FILE", "HI
 TEXT_ENCODER_FILE = "text_encoder.json"
 #: ``--model`` choices: the keys of :data:`holoxmc.estimator.MODELS`, spelled out so that
 #: building the parser (``--help``) does not import torch.
-MODEL_NAMES = ("cnn", "fc", "hrr-cnn", "hrr-fc", "hrr-lstm", "linear", "lstm", "solar")
+MODEL_NAMES = ("auto", "cnn", "fc", "hrr-cnn", "hrr-fc", "hrr-lstm", "linear", "lstm", "solar")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,8 +42,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Train FC / HRR-FC (or CNN / LSTM variants), SOLAR or a linear one-vs-rest model "
         "with the dataset's tuned preset; options given here override the preset.",
     )
-    train.add_argument("data", metavar="DATA", help="registry name (bibtex, delicious, synthetic, ...) or path")
-    train.add_argument("--model", choices=MODEL_NAMES, default="hrr-fc", help="model (default hrr-fc)")
+    train.add_argument("data", metavar="DATA",
+                       help="registry name (bibtex, delicious, synthetic, ...), a dataset folder, or one data file "
+                            "(with --test or --test-fraction). A folder's files are paired by name: the one "
+                            ".txt/.svm/.svmlight/.libsvm file (or .gz) with the word 'train' in its name is the "
+                            "training split and the one with 'test' the test split (my_train.svm / my_test.svm, "
+                            "train.txt.gz / test.txt.gz); or train.jsonl / test.jsonl raw texts")
+    train.add_argument("--test", type=Path, metavar="FILE",
+                       help="score the trained model on this file (read at the training widths) instead of DATA's "
+                            "test split")
+    train.add_argument("--test-fraction", type=finite_float, metavar="F",
+                       help="hold out this share of DATA's rows (one data file) as the test split, by --seed; "
+                            "the rows held out are never trained on")
+    train.add_argument("--model", choices=MODEL_NAMES, default="hrr-fc",
+                       help="model (default hrr-fc); auto: the linear model, then HRR-FC and FC while "
+                            "--time-budget lasts, the best by validation P@1 refit on every row")
+    train.add_argument("--time-budget", type=finite_float, metavar="SECONDS",
+                       help="--model auto: candidates start only within this many seconds (default 60)")
+    train.add_argument("--preset", metavar="NAME",
+                       help="start from a named preset (tuned on that data set: bibtex, delicious, debtags); "
+                            "options given here override it. Default: the library defaults, on any data")
     train.add_argument("--out", type=Path, required=True, metavar="RUN_DIR", help="output folder")
     train.add_argument("--epochs", type=positive_int, help="training epochs")
     train.add_argument("--seed", type=int, help="random seed (initialisation, code, split, order)")
@@ -92,6 +110,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--ray-address", metavar="ADDRESS",
                        help="train each SOLAR chunk, linear label block, or network of an ensemble, as a Ray task "
                             "on this cluster ('auto', an address, or 'local')")
+    train.add_argument("--word-vectors", type=Path, metavar="FILE",
+                       help="CNN/LSTM: start the word embeddings of the vocabulary's words from a GloVe-format text "
+                            "file (a word and embed_dim numbers a line; plain or gzip)")
     train.add_argument("--resume", action="store_true",
                        help="continue the run in RUN_DIR (a folder holoxmc made, with the same options)")
     train.add_argument("--plot", action="store_true",
@@ -102,7 +123,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate = subparsers.add_parser("evaluate", help="evaluate a trained model on a dataset split")
     evaluate.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     evaluate.add_argument("data", metavar="DATA", help="registry name or path")
-    evaluate.add_argument("--split", choices=["train", "test"], default="test")
+    evaluate.add_argument("--split", choices=["train", "test"], default="test",
+                          help="the split of a data set or folder to score (default test); a single file is "
+                               "scored whole")
     evaluate.add_argument("--output", type=Path, metavar="FILE", help="JSON output (default RUN_DIR/eval-<DATA>-<split>.json)")
     evaluate.add_argument("--device", help="override the saved device")
     add_threshold_options(evaluate, "also the F1 of the label sets that predict --threshold T makes")
@@ -148,7 +171,7 @@ def _check_threshold_options(args: argparse.Namespace) -> None:
 #: ``train`` options that override the dataset preset when given.
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "linear_width", "lr", "batch_size", "weight_decay",
               "sparse_updates", "schedule", "val_fraction", "patience", "refit", "precision", "n_models", "device",
-              "workers", "ray_address")
+              "workers", "ray_address", "time_budget")
 def _model_inputs(dataset: Any, backbone: str) -> Any:
     if backbone == "fc":
         return dataset.X
@@ -157,14 +180,18 @@ def _model_inputs(dataset: Any, backbone: str) -> Any:
     return dataset.tokens
 
 
-def train_params(data: str, model: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """The ``XMCClassifier`` keywords of a run: preset of ``data``, then explicit overrides."""
-    from holoxmc.estimator import preset_params
+def train_params(data: str, model: str, overrides: dict[str, Any], preset: str | None = None) -> dict[str, Any]:
+    """The ``XMCClassifier`` keywords of a run: the library defaults of ``model`` (or the named
+    ``preset`` over them), then the explicit ``overrides``; PSP@k's propensity follows the
+    data set's name (a scoring convention, see :func:`holoxmc.presets.propensity_preset`)."""
     from holoxmc.metrics import propensity_preset
+    from holoxmc.presets import DATASET_PRESETS, model_params, preset_params
 
     overrides = {key: value for key, value in overrides.items() if value is not None}
     name = Path(data).name if Path(data).exists() else data  # a folder's name, or the registry name
-    params = preset_params(name, model)
+    if preset is not None and preset.lower() not in DATASET_PRESETS:
+        raise InputError(f"unknown preset {preset!r}; choose from {sorted(DATASET_PRESETS)}")
+    params: dict[str, Any] = dict(model_params(model)) if preset is None else preset_params(preset, model)
     from holoxmc.estimator import NETWORK_SETTINGS
 
     if params["head"] == "linear":
@@ -179,7 +206,9 @@ def train_params(data: str, model: str, overrides: dict[str, Any]) -> dict[str, 
     if params["head"] != "solar" and solar_only:
         raise InputError(f"--{solar_only[0].replace('_', '-')} applies to --model solar only")
     apart = [key for key in ("workers", "ray_address") if key in overrides]
-    jobs_apart = params["head"] in ("solar", "linear") or overrides.get("n_models", params.get("n_models", 1)) > 1
+    if "time_budget" in overrides and params["head"] != "auto":
+        raise InputError("--time-budget applies to --model auto only")
+    jobs_apart = params["head"] in ("solar", "linear", "auto") or overrides.get("n_models", params.get("n_models", 1)) > 1
     if apart and not jobs_apart:
         raise InputError(f"--{apart[0].replace('_', '-')} applies to --model solar, --model linear and to "
                          "--n-models above 1")
@@ -210,7 +239,6 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
 
     Every input is checked before any work: the run folder (writable, not a file or a
     dangling link, not a folder holoxmc did not make), the options, and both data splits."""
-    from holoxmc.data import load
 
     run_dir: Path = args.out
     metrics_path = run_dir / "metrics.json"
@@ -227,30 +255,35 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
         _check_plotting()
 
     options = (*_OVERRIDES, *(key for keys in _HEAD_OPTIONS.values() for key in keys))
-    params = train_params(args.data, args.model, {key: getattr(args, key) for key in options})
+    params = train_params(args.data, args.model, {key: getattr(args, key) for key in options}, preset=args.preset)
     if world > 1 and params["head"] in ("solar", "linear"):
         raise InputError(f"--model {args.model} trains independent jobs: use --workers or --ray-address, not torchrun")
     params["progress"] = False if args.quiet else None
+    if args.word_vectors is not None and params["backbone"] == "fc":
+        raise InputError("--word-vectors initialises the word embeddings of --model cnn, hrr-cnn, lstm or hrr-lstm")
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
     load_options = data_options(args)
-    train = load(args.data, "train", features=features, **load_options)
-    test = load(args.data, "test", features=features, widths=(train.n_features, train.n_labels), **load_options)
-    for split, dataset in (("train", train), ("test", test)):
-        if len(dataset) == 0:
-            raise InputError(f"{args.data}: its {split} split has no data points")
+    train, test, evaluation = _splits(args, features, load_options, seed=int(params.get("seed", 0)))
     X_train, X_test = _model_inputs(train, params["backbone"]), _model_inputs(test, params["backbone"])
+    fit_params: dict[str, Any] = {}
+    if args.word_vectors is not None:
+        from holoxmc.data.embeddings import backbone_word_vectors
+
+        tokenizer = None if train.encoder is None else train.encoder.tokenizer
+        fit_params["word_vectors"] = backbone_word_vectors(args.word_vectors, params, tokenizer)
+        print(fit_params["word_vectors"].summary(), file=sys.stderr)
 
     from holoxmc.estimator import XMCClassifier
 
     clf = XMCClassifier(**params)
     if rank > 0:  # trains its share of every batch; rank 0 reads and writes the run
-        clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume)
+        clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume, **fit_params)
         return 0
     created = not run_dir.exists()
     claim_run_dir(run_dir)
     try:
         with run_lock(run_dir):
-            _fit_and_write(args, clf, train, test, X_train, X_test, load_options)
+            _fit_and_write(args, clf, train, test, X_train, X_test, load_options, evaluation, fit_params)
     except BaseException:
         if created:
             _remove_if_unused(run_dir)
@@ -258,8 +291,49 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     return 0
 
 
+def _splits(args: argparse.Namespace, features: str, load_options: dict[str, Any],
+            seed: int) -> tuple[Any, Any, dict[str, Any]]:
+    """``(train, test, evaluation)``: the training rows, the rows scored as "test", and what
+    those are (``metrics.json``'s ``"evaluation"``). One data file is never scored on its own
+    rows: it needs ``--test FILE`` or ``--test-fraction F``.
+
+    Raises:
+        InputError: one file without either, both given, ``--test-fraction`` with data that
+            has its own test split, or an empty split.
+    """
+    from holoxmc.data import load
+    from holoxmc.data.dataset import holdout_split
+
+    single_file = Path(args.data).is_file()
+    if args.test is not None and args.test_fraction is not None:
+        raise InputError("--test and --test-fraction choose the test rows in two ways: give one")
+    if args.test_fraction is not None and not single_file:
+        raise InputError(f"--test-fraction splits one data file; {args.data} has its own test split "
+                         "(or give --test FILE)")
+    if single_file and args.test is None and args.test_fraction is None:
+        raise InputError(f"{args.data} is one data file, and a model is never scored on the rows it trained on: "
+                         "give the test rows with --test FILE, or hold out a share of this file with "
+                         "--test-fraction F (for example 0.2)")
+    train = load(args.data, "train", features=features, **load_options)
+    widths = (train.n_features, train.n_labels)
+    if args.test is not None:
+        test = load(args.test, "test", features=features, widths=widths, **load_options)
+        evaluation: dict[str, Any] = {"split": "test file", "file": str(args.test)}
+    elif args.test_fraction is not None:
+        train, test = holdout_split(train, args.test_fraction, seed)
+        evaluation = {"split": "test fraction", "fraction": args.test_fraction, "seed": seed}
+    else:
+        test = load(args.data, "test", features=features, widths=widths, **load_options)
+        evaluation = {"split": "test split", "source": str(args.data)}
+    for split, dataset in (("train", train), ("test", test)):
+        if len(dataset) == 0:
+            raise InputError(f"{args.data}: its {split} split has no data points")
+    return train, test, evaluation
+
+
 def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_train: Any, X_test: Any,
-                   load_options: dict[str, Any]) -> None:
+                   load_options: dict[str, Any], evaluation: dict[str, Any],
+                   fit_params: dict[str, Any] | None = None) -> None:
     """Train ``clf`` into the locked run folder ``args.out``, then write the model, the
     history, the text encoder and, last, ``metrics.json``."""
     from holoxmc.cli.report import fit_and_report
@@ -268,10 +342,13 @@ def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_
 
     run_dir: Path = args.out
     metrics_path = run_dir / "metrics.json"
-    metrics = fit_and_report(clf, X_train, train.Y, X_test, test.Y, run_dir=run_dir, resume=args.resume)
+    metrics = fit_and_report(clf, X_train, train.Y, X_test, test.Y, run_dir=run_dir, resume=args.resume,
+                             fit_params=fit_params)
     metrics["data"] = {"name": train.name, "train": len(train), "test": len(test),
                        "features": train.n_features, "labels": train.n_labels,
                        "source": str(args.data), "options": load_options}
+    metrics["evaluation"] = evaluation
+    metrics["settings"] = {"model": args.model, "preset": args.preset, "params": _json_params(clf)}
     clf.save(run_dir)
     if train.encoder is not None:
         train.encoder.save(run_dir / TEXT_ENCODER_FILE)
@@ -282,8 +359,26 @@ def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_
         written.append(plot_history(run_dir / HISTORY_FILE, run_dir / PLOT_FILE))
     atomic_write_json(metrics_path, metrics)
     _remove_checkpoints(run_dir)
-    print(metrics_table(metrics["test"], title=f"{args.model} on {train.name} (test)"))
+    if "selection" in metrics:
+        from holoxmc.models.auto import read_trials, selection_table
+
+        print(selection_table(read_trials(metrics["selection"], str(metrics_path))) + "\n")
+    print(metrics_table(metrics["test"], title=f"{args.model} on {train.name} ({_described(evaluation)})"))
     print(f"\nwrote {', '.join(map(str, written))}, {metrics_path}")
+
+
+def _described(evaluation: dict[str, Any]) -> str:
+    """The test rows of a run in words, for its table title."""
+    if evaluation["split"] == "test file":
+        return f"test file {evaluation['file']}"
+    if evaluation["split"] == "test fraction":
+        return f"{evaluation['fraction']:g} of the rows held out, seed {evaluation['seed']}"
+    return "test split"
+
+
+def _json_params(clf: Any) -> dict[str, Any]:
+    """The estimator's settings as JSON values (tuples as lists)."""
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in clf.get_params().items()}
 
 
 #: The training history of a run: one row per epoch (or per liblinear fit) of every phase.
@@ -411,13 +506,15 @@ def run_evaluate(args: argparse.Namespace) -> int:
     options = _options_for(args.run_dir, args.data, data_options(args))
     inputs, Y, name, _ = _run_inputs(args.run_dir, clf, args.data, args.split, options, labels=True)
     metrics = clf.evaluate(inputs, Y)
-    report: dict[str, Any] = {"data": str(args.data), "split": args.split, "metrics": metrics}
+    scored = "every row of the file" if Path(str(args.data)).is_file() else f"its {args.split} split"
+    report: dict[str, Any] = {"data": str(args.data), "split": "file" if Path(str(args.data)).is_file() else args.split,
+                              "rows": int(Y.shape[0]), "metrics": metrics}
     sets = None
     if args.threshold is not None:
         sets = label_set_f1(clf.predict_above(inputs, args.threshold, relative=not args.absolute), Y)
         report["label_sets"] = {"threshold": args.threshold, "relative": not args.absolute, **sets}
     atomic_write_json(output, report)
-    print(metrics_table(metrics, title=f"{args.run_dir} on {name} ({args.split})"))
+    print(metrics_table(metrics, title=f"{args.run_dir} on {name} ({scored}, {Y.shape[0]} rows)"))
     if sets is not None:
         cut = f"> {args.threshold}" + ("" if args.absolute else " x best")
         print(f"\nlabel sets {cut}: micro-F1 {sets['micro-F1']:.2f}, example-F1 {sets['example-F1']:.2f}, "

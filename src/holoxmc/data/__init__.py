@@ -15,6 +15,7 @@ from holoxmc.data.readers import (
 from holoxmc.data.registry import (
     REGISTRY, DatasetInfo, StatisticsWarning, download, fetch, find_dataset_dir, load, text_split_file,
 )
+from holoxmc.data.realistic import make_realistic
 from holoxmc.data.synthetic import SYNTHETIC_PRESETS, make_synthetic
 from holoxmc.data.text import TextEncoder, Tokenizer, fit_tfidf
 
@@ -30,6 +31,7 @@ __all__ = [
     "find_dataset_dir",
     "text_split_file",
     "make_synthetic",
+    "make_realistic",
     "SYNTHETIC_PRESETS",
     "read_xml_repo",
     "read_xml_repo_split",

@@ -13,7 +13,7 @@ from holoxmc.errors import InputError
 if TYPE_CHECKING:
     from holoxmc.data.text import TextEncoder
 
-__all__ = ["Dataset", "DatasetStats"]
+__all__ = ["Dataset", "DatasetStats", "holdout_split"]
 
 
 @dataclass(frozen=True)
@@ -131,3 +131,39 @@ def _binary_labels(Y: sp.spmatrix) -> sp.csr_matrix:
                          f"label {Y.indices[bad[0]]}")
     Y.eliminate_zeros()
     return Y
+
+
+def holdout_split(dataset: Dataset, fraction: float, seed: int) -> tuple[Dataset, Dataset]:
+    """``(train, test)``: a seeded random share ``fraction`` of ``dataset``'s rows held out
+    as a test split, the rest kept for training (rows in their file order in both).
+
+    Args:
+        dataset: a bag-of-words split (raw-text sets fit their encoder on the training rows,
+            so they are split as files, not here).
+        fraction: share of the rows held out, in (0, 1); at least one row on each side.
+        seed: the split's seed (:func:`holoxmc.seeding.holdout_generator`).
+
+    Raises:
+        InputError: a fraction outside (0, 1), a split that leaves a side empty, or raw texts.
+
+    Example:
+        >>> import scipy.sparse as sp
+        >>> d = Dataset(sp.random(10, 4, density=0.5, format="csr"), sp.eye(10, 3, format="csr"), "toy")
+        >>> [len(part) for part in holdout_split(d, 0.2, seed=0)]
+        [8, 2]
+    """
+    from holoxmc.seeding import holdout_generator
+
+    if not 0.0 < fraction < 1.0:
+        raise InputError(f"the test fraction must be in (0, 1), got {fraction}")
+    if dataset.encoder is not None:
+        raise InputError(f"{dataset.name}: raw texts are split by file: give the test texts with --test FILE.jsonl")
+    n_test = int(round(fraction * len(dataset)))
+    if not 0 < n_test < len(dataset):
+        raise InputError(f"{dataset.name}: a test fraction of {fraction} of {len(dataset)} rows leaves "
+                         f"{n_test} test rows and {len(dataset) - n_test} training rows; both need at least one")
+    test_rows = np.sort(holdout_generator(seed).permutation(len(dataset))[:n_test])
+    keep = np.ones(len(dataset), dtype=bool)
+    keep[test_rows] = False
+    return tuple(Dataset(dataset.X[rows], dataset.Y[rows], dataset.name)  # type: ignore[return-value]
+                 for rows in (np.flatnonzero(keep), test_rows))

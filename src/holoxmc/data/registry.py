@@ -10,9 +10,10 @@ name is split into words at every character that is not a letter or digit, case 
 in this order:
 
 1. raw texts ``train.jsonl[.gz]`` and ``test.jsonl[.gz]`` (exactly these names);
-2. ``.txt``/``.txt.gz`` files with the word ``train`` or ``test`` in the name
-   (``bibtex_train.txt``, ``test.txt.gz``, ``a-test.txt``; not ``latest.txt`` nor
-   ``contest_train.txt`` for the test split) and not ``split`` in the name;
+2. feature files (XML-repository or svmlight text: ``.txt``, ``.svm``, ``.svmlight``,
+   ``.libsvm``, each also gzipped as ``.gz``) with the word ``train`` or ``test`` in the name
+   (``bibtex_train.txt``, ``test.svm.gz``, ``a-test.libsvm``, ``my_train.svm``; not
+   ``latest.txt`` nor ``contest_train.txt`` for the test split) and not ``split`` in the name;
 3. ``*_data.txt`` with split files named ``*trSplit*`` / ``*tstSplit*``;
 4. a ``.mat`` file.
 
@@ -51,6 +52,7 @@ from holoxmc.data.readers import (
     read_xml_repo,
     read_xml_repo_split,
 )
+from holoxmc.data.realistic import REALISTIC_PRESETS, make_realistic
 from holoxmc.data.synthetic import SYNTHETIC_PRESETS, make_synthetic
 from holoxmc.data.text import TextEncoder, build_label_vocabulary, labels_to_csr, read_label_vocabulary
 from holoxmc.errors import DataFormatError, InputError
@@ -153,11 +155,16 @@ def name_words(name: str) -> list[str]:
     return [word for word in re.split(r"[^a-z0-9]+", name.lower()) if word]
 
 
+#: Suffixes of feature files (XML-repository or svmlight text) in a dataset folder, each also gzipped.
+FEATURE_SUFFIXES = (".txt", ".svm", ".svmlight", ".libsvm")
+
+
 def _text_split_file(folder: Path, split: str) -> Path | None:
-    """The one ``.txt``/``.txt.gz`` file of ``folder`` whose name has the word ``split``
-    (and not ``split`` in it), or ``None``."""
+    """The one feature file (:data:`FEATURE_SUFFIXES`, or gzipped) of ``folder`` whose name
+    has the word ``split`` (and not ``split`` in it), or ``None``."""
+    suffixes = (*FEATURE_SUFFIXES, *(f"{suffix}.gz" for suffix in FEATURE_SUFFIXES))
     matches = [p for p in folder.iterdir()
-               if p.name.lower().endswith((".txt", ".txt.gz")) and split in name_words(p.name)
+               if p.name.lower().endswith(suffixes) and split in name_words(p.name)
                and "split" not in p.name.lower()]
     return _only_file(sorted(matches), f"{split} data")
 
@@ -213,7 +220,8 @@ def _load_folder(
     if mat_file is not None:
         _check_options(text_options, frozenset(), f"{mat_file}")
         return _from_matrices(read_mat(mat_file, split), name)
-    raise InputError(f"no {split} data found in {folder} (expected a .txt[.gz] with the word {split} in its name, "
+    raise InputError(f"no {split} data found in {folder} (expected a .txt, .svm, .svmlight or .libsvm file, "
+                     f"gzipped or not, with the word {split} in its name, "
                      "*_data.txt + splits, .mat or jsonl)")
 
 
@@ -349,7 +357,8 @@ def load(
     Args:
         name_or_path: a registry name (case-insensitive: ``bibtex``, ``delicious``,
             ``mediamill``, ``eurlex-4k``, ``wiki10-31k``, ``amazoncat-13k``,
-            ``delicious-200k``, ``amazon-670k``, ``debtags``, ``synthetic``), a dataset
+            ``delicious-200k``, ``amazon-670k``, ``debtags``, ``synthetic``, the
+            :data:`~holoxmc.data.realistic.REALISTIC_PRESETS` ``realistic-670k`` ...), a dataset
             folder or a single file (XML-repo/svmlight text, ``.mat``, ``.jsonl``, ``.npz``).
         split: ``"train"`` or ``"test"``.
         features: for raw-text sets, ``"tfidf"`` (``X`` only) or ``"tokens"`` (``X`` and
@@ -429,6 +438,10 @@ def _resolve(
         _check_options(options, SYNTHETIC_OPTIONS, "synthetic data")
         settings = _synthetic_settings(options)
         return None, lambda: make_synthetic(**settings)[SPLITS.index(split)]
+    if key.lower() in REALISTIC_PRESETS:
+        _check_bag_of_words(features, key)
+        preset = {**REALISTIC_PRESETS[key.lower()], "name": key.lower(), **options}
+        return None, lambda: make_realistic(**preset)[SPLITS.index(split)]
     path = Path(key)
     if _exists(path):
         if path.is_dir():
@@ -436,7 +449,7 @@ def _resolve(
         return path, lambda: _load_file(path, split, features, options, widths)
     info = REGISTRY.get(key.lower())
     if info is None:
-        known = ", ".join([*REGISTRY, "synthetic"])
+        known = ", ".join([*REGISTRY, "synthetic", *REALISTIC_PRESETS])
         raise InputError(f"{key!r} is neither an existing path nor a known dataset ({known})")
     folder = find_dataset_dir(info.name)
     if folder is None:

@@ -1,0 +1,249 @@
+"""The "unseen data" panel: holoxmc's default against napkinXC, omikuji and PECOS on sets
+nobody tuned holoxmc on, side by side in one run (issue 31).
+
+Sets (``--sets``; ``--quick`` swaps in tiny ones for the test suite):
+
+* ``bibtex``, ``delicious``, ``debtags``: the real sets, through ``holoxmc.data.load``;
+* ``mlc-3k``, ``mlc-16k``: ``sklearn.datasets.make_multilabel_classification`` (3,200 / 800
+  rows x 300 features x 120 labels; 16,000 / 4,000 rows x 1,000 features x 500 labels),
+  rows L2-normalised;
+* ``realistic-1k``, ``realistic-10k``: :func:`holoxmc.data.make_realistic` at its default
+  knobs (10,000 / 2,000 rows, L = 1,000, D = 5,000; 20,000 / 5,000 rows, L = 10,000,
+  D = 20,000).
+
+Models (``--models``): ``holoxmc-default`` (``XMCClassifier()``, no arguments but
+``progress=False``: what a user gets), ``holoxmc-linear`` (``XMCClassifier(head="linear")``),
+``holoxmc-rerank`` (``XMCClassifier(head="rerank")``, recorded as
+not run, with the reason, while holoxmc has no such head), and the library wrappers of ``benchmarks/baselines.py`` (``napkinxc-plt``, ``omikuji``,
+``pecos-xrlinear``) at their defaults. Every (set, model) runs in a process of its own, so
+``peak_rss_mb`` (``ru_maxrss``) is that model's peak with its data; metrics, fit and top-5
+times are those of ``baselines.measure``. PECOS pins numpy < 2, so its rows run under the
+Python of ``--pecos-python`` (default ``.venv-pecos/bin/python``, made as baselines.py
+describes); without it they are recorded as not run, with the reason.
+
+Results are merged (per set and model) into ``--out`` and printed as one table, followed by
+the issue-31 goals check for ``holoxmc-default``.
+
+Usage:
+    python benchmarks/panel.py --threads 2                  # the whole panel
+    python benchmarks/panel.py --sets bibtex realistic-1k --models holoxmc-default napkinxc-plt
+    python benchmarks/panel.py --quick --out /tmp/panel.json  # tiny sets, for the test suite
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "results" / "panel.json"
+PECOS_PYTHON = ROOT / ".venv-pecos" / "bin" / "python"
+MODELS = ("holoxmc-default", "holoxmc-linear", "holoxmc-rerank", "napkinxc-plt", "omikuji", "pecos-xrlinear")
+#: holoxmc rows and the XMCClassifier arguments they add to ``progress=False``
+HOLOXMC = {"holoxmc-default": {}, "holoxmc-linear": {"head": "linear"}, "holoxmc-rerank": {"head": "rerank"}}
+BASELINE_MODELS = ("napkinxc-plt", "omikuji", "pecos-xrlinear")
+SETS = ("bibtex", "delicious", "debtags", "mlc-3k", "mlc-16k", "realistic-1k", "realistic-10k")
+QUICK_SETS = ("mlc-tiny", "realistic-tiny")
+QUICK_MODELS = ("holoxmc-linear", "napkinxc-plt")
+COLUMNS = ("P@1", "P@5", "PSP@5", "fit_seconds", "predict_ms_per_point", "peak_rss_mb")
+HEADER = "| set | N train / test | L | model | P@1 | P@5 | PSP@5 | fit s | top-5 ms/pt | peak MB |"
+
+#: make_multilabel_classification arguments: (train rows, test rows, features, labels)
+MLC = {"mlc-tiny": (400, 100, 50, 20), "mlc-3k": (3_200, 800, 300, 120), "mlc-16k": (16_000, 4_000, 1_000, 500)}
+#: make_realistic arguments: (train rows, test rows, labels, features, seed)
+REALISTIC = {"realistic-tiny": (600, 150, 60, 400, 5), "realistic-1k": (10_000, 2_000, 1_000, 5_000, 1),
+             "realistic-10k": (20_000, 5_000, 10_000, 20_000, 2)}
+
+
+def load_set(name: str) -> tuple[Any, Any]:
+    """The (train, test) :class:`holoxmc.data.Dataset` pair of a panel set.
+
+    Example:
+        >>> train, test = load_set("mlc-tiny")
+        >>> len(train), len(test), train.n_labels
+        (400, 100, 20)
+    """
+    from holoxmc.data import Dataset, load, make_realistic
+
+    if name in MLC:
+        from sklearn.datasets import make_multilabel_classification
+        from sklearn.preprocessing import normalize
+
+        n_train, n_test, n_features, n_labels = MLC[name]
+        X, Y = make_multilabel_classification(n_train + n_test, n_features=n_features, n_classes=n_labels,
+                                              sparse=True, return_indicator="sparse", random_state=0)
+        X = normalize(sp.csr_matrix(X, dtype=np.float32))
+        Y = sp.csr_matrix(Y, dtype=np.float32)
+        return (Dataset(X[:n_train], Y[:n_train], name), Dataset(X[n_train:], Y[n_train:], name))
+    if name in REALISTIC:
+        n_train, n_test, n_labels, n_features, seed = REALISTIC[name]
+        return make_realistic(n_train, n_labels, n_features, n_test=n_test, seed=seed, name=name)
+    train = load(name, "train")
+    return train, load(name, "test", widths=(train.n_features, train.n_labels))
+
+
+def model_fit(model: str, threads: int) -> Callable:
+    """The ``baselines.measure`` fit function of ``model``."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import baselines
+
+    if model.startswith("holoxmc-"):
+        from holoxmc.estimator import XMCClassifier
+
+        def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
+            clf = XMCClassifier(progress=False, **HOLOXMC[model])
+            clf.fit(X, Y)
+            return lambda X_test: clf.predict(X_test, k=5)[0]
+        return fit
+    wrappers = {"napkinxc-plt": baselines.napkinxc_model, "omikuji": baselines.omikuji_model,
+                "pecos-xrlinear": baselines.pecos_model}
+    return wrappers[model](threads)
+
+
+def missing_head(model: str) -> str | None:
+    """Why a holoxmc row cannot run (its head is not one of holoxmc's), else ``None``.
+
+    Example:
+        >>> missing_head("holoxmc-default") is None
+        True
+    """
+    head = HOLOXMC.get(model, {}).get("head")
+    if head is None:
+        return None
+    from holoxmc.models.registry import HEADS
+
+    return None if head in HEADS else f"not run: holoxmc has no head={head!r} yet (heads: {', '.join(HEADS)})"
+
+
+def run_child(set_name: str, model: str, threads: int) -> None:
+    """Fit and score one model on one set in this process; print the row as JSON."""
+    import torch
+
+    torch.set_num_threads(threads)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from baselines import measure
+
+    train, test = load_set(set_name)
+    row = measure(model_fit(model, threads), train, test)
+    shape = {"n_train": len(train), "n_test": len(test), "n_labels": train.n_labels, "n_features": train.n_features}
+    print(json.dumps({"row": row, "shape": shape}))
+
+
+def run_isolated(set_name: str, model: str, threads: int, pecos_python: Path, timeout: float) -> dict[str, Any]:
+    """One (set, model) in a fresh process; its row, or ``{"error": ...}`` when it did not finish."""
+    python = str(pecos_python) if model == "pecos-xrlinear" else sys.executable
+    missing = missing_head(model)
+    if missing:
+        return {"error": missing}
+    if model == "pecos-xrlinear" and not pecos_python.exists():
+        return {"error": f"not run: no PECOS environment at {pecos_python} (see benchmarks/baselines.py)"}
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+               OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    command = [python, str(Path(__file__).resolve()), "--child", set_name, model, "--threads", str(threads)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"error": f"not finished within {timeout:.0f} s"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {done.returncode}: {last}"}
+    return json.loads(lines[-1])
+
+
+def table(results: dict[str, Any], sets: list[str]) -> str:
+    """The markdown table of ``sets`` in ``results``."""
+    lines = [HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
+    for name in sets:
+        entry = results["sets"].get(name, {})
+        shape = entry.get("shape", {})
+        size = f"{shape.get('n_train', '?')} / {shape.get('n_test', '?')}"
+        for model, row in entry.get("models", {}).items():
+            if "error" in row:
+                lines.append(f"| {name} | {size} | {shape.get('n_labels', '?')} | {model} | {row['error']} |||||")
+                continue
+            lines.append(f"| {name} | {size} | {shape.get('n_labels', '?')} | {model} | {row['P@1']:.2f} | "
+                         f"{row['P@5']:.2f} | {row['PSP@5']:.2f} | {row['fit_seconds']:.2f} | "
+                         f"{row['predict_ms_per_point']:.3f} | {row['peak_rss_mb']:.0f} |")
+    return "\n".join(lines)
+
+
+def goals(results: dict[str, Any], sets: list[str], model: str = "holoxmc-default") -> list[str]:
+    """Issue 31's goals for ``model`` against the best baseline of each set.
+
+    Goals: P@1 and P@5 at or above the best of napkinXC/omikuji/PECOS on every set and +0.5
+    P@1 on the panel mean; fit at most 5x the fastest library's; top-5 at most 1x the
+    fastest library's ms/point.
+    """
+    lines, gaps = [], []
+    for name in sets:
+        models = results["sets"].get(name, {}).get("models", {})
+        ours = models.get(model, {})
+        theirs = {m: r for m, r in models.items() if m in BASELINE_MODELS and "error" not in r}
+        if "error" in ours or not ours or not theirs:
+            lines.append(f"- {name}: not comparable (missing rows)")
+            continue
+        best = {k: max(r[k] for r in theirs.values()) for k in ("P@1", "P@5")}
+        fastest = {k: min(r[k] for r in theirs.values()) for k in ("fit_seconds", "predict_ms_per_point")}
+        gaps.append(ours["P@1"] - best["P@1"])
+        lines.append(
+            f"- {name}: P@1 {ours['P@1'] - best['P@1']:+.2f}, P@5 {ours['P@5'] - best['P@5']:+.2f} vs the best "
+            f"library; fit {ours['fit_seconds'] / fastest['fit_seconds']:.1f}x (goal <= 5x), top-5 "
+            f"{ours['predict_ms_per_point'] / fastest['predict_ms_per_point']:.1f}x (goal <= 1x) the fastest")
+    if gaps:
+        lines.append(f"- panel mean P@1 gap to the best library: {np.mean(gaps):+.2f} (goal >= +0.5) "
+                     f"over {len(gaps)} sets")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sets", nargs="+", choices=[*SETS, *QUICK_SETS])
+    parser.add_argument("--models", nargs="+", choices=MODELS)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="tiny sets, napkinXC and holoxmc's linear model")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--pecos-python", type=Path, default=PECOS_PYTHON)
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds for one model on one set")
+    parser.add_argument("--child", nargs=2, metavar=("SET", "MODEL"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        run_child(*args.child, args.threads)
+        return
+    sets = args.sets or list(QUICK_SETS if args.quick else SETS)
+    models = args.models or list(QUICK_MODELS if args.quick else MODELS)
+    from holoxmc.io import atomic_write_json
+
+    results = json.loads(args.out.read_text()) if args.out.exists() else {"sets": {}}
+    results["machine"] = (f"{platform.machine()}, {os.cpu_count()} CPUs, {args.threads} threads per library; "
+                          f"{time.strftime('%Y-%m-%d')}")
+    results["command"] = " ".join(["python benchmarks/panel.py", *(argv if argv is not None else sys.argv[1:])])
+    for name in sets:
+        for model in models:
+            outcome = run_isolated(name, model, args.threads, args.pecos_python, args.timeout)
+            entry = results["sets"].setdefault(name, {"models": {}})
+            entry.setdefault("models", {})[model] = outcome.get("row", outcome)
+            if "shape" in outcome:
+                entry["shape"] = outcome["shape"]
+            print(json.dumps({"set": name, "model": model, **outcome}), flush=True)
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(args.out, results)
+    print()
+    print(table(results, sets))
+    print()
+    print("\n".join(goals(results, sets)))
+
+
+if __name__ == "__main__":
+    main()
