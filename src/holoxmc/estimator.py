@@ -18,11 +18,7 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import inspect
-import json
-import math
-import numbers
 import os
 import re
 from collections.abc import Sequence
@@ -34,38 +30,29 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from sklearn.base import BaseEstimator
-from safetensors.torch import save as safetensors_bytes
 
-from holoxmc import __version__
-from holoxmc.devices import check_device
 from holoxmc.errors import InputError
-from holoxmc.io import atomic_write_files, finite_or_null, json_text, to_json
-from holoxmc.limits import check_size
-from holoxmc.metrics import evaluate, inverse_propensity, label_set_f1, pad_predictions
-from holoxmc.models.auto import SELECTORS, check_auto_params, read_trials
+from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
+from holoxmc.models import persist
+from holoxmc.models import thresholds as label_sets
+from holoxmc.models.auto import SELECTORS, check_auto_params
 from holoxmc.models.base import FittedModel
-from holoxmc.models.network import MEMBER_DIR, NetworkModel, NetworkPlan
+from holoxmc.models.persist import CONFIG_FILE, CONFIG_KEYS, FORMAT, MODEL_FILE
+from holoxmc.models.network import MEMBER_DIR, NetworkPlan
 from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC, NETWORK_SETTINGS, FitData, family
 from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, MODELS, model_params, preset_params, \
     setting_defaults
 from holoxmc.seeding import member_seeds
-from holoxmc.train import FitResult, TrainConfig, labels_above
-from holoxmc.train.checkpoint import load_state_dict_file
+from holoxmc.train import FitResult, TrainConfig
 from holoxmc.train.trainer import Precision, Schedule
-from holoxmc.trust import check_finite, check_network_config, tensor_shapes
 from holoxmc.validation import (
     ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_backbone_settings, check_batch_size,
     check_finite_options, check_fitted, check_label_statistics, check_params, check_X, check_Y,
 )
 
 __all__ = ["XMCClassifier", "NotFittedError", "MODELS", "DATASET_PRESETS", "HEAD_DEFAULTS", "NETWORK_SETTINGS",
-           "MEMBER_DIR", "model_params", "preset_params"]
+           "MEMBER_DIR", "model_params", "preset_params", "FORMAT", "CONFIG_FILE", "MODEL_FILE", "CONFIG_KEYS"]
 
-FORMAT = "holoxmc-xmc-classifier/1"
-CONFIG_FILE = "config.json"
-MODEL_FILE = "model.safetensors"
-#: Keys of config.json that loading reads, besides ``format`` (``network`` is ``null`` but for networks).
-CONFIG_KEYS = ("params", "network", "n_features", "n_labels")
 #: decision_function refuses to build a score matrix larger than this many entries.
 MAX_DENSE_SCORES = 50_000_000
 #: Metric families :meth:`XMCClassifier.score` can return (``metric="<family>@<k>"``).
@@ -434,15 +421,7 @@ class XMCClassifier(BaseEstimator):
             >>> clf.predict_above(X_test, 0.5).getrow(0).indices  # doctest: +SKIP
             array([  3,  17, 120], dtype=int32)
         """
-        self._check_fitted()
-        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(threshold):
-            raise InputError(f"threshold must be a finite number, got {threshold!r}")
-        _check_relative_threshold(float(threshold), relative)
-        batch_size = check_batch_size(batch_size)
-        X = self._check_X(X)
-        model = self.model_
-        return labels_above(lambda rows: model.confidence_chunks(X[rows]), X.shape[0], float(threshold),
-                            self.n_labels_, relative=bool(relative), batch_size=batch_size)
+        return label_sets.predict_above(self, X, threshold, relative=relative, batch_size=batch_size)
 
     def tune_threshold(
         self,
@@ -466,27 +445,7 @@ class XMCClassifier(BaseEstimator):
             >>> threshold, table = clf.tune_threshold(X_val, Y_val)  # doctest: +SKIP
             >>> labels = clf.predict_above(X_test, threshold)        # doctest: +SKIP
         """
-        try:
-            grid = [float(t) for t in thresholds if not isinstance(t, (bool, str))]
-        except (TypeError, ValueError):
-            grid = []
-        if not grid or len(grid) != len(thresholds) or not all(math.isfinite(t) for t in grid):
-            raise InputError(f"thresholds must be finite numbers, at least one, got {thresholds!r}")
-        if metric not in ("micro-F1", "example-F1"):
-            raise InputError(f"metric must be 'micro-F1' or 'example-F1', got {metric!r}")
-        for t in grid:
-            _check_relative_threshold(t, relative)
-        X_val = self._check_X(X_val)
-        Y_val = check_Y(Y_val, X_val.shape[0], n_labels=self.n_labels_)
-        widest = self.predict_above(X_val, min(grid), relative=relative).tocoo()
-        best_of_row = np.full(X_val.shape[0], -np.inf, dtype=np.float32)
-        np.maximum.at(best_of_row, widest.row, widest.data)
-        table = {}
-        for t in grid:
-            keep = widest.data > (t * best_of_row[widest.row] if relative else t)
-            sets = sp.csr_matrix((widest.data[keep], (widest.row[keep], widest.col[keep])), shape=widest.shape)
-            table[t] = label_set_f1(sets, Y_val)
-        return max(grid, key=lambda t: table[t][metric]), table
+        return label_sets.tune_threshold(self, X_val, Y_val, thresholds, relative=relative, metric=metric)
 
     def decision_function(self, X: Any, *, batch_size: int = 1024) -> np.ndarray:
         """Score of every label for every row (an ``(n, L)`` dense array).
@@ -539,28 +498,7 @@ class XMCClassifier(BaseEstimator):
         Returns:
             the folder.
         """
-        self._check_fitted()
-        path = Path(path)
-        state = self.model_.save_to(path)
-        state["inv_prop"] = torch.from_numpy(self.inv_prop_)
-        histories = [result.history for result in self.fit_results_]
-        config = {
-            "format": FORMAT,
-            "written_by": {"holoxmc": __version__, "torch": torch.__version__},
-            "params": {k: list(v) if isinstance(v, tuple) else v
-                       for k, v in (self.get_params() | {"head": self.head_}).items()},
-            "network": self.model_.network.config if isinstance(self.model_, NetworkModel) else None,
-            "n_features": self.n_features_,
-            "n_labels": self.n_labels_,
-            "history": histories[0] if len(histories) == 1 else histories,
-        }
-        if hasattr(self, "selection_"):  # chosen by head="auto": saved as the winner, with the candidates
-            config["selection"] = [trial.as_dict() for trial in self.selection_]
-        weights = safetensors_bytes({k: v.detach().cpu().contiguous().clone() for k, v in state.items()},
-                                    metadata={"format": FORMAT, DIGEST_KEY: _scoring_digest(config)})
-        atomic_write_files(path, {MODEL_FILE: weights,  # config.json, which load reads first, goes last
-                                  CONFIG_FILE: json_text(finite_or_null(config), allow_nan=False).encode()})
-        return path
+        return persist.save_classifier(self, path)
 
     @classmethod
     def load(cls, path: str | Path, *, device: str | None = None) -> "XMCClassifier":
@@ -570,49 +508,7 @@ class XMCClassifier(BaseEstimator):
             path: folder written by :meth:`save`.
             device: override the saved device (e.g. load a GPU-trained model on ``"cpu"``).
         """
-        path = Path(path)
-        config_path = path / CONFIG_FILE
-        if not config_path.is_file():
-            raise InputError(f"{path}: not a saved model (no {CONFIG_FILE})")
-        config = _read_config(config_path, cls._get_param_names())
-        params: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in config["params"].items()}
-        if device is not None:
-            params["device"] = device
-        try:
-            check_device(params.get("device", "cpu"))
-        except InputError as exc:
-            hint = "" if device is not None else " (it was saved with that device; load it with device='cpu')"
-            raise InputError(f"{path}: {exc}{hint}") from None
-        clf = cls(**params)
-        try:
-            kind = clf._validate_params()
-        except InputError as exc:
-            raise InputError(f"{config_path}: {exc}") from None
-        clf.n_features_ = config["n_features"]
-        clf.n_labels_ = config["n_labels"]
-        if clf.backbone == "fc":
-            clf.n_features_in_ = clf.n_features_
-        model_file = path / MODEL_FILE
-        shapes = tensor_shapes(model_file)
-        if shapes.get("inv_prop") != (clf.n_labels_,):
-            raise InputError(f"{model_file}: tensor 'inv_prop' of shape {shapes.get('inv_prop')} does not hold "
-                             f"the n_labels = {clf.n_labels_} of {CONFIG_FILE}")
-        if kind.attribute == "network_":  # a network family: its saved network configuration
-            check_network_config(config["network"], shapes, n_features=clf.n_features_, n_labels=clf.n_labels_,
-                                 where=str(config_path))
-        tensors, metadata = load_state_dict_file(model_file)
-        check_finite(tensors.items(), str(model_file))
-        digest = metadata.get(DIGEST_KEY)
-        if digest is not None and digest != _scoring_digest(config):
-            raise InputError(f"{config_path}: edited after the model was saved (its scoring settings no longer "
-                             f"match {MODEL_FILE}'s digest)")
-        clf.inv_prop_ = tensors.pop("inv_prop").numpy()
-        if "selection" in config:
-            clf.selection_ = read_trials(config["selection"], str(config_path))
-        history = _read_history(config.get("history", []), clf.n_models, config_path)
-        results = [FitResult(history=h) for h in (history if clf.n_models > 1 else [history])]
-        clf._set_model(kind.load(clf, path, config, tensors), results)
-        return clf
+        return persist.load_classifier(cls, path, device=device)
 
     # ------------------------------------------------------------------ validation
     def _check_fitted(self) -> None:
@@ -627,62 +523,3 @@ class XMCClassifier(BaseEstimator):
             return check_X(X, True, n_features=known)
         return check_X(X, False, vocab_size=known)
 
-
-def _read_config(config_path: Path, param_names: Sequence[str]) -> dict[str, Any]:
-    """The contents of a saved model's ``config.json``, once it holds what loading needs."""
-    config = _read_json_object(config_path)
-    if config.get("format") != FORMAT:
-        raise InputError(f"{config_path}: unsupported format {config.get('format')!r}, expected {FORMAT!r}")
-    missing = [key for key in CONFIG_KEYS if key not in config]
-    if missing:
-        raise InputError(f"{config_path}: missing key {missing[0]!r}")
-    if not isinstance(config["params"], dict):
-        raise InputError(f"{config_path}: 'params' must be a JSON object, got {config['params']!r}")
-    unknown = sorted(set(config["params"]) - set(param_names))
-    if unknown:
-        raise InputError(f"{config_path}: unknown params {unknown}")
-    for key in ("n_features", "n_labels"):
-        check_size(repr(key), config[key], where=str(config_path))
-    return config
-
-
-#: Key of model.safetensors' metadata holding :func:`_scoring_digest` of the saved config.
-DIGEST_KEY = "scoring_config_sha256"
-
-
-def _scoring_digest(config: dict[str, Any]) -> str:
-    """SHA-256 of what a saved model's scores depend on besides its weights: the network
-    configuration (its seed regenerates the label code), the sizes and the head's options."""
-    params = config.get("params") or {}
-    scoring = {key: config.get(key) for key in ("network", "n_features", "n_labels")}
-    scoring |= {key: params.get(key) for key in ("head", "backbone", "head_options")}
-    return hashlib.sha256(to_json(scoring, sort_keys=True).encode()).hexdigest()
-
-
-def _read_history(history: Any, n_models: int, where: Path) -> list[Any]:
-    """The saved per-epoch history: a list of epoch records (one list per member of an ensemble)."""
-    runs = history if n_models > 1 else [history]
-    if not isinstance(runs, list) or len(runs) != n_models or not all(
-            isinstance(run, list) and all(isinstance(epoch, dict) for epoch in run) for run in runs):
-        raise InputError(f"{where}: 'history' must be a list of epoch records"
-                         f"{' per member' if n_models > 1 else ''}")
-    return history
-
-
-def _read_json_object(path: Path) -> dict[str, Any]:
-    """The JSON object in the UTF-8 file ``path``."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc})") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: invalid JSON ({exc})") from exc
-    if not isinstance(value, dict):
-        raise InputError(f"{path}: expected a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _check_relative_threshold(threshold: float, relative: bool) -> None:
-    if relative and not 0.0 <= threshold < 1.0:
-        raise InputError(f"a relative threshold is a fraction of the row's best confidence: give one in [0, 1) "
-                         f"(at 1 no label exceeds its row's best; or relative=False, --absolute), got {threshold}")
