@@ -88,3 +88,14 @@ def test_the_cli_prints_what_it_tried(tmp_path, capsys, toy):
     assert [trial["model"] for trial in metrics["selection"]] == [name for name, _ in CANDIDATES]
     assert main(["train", str(toy), "--model", "fc", "--time-budget", "3", "--out", str(tmp_path / "x")]) == 2
     assert "--time-budget applies to --model auto only" in capsys.readouterr().err
+
+
+def test_a_candidate_expected_to_overrun_the_budget_is_skipped_before_it_starts():
+    """Budget just above what the linear model took: the next candidate, expected to cost at
+    least as much again, would end past it, so it is skipped rather than started."""
+    train, _ = make_synthetic(300, 12, 60, n_test=10, seed=1)
+    probe = XMCClassifier(head="auto", time_budget=0.0, progress=False).fit(train.X, train.Y)
+    linear_seconds = probe.selection_[0].seconds
+    clf = XMCClassifier(head="auto", time_budget=1.2 * linear_seconds, progress=False).fit(train.X, train.Y)
+    assert clf.selection_[0].model == "linear" and clf.selection_[0].val_p1 is not None
+    assert all(trial.val_p1 is None and "more expected" in trial.note for trial in clf.selection_[1:])

@@ -118,7 +118,7 @@ class XMCClassifier(BaseEstimator):
             Give ``n_jobs`` or ``workers``, not both.
         random_state: scikit-learn's name for ``seed`` (a non-negative integer): when given,
             it seeds everything ``seed`` does. Give one of them.
-        time_budget: ``head="auto"``: seconds within which candidates start (the linear model,
+        time_budget: ``head="auto"``: seconds within which candidates are expected to end (the linear model,
             then HRR-FC, then FC, each at its library defaults, chosen by validation P@1 and
             refit on every row; see :mod:`holoxmc.models.auto`); other heads ignore it.
 

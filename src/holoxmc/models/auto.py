@@ -5,9 +5,11 @@ training rows less a seeded validation share (or on a given validation set): the
 model first (fast and strong on small and mid-sized sets), then the networks while the
 time budget lasts. The best by validation P@1 (ties: the earlier) is trained again with
 ``refit=True`` — its settings chosen on the same validation rows, then retrained on every
-row — and kept. A candidate starts only while the seconds spent are under the budget, so
-the budget can be overrun by at most the candidate running when it runs out; the winner's
-refit comes on top.
+row — and kept. A candidate starts only when the seconds spent plus its expected cost
+(:func:`expected_seconds`: the longest candidate measured so far) stay within the budget;
+the linear model always runs. The estimate is a lower bound for the first network (it is
+dearer than the linear model), so that one can still overrun; the winner's refit comes
+on top.
 
 Example:
     >>> [name for name, _ in CANDIDATES]
@@ -25,7 +27,7 @@ from sklearn.base import clone
 
 from holoxmc.errors import InputError
 
-__all__ = ["AUTO", "SELECTORS", "CANDIDATES", "Trial", "SHARED_SETTINGS", "check_auto_params", "fit_auto", "read_trials",
+__all__ = ["AUTO", "expected_seconds", "SELECTORS", "CANDIDATES", "Trial", "SHARED_SETTINGS", "check_auto_params", "fit_auto", "read_trials",
            "selection_table"]
 
 #: The head name that selects a model.
@@ -98,6 +100,18 @@ def _validation_split(clf: Any, X: Any, Y: sp.csr_matrix) -> tuple[Any, sp.csr_m
     return X[train_rows], Y[train_rows], X[val_rows], Y[val_rows]
 
 
+def expected_seconds(measured: list[float]) -> float:
+    """The cost expected of the next candidate from the ``measured`` seconds of those
+    trained so far: the longest of them (each candidate after the linear model is a
+    network, dearer than what came before; 0 before any was measured).
+
+    Example:
+        >>> expected_seconds([0.4, 2.5]), expected_seconds([])
+        (2.5, 0.0)
+    """
+    return max(measured, default=0.0)
+
+
 def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any = None) -> tuple[Any, list[Trial]]:
     """Choose, refit and return the winning estimator for ``clf`` (``head="auto"``).
 
@@ -116,8 +130,10 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
     trials: list[Trial] = []
     for name, keywords in CANDIDATES:
         spent = time.perf_counter() - started
-        if trials and spent >= clf.time_budget:
-            trials.append(Trial(name, None, 0.0, f"skipped (budget: {spent:.1f} s of {clf.time_budget:g} s spent)"))
+        expected = expected_seconds([trial.seconds for trial in trials if trial.val_p1 is not None])
+        if trials and spent + expected > clf.time_budget:
+            trials.append(Trial(name, None, 0.0, f"skipped (budget: {spent:.1f} s spent, about {expected:.1f} s "
+                                                 f"more expected, of {clf.time_budget:g} s)"))
             continue
         candidate = clone(clf).set_params(**(shared | keywords))
         begun = time.perf_counter()
