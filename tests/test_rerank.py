@@ -83,3 +83,14 @@ def test_bad_fit_input_is_one_error(data):
     train, _ = data
     with pytest.raises(InputError, match="as many label rows"):
         fit_rerank(train.X, train.Y[:10])
+
+
+def test_estimator_fits_saves_and_loads_head_rerank(data, tmp_path):
+    from holoxmc.estimator import XMCClassifier
+
+    train, test = data
+    clf = XMCClassifier(head="rerank", head_options={"shortlist": 10, "alpha": 0.5}).fit(train.X, train.Y)
+    assert isinstance(clf.rerank_, RerankModel)
+    clf.save(tmp_path / "m")
+    loaded = XMCClassifier.load(tmp_path / "m")
+    np.testing.assert_array_equal(clf.predict(test.X, 5)[0], loaded.predict(test.X, 5)[0])

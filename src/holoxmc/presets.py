@@ -29,6 +29,7 @@ HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
     "dense": {"hidden": (512, 512), "dropout": 0.5, "epochs": 20, "batch_size": 64, "lr": 1e-3},
     "solar": {"hidden": (512,), "dropout": 0.0, "epochs": 15, "batch_size": 256, "lr": 5e-3},
     "linear": {},
+    "rerank": {},
 }
 
 #: Settings of a head kind on every dataset, beneath the dataset presets.
@@ -60,6 +61,7 @@ MODELS: dict[str, tuple[str, str]] = {
     "hrr-lstm": ("hrr", "lstm"),
     "solar": ("solar", "fc"),
     "linear": ("linear", "fc"),
+    "rerank": ("rerank", "fc"),
 }
 
 #: Head-specific ``holoxmc train`` options → head keywords (``head_options``), per head kind.
