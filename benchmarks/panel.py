@@ -13,7 +13,8 @@ Sets (``--sets``; ``--quick`` swaps in tiny ones for the test suite):
 
 Models (``--models``): ``holoxmc-default`` (``XMCClassifier()``, no arguments but
 ``progress=False``: what a user gets), ``holoxmc-linear`` (``XMCClassifier(head="linear")``),
-and the library wrappers of ``benchmarks/baselines.py`` (``napkinxc-plt``, ``omikuji``,
+``holoxmc-rerank`` (``XMCClassifier(head="rerank")``, recorded as
+not run, with the reason, while holoxmc has no such head), and the library wrappers of ``benchmarks/baselines.py`` (``napkinxc-plt``, ``omikuji``,
 ``pecos-xrlinear``) at their defaults. Every (set, model) runs in a process of its own, so
 ``peak_rss_mb`` (``ru_maxrss``) is that model's peak with its data; metrics, fit and top-5
 times are those of ``baselines.measure``. PECOS pins numpy < 2, so its rows run under the
@@ -48,7 +49,9 @@ import scipy.sparse as sp
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "panel.json"
 PECOS_PYTHON = ROOT / ".venv-pecos" / "bin" / "python"
-MODELS = ("holoxmc-default", "holoxmc-linear", "napkinxc-plt", "omikuji", "pecos-xrlinear")
+MODELS = ("holoxmc-default", "holoxmc-linear", "holoxmc-rerank", "napkinxc-plt", "omikuji", "pecos-xrlinear")
+#: holoxmc rows and the XMCClassifier arguments they add to ``progress=False``
+HOLOXMC = {"holoxmc-default": {}, "holoxmc-linear": {"head": "linear"}, "holoxmc-rerank": {"head": "rerank"}}
 BASELINE_MODELS = ("napkinxc-plt", "omikuji", "pecos-xrlinear")
 SETS = ("bibtex", "delicious", "debtags", "mlc-3k", "mlc-16k", "realistic-1k", "realistic-10k")
 QUICK_SETS = ("mlc-tiny", "realistic-tiny")
@@ -99,14 +102,28 @@ def model_fit(model: str, threads: int) -> Callable:
         from holoxmc.estimator import XMCClassifier
 
         def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
-            clf = XMCClassifier(progress=False) if model == "holoxmc-default" else XMCClassifier(
-                head="linear", progress=False)
+            clf = XMCClassifier(progress=False, **HOLOXMC[model])
             clf.fit(X, Y)
             return lambda X_test: clf.predict(X_test, k=5)[0]
         return fit
     wrappers = {"napkinxc-plt": baselines.napkinxc_model, "omikuji": baselines.omikuji_model,
                 "pecos-xrlinear": baselines.pecos_model}
     return wrappers[model](threads)
+
+
+def missing_head(model: str) -> str | None:
+    """Why a holoxmc row cannot run (its head is not one of holoxmc's), else ``None``.
+
+    Example:
+        >>> missing_head("holoxmc-default") is None
+        True
+    """
+    head = HOLOXMC.get(model, {}).get("head")
+    if head is None:
+        return None
+    from holoxmc.models.registry import HEADS
+
+    return None if head in HEADS else f"not run: holoxmc has no head={head!r} yet (heads: {', '.join(HEADS)})"
 
 
 def run_child(set_name: str, model: str, threads: int) -> None:
@@ -126,6 +143,9 @@ def run_child(set_name: str, model: str, threads: int) -> None:
 def run_isolated(set_name: str, model: str, threads: int, pecos_python: Path, timeout: float) -> dict[str, Any]:
     """One (set, model) in a fresh process; its row, or ``{"error": ...}`` when it did not finish."""
     python = str(pecos_python) if model == "pecos-xrlinear" else sys.executable
+    missing = missing_head(model)
+    if missing:
+        return {"error": missing}
     if model == "pecos-xrlinear" and not pecos_python.exists():
         return {"error": f"not run: no PECOS environment at {pecos_python} (see benchmarks/baselines.py)"}
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),

@@ -138,3 +138,28 @@ def test_no_test_split_and_empty_knob_edge_cases():
 def test_bad_arguments_are_one_input_error(args, kwargs):
     with pytest.raises(InputError):
         make_realistic(*args, **kwargs)
+
+
+def test_registry_names_load_the_presets():
+    """``load("realistic-...")`` is make_realistic at the preset's shape, options overriding it."""
+    from holoxmc.data import load
+    from holoxmc.data.realistic import REALISTIC_PRESETS
+
+    assert {"realistic-670k", "realistic-3m"} <= set(REALISTIC_PRESETS)
+    assert REALISTIC_PRESETS["realistic-670k"]["n_labels"] == 670_091
+    assert REALISTIC_PRESETS["realistic-3m"]["n_labels"] == 3_000_000
+    small = {"n_points": 200, "n_test": 40, "n_labels": 30, "n_features": 100, "seed": 3}
+    train, test = (load("Realistic-670K", split, **small) for split in ("train", "test"))
+    expected = make_realistic(**small, labels_per_point=5.45, zipf_exponent=0.7)
+    assert (train.n_labels, train.n_features, len(train), len(test)) == (30, 100, 200, 40)
+    for got, want in zip((train, test), expected):
+        assert (got.X != want.X).nnz == 0 and (got.Y != want.Y).nnz == 0
+
+
+def test_registry_preset_refuses_unknown_options_and_tokens():
+    from holoxmc.data import load
+
+    with pytest.raises(InputError, match="unknown make_realistic argument"):
+        load("realistic-10k", n_points=50, n_labels=10, n_features=20, bogus=1)
+    with pytest.raises(InputError, match="raw text"):
+        load("realistic-10k", features="tokens")

@@ -52,6 +52,7 @@ from holoxmc.data.readers import (
     read_xml_repo,
     read_xml_repo_split,
 )
+from holoxmc.data.realistic import REALISTIC_PRESETS, make_realistic
 from holoxmc.data.synthetic import SYNTHETIC_PRESETS, make_synthetic
 from holoxmc.data.text import TextEncoder, build_label_vocabulary, labels_to_csr, read_label_vocabulary
 from holoxmc.errors import DataFormatError, InputError
@@ -356,7 +357,8 @@ def load(
     Args:
         name_or_path: a registry name (case-insensitive: ``bibtex``, ``delicious``,
             ``mediamill``, ``eurlex-4k``, ``wiki10-31k``, ``amazoncat-13k``,
-            ``delicious-200k``, ``amazon-670k``, ``debtags``, ``synthetic``), a dataset
+            ``delicious-200k``, ``amazon-670k``, ``debtags``, ``synthetic``, the
+            :data:`~holoxmc.data.realistic.REALISTIC_PRESETS` ``realistic-670k`` ...), a dataset
             folder or a single file (XML-repo/svmlight text, ``.mat``, ``.jsonl``, ``.npz``).
         split: ``"train"`` or ``"test"``.
         features: for raw-text sets, ``"tfidf"`` (``X`` only) or ``"tokens"`` (``X`` and
@@ -436,6 +438,10 @@ def _resolve(
         _check_options(options, SYNTHETIC_OPTIONS, "synthetic data")
         settings = _synthetic_settings(options)
         return None, lambda: make_synthetic(**settings)[SPLITS.index(split)]
+    if key.lower() in REALISTIC_PRESETS:
+        _check_bag_of_words(features, key)
+        preset = {**REALISTIC_PRESETS[key.lower()], "name": key.lower(), **options}
+        return None, lambda: make_realistic(**preset)[SPLITS.index(split)]
     path = Path(key)
     if _exists(path):
         if path.is_dir():
@@ -443,7 +449,7 @@ def _resolve(
         return path, lambda: _load_file(path, split, features, options, widths)
     info = REGISTRY.get(key.lower())
     if info is None:
-        known = ", ".join([*REGISTRY, "synthetic"])
+        known = ", ".join([*REGISTRY, "synthetic", *REALISTIC_PRESETS])
         raise InputError(f"{key!r} is neither an existing path nor a known dataset ({known})")
     folder = find_dataset_dir(info.name)
     if folder is None:
