@@ -374,6 +374,11 @@ class XMCClassifier(BaseEstimator):
         """The :class:`~holoxmc.models.linear.LinearModel` (``head="linear"``)."""
         return self._served("linear_")
 
+    @property
+    def rerank_(self) -> Any:
+        """The :class:`~holoxmc.models.rerank.RerankModel` (``head="rerank"``)."""
+        return self._served("rerank_")
+
     def n_parameters(self) -> dict[str, int]:
         """``{"total": ..., "output_layer": ...}`` trainable-parameter counts."""
         self._check_fitted()

@@ -32,6 +32,7 @@ HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
     "dense": {"hidden": (512, 512), "dropout": 0.5, "epochs": 20, "batch_size": 64, "lr": 1e-3},
     "solar": {"hidden": (512,), "dropout": 0.0, "epochs": 15, "batch_size": 256, "lr": 5e-3},
     "linear": {},
+    "rerank": {},
 }
 
 #: Training settings of the text backbones, over :data:`HEAD_DEFAULTS` (both network heads):
@@ -117,6 +118,7 @@ MODELS: dict[str, tuple[str, str]] = {
     "hrr-lstm": ("hrr", "lstm"),
     "solar": ("solar", "fc"),
     "linear": ("linear", "fc"),
+    "rerank": ("rerank", "fc"),
     "auto": ("auto", "fc"),
 }
 

@@ -24,11 +24,13 @@ from holoxmc.models.base import FittedModel
 from holoxmc.models.linear import LinearModel
 from holoxmc.models.network import MemberData, NetworkPlan, check_plan_fits, fit_networks, \
     load_network, network_options, report_fields
+from holoxmc.models.rerank import RerankModel
 from holoxmc.models.solar import SolarModel
 from holoxmc.presets import BACKBONE_OPTIONS, HEAD_DEFAULTS
 from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig
 from holoxmc.train.linear import LinearConfig, fit_linear
+from holoxmc.train.rerank import RerankConfig, fit_rerank
 from holoxmc.train.solar import DONE_FILE, SolarConfig, chunk_dir, fit_solar
 
 __all__ = ["Family", "FitData", "FAMILIES", "HEADS", "NETWORK_SETTINGS", "family"]
@@ -186,6 +188,33 @@ def _linear_report(results: list[FitResult]) -> dict[str, Any]:
     return {"best_epoch": None, "sparse_updates": None, "epoch_seconds": [], "fits": results[0].history}
 
 
+# ---------------------------------------------------------------------------- rerank
+#: RerankConfig fields a user sets through ``head_options`` (the seed comes from the classifier).
+RERANK_OPTIONS = frozenset(f.name for f in fields(RerankConfig)) - {"seed"}
+
+
+def _rerank_plan(clf: Any, n_labels: int, n_features: int) -> RerankConfig:
+    if str(clf.device).partition(":")[0] != "cpu":
+        raise InputError(f"head 'rerank' trains and scores with liblinear and scipy on the CPU, not {clf.device!r}")
+    options = dict(clf.head_options or {})
+    unknown = sorted(set(options) - RERANK_OPTIONS)
+    if unknown:
+        raise InputError(f"options {unknown} are not accepted by head 'rerank' (accepted: {sorted(RERANK_OPTIONS)})")
+    return RerankConfig(seed=clf.random_seed, **options)
+
+
+def _fit_rerank(clf: Any, config: RerankConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
+    return fit_rerank(data.X, data.Y, config, data.X_val, data.Y_val), [FitResult(history=[])]
+
+
+def _load_rerank(clf: Any, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
+    stored = {name.removeprefix("rerank."): value for name, value in tensors.items()}
+    try:
+        return RerankModel.from_tensors(stored, config["n_features"], config["n_labels"])
+    except InputError as exc:
+        raise InputError(f"{path / 'model.safetensors'}: {exc}") from None
+
+
 # ---------------------------------------------------------------------------- the table
 _ALL = frozenset(HEAD_SPECIFIC)
 FAMILIES: dict[str, Family] = {
@@ -196,6 +225,9 @@ FAMILIES: dict[str, Family] = {
                     lambda model: model, _solar_report),
     "linear": Family("linear", HEAD_DEFAULTS["linear"], frozenset({"refit"}), ("fc",), "linear_", _linear_plan,
                      _fit_linear, _load_linear, lambda model: model, _linear_report),
+    "rerank": Family("rerank", HEAD_DEFAULTS["rerank"], frozenset(), ("fc",), "rerank_", _rerank_plan,
+                     _fit_rerank, _load_rerank, lambda model: model,
+                     lambda results: {"best_epoch": None, "sparse_updates": None, "epoch_seconds": []}),
 }
 #: Every head kind.
 HEADS = tuple(FAMILIES)
