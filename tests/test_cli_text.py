@@ -51,7 +51,8 @@ def text_set(tmp_path_factory) -> Path:
 def test_text_run_encodes_new_texts_with_its_training_encoder(text_set, tmp_path, model, capsys):
     run = tmp_path / "run"
     extra = ["--dim", "64"]
-    assert main(["train", str(text_set), "--model", model, "--out", str(run), *extra, *FAST]) == 0
+    fast = FAST if model == "hrr-fc" else FAST[2:]  # --hidden sizes the FC backbone alone
+    assert main(["train", str(text_set), "--model", model, "--out", str(run), *extra, *fast]) == 0
     assert (run / TEXT_ENCODER_FILE).exists()
     metrics = json.loads((run / "metrics.json").read_text())["test"]
     assert metrics["P@1"] > 60  # signature words make the labels learnable

@@ -47,7 +47,7 @@ def test_train_writes_config_model_and_metrics(trained):
     assert metrics["params"]["output_layer"] == 32 * 64 + 64
     assert metrics["params"]["total"] > metrics["params"]["output_layer"]
     config = json.loads((trained / "config.json").read_text())
-    assert config["params"]["dim"] == 64 and config["params"]["head"] == "hrr"
+    assert config["network"]["dim"] == 64 and "dim" not in config["params"] and config["params"]["head"] == "hrr"
     assert config["written_by"] == {"holoxmc": holoxmc.__version__, "torch": torch.__version__}
 
 

@@ -13,12 +13,14 @@ from holoxmc.cli import report
 from holoxmc.data import make_synthetic
 from holoxmc.errors import InputError
 from holoxmc.estimator import XMCClassifier
+from holoxmc.models.auto import SELECTORS
 from holoxmc.models.base import FittedModel
 from holoxmc.models.registry import FAMILIES, family
 
 
 def test_every_head_of_the_presets_and_models_has_one_family():
-    assert set(FAMILIES) == set(presets.HEAD_DEFAULTS) == {head for head, _ in presets.MODELS.values()}
+    heads = {head for head, _ in presets.MODELS.values()}
+    assert set(FAMILIES) == set(presets.HEAD_DEFAULTS) == heads - set(SELECTORS) and set(SELECTORS) == {"auto"}
     assert all(FAMILIES[head].defaults is presets.HEAD_DEFAULTS[head] for head in FAMILIES)
     with pytest.raises(InputError, match="unknown head 'nope'"):
         family("nope")

@@ -37,3 +37,24 @@ def test_a_model_saved_before_the_refactor_predicts_as_it_did(inputs, name):
     indices, scores = clf.predict(inputs[expected["input"]], k=5)
     np.testing.assert_array_equal(indices, np.asarray(expected["indices"]))
     np.testing.assert_allclose(scores, np.asarray(expected["scores"], dtype=np.float32), rtol=0, atol=1e-6)
+
+
+def test_a_pre_change_config_with_both_copies_of_dim_loads_with_that_dim():
+    config = json.loads((ROOT / "hrr-fc" / "config.json").read_text())
+    assert config["params"]["dim"] == config["network"]["dim"] == 16  # the fixture holds both copies
+    clf = XMCClassifier.load(ROOT / "hrr-fc")
+    assert clf.dim == 16 and clf.get_params()["dim"] == 16
+
+
+@pytest.mark.parametrize("n_models", [1, 2])
+def test_a_network_saves_dim_once_and_loads_it_back(tmp_path, n_models):
+    rng = np.random.default_rng(0)
+    X = sp.random(60, 20, density=0.3, format="csr", dtype=np.float32, random_state=1)
+    Y = sp.csr_matrix((rng.random((60, 8)) < 0.3).astype(np.float32))
+    clf = XMCClassifier(dim=12, hidden=(8,), epochs=1, n_models=n_models, progress=False).fit(X, Y)
+    config = json.loads((clf.save(tmp_path / "m") / "config.json").read_text())
+    network = config["network"]["members"][0] if n_models > 1 else config["network"]
+    assert "dim" not in config["params"] and network["dim"] == 12
+    loaded = XMCClassifier.load(tmp_path / "m")
+    assert loaded.get_params() == clf.get_params()
+    np.testing.assert_array_equal(loaded.predict(X, k=3)[0], clf.predict(X, k=3)[0])

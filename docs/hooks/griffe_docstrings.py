@@ -57,8 +57,25 @@ def _split_groups(lines: list[str]) -> list[str]:
     return out
 
 
+#: A Sphinx role (``:class:`~a.b.C```, ``:func:`f```, ``:data:``, ``:mod:``, ``:meth:``, ``:attr:``).
+_ROLE = re.compile(r":(?:class|func|data|mod|meth|attr|exc|obj):`(~?)([^`]+)`")
+
+
+def _role_as_code(match: re.Match[str]) -> str:
+    """The role's target as inline code: its last name after ``~`` (Sphinx's short form)."""
+    tilde, target = match.groups()
+    return f"`{target.rsplit('.', 1)[-1] if tilde else target}`"
+
+
 def rewrite(text: str) -> str:
-    """The docstring ``text`` in the form griffe's Google parser reads."""
+    """The docstring ``text`` in the form griffe's Google parser reads, its Sphinx roles as
+    inline code (Markdown would show ``:class:`` and the backticks literally).
+
+    Example:
+        >>> rewrite("A :class:`~holoxmc.models.base.FittedModel` of :mod:`holoxmc.models`.")
+        'A `FittedModel` of `holoxmc.models`.'
+    """
+    text = _ROLE.sub(_role_as_code, text)
     text = re.sub(r"^(\s*)Example:\s*$", r"\1Examples:", text, flags=re.M)
     return "\n".join(_split_groups(text.split("\n")))
 

@@ -7,10 +7,17 @@ The estimator and the data loader are also reachable from the package root
 
 from __future__ import annotations
 
+import os
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from holoxmc.errors import DataFormatError, HoloxmcError, InputError
+
+# Idle OpenMP threads (torch's intra-op pool) wait asleep rather than spinning: on a machine
+# whose cores other processes keep busy, spinning made network training ten times slower
+# (docs/results/speed.md, "Thread waiting"). Read once, when torch loads; a value the user
+# set is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 if TYPE_CHECKING:  # what type checkers see of the lazy names below
     from holoxmc import hrr

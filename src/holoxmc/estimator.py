@@ -18,14 +18,11 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import inspect
-import json
-import math
-import numbers
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,36 +30,29 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from sklearn.base import BaseEstimator
-from safetensors.torch import save as safetensors_bytes
 
-from holoxmc import __version__
-from holoxmc.devices import check_device
 from holoxmc.errors import InputError
-from holoxmc.io import atomic_write_files, finite_or_null, json_text, to_json
-from holoxmc.limits import check_size
-from holoxmc.metrics import evaluate, inverse_propensity, label_set_f1, pad_predictions
+from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
+from holoxmc.models import persist
+from holoxmc.models import thresholds as label_sets
+from holoxmc.models.auto import SELECTORS, check_auto_params
 from holoxmc.models.base import FittedModel
-from holoxmc.models.network import MEMBER_DIR, NetworkModel, NetworkPlan
+from holoxmc.models.persist import CONFIG_FILE, CONFIG_KEYS, FORMAT, MODEL_FILE
+from holoxmc.models.network import MEMBER_DIR, NetworkPlan
 from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC, NETWORK_SETTINGS, FitData, family
-from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, MODELS, model_params, preset_params
+from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, MODELS, model_params, preset_params, \
+    setting_defaults
 from holoxmc.seeding import member_seeds
-from holoxmc.train import FitResult, TrainConfig, labels_above
-from holoxmc.train.checkpoint import load_state_dict_file
+from holoxmc.train import FitResult, TrainConfig
 from holoxmc.train.trainer import Precision, Schedule
-from holoxmc.trust import check_finite, check_network_config, tensor_shapes
 from holoxmc.validation import (
-    ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_batch_size, check_finite_options, check_fitted,
-    check_label_statistics, check_params, check_X, check_Y,
+    ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_backbone_settings, check_batch_size,
+    check_finite_options, check_fitted, check_label_statistics, check_params, check_X, check_Y,
 )
 
 __all__ = ["XMCClassifier", "NotFittedError", "MODELS", "DATASET_PRESETS", "HEAD_DEFAULTS", "NETWORK_SETTINGS",
-           "MEMBER_DIR", "model_params", "preset_params"]
+           "MEMBER_DIR", "model_params", "preset_params", "FORMAT", "CONFIG_FILE", "MODEL_FILE", "CONFIG_KEYS"]
 
-FORMAT = "holoxmc-xmc-classifier/1"
-CONFIG_FILE = "config.json"
-MODEL_FILE = "model.safetensors"
-#: Keys of config.json that loading reads, besides ``format`` (``network`` is ``null`` but for networks).
-CONFIG_KEYS = ("params", "network", "n_features", "n_labels")
 #: decision_function refuses to build a score matrix larger than this many entries.
 MAX_DENSE_SCORES = 50_000_000
 #: Metric families :meth:`XMCClassifier.score` can return (``metric="<family>@<k>"``).
@@ -128,6 +118,9 @@ class XMCClassifier(BaseEstimator):
             Give ``n_jobs`` or ``workers``, not both.
         random_state: scikit-learn's name for ``seed`` (a non-negative integer): when given,
             it seeds everything ``seed`` does. Give one of them.
+        time_budget: ``head="auto"``: seconds within which candidates start (the linear model,
+            then HRR-FC, then FC, each at its library defaults, chosen by validation P@1 and
+            refit on every row; see :mod:`holoxmc.models.auto`); other heads ignore it.
 
     scikit-learn conformance: :meth:`score` returns one float (P@1 by default) for
     ``cross_val_score`` and ``GridSearchCV``; :meth:`evaluate` returns every metric; ``Y`` may
@@ -185,6 +178,7 @@ class XMCClassifier(BaseEstimator):
         ray_address: str | None = None,
         n_jobs: int | None = None,
         random_state: int | None = None,
+        time_budget: float = 60.0,
     ):
         self.head = head
         self.backbone = backbone
@@ -214,13 +208,14 @@ class XMCClassifier(BaseEstimator):
         self.ray_address = ray_address
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.time_budget = time_budget
 
     # ------------------------------------------------------------------ settings
     def setting(self, name: str) -> Any:
         """The value of a head-dependent setting: the explicit one, else the head's default
         (``None`` where the head has none, as the linear model's network settings)."""
         value = getattr(self, name)
-        defaults = FAMILIES[self.head].defaults if self.head in FAMILIES else {}
+        defaults = setting_defaults(dict(FAMILIES[self.head].defaults), self.backbone) if self.head in FAMILIES else {}
         return defaults.get(name) if value is None else value
 
     @property
@@ -262,9 +257,8 @@ class XMCClassifier(BaseEstimator):
         if self.backbone not in kind.backbones:
             raise InputError(f"head {self.head!r} takes sparse features (backbone "
                              f"{' or '.join(map(repr, kind.backbones))}), not {self.backbone!r}")
-        if self.linear_width and self.backbone != "fc":
-            raise InputError("linear_width applies to the fc backbone with the hrr and dense heads")
         defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
+        check_backbone_settings(self.backbone, [name for name in HEAD_SPECIFIC if getattr(self, name) != defaults[name]])
         changed = [name for name in HEAD_SPECIFIC if name not in kind.settings and getattr(self, name) != defaults[name]]
         if changed:
             raise InputError(f"{changed} do not apply to head {self.head!r}: they configure or train a network it "
@@ -280,7 +274,7 @@ class XMCClassifier(BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: Any, Y: Any, X_val: Any = None, Y_val: Any = None, *, run_dir: str | Path | None = None,
-            resume: bool = False) -> "XMCClassifier":
+            resume: bool = False, word_vectors: Any = None) -> "XMCClassifier":
         """Train on ``(X, Y)``; model selection on ``(X_val, Y_val)`` or a held-out share of X.
 
         Args:
@@ -291,6 +285,8 @@ class XMCClassifier(BaseEstimator):
             X_val, Y_val: optional validation set (never the test set).
             run_dir: write a training checkpoint there after every epoch.
             resume: continue the checkpoint in ``run_dir``.
+            word_vectors: a text backbone's initial embedding rows, a
+                :class:`~holoxmc.data.embeddings.WordVectors` (``read_word_vectors``).
 
         Returns:
             self.
@@ -299,6 +295,8 @@ class XMCClassifier(BaseEstimator):
             InputError: a bad setting or input, or a model whose sizes cannot fit in memory,
                 before any training.
         """
+        if self.head in SELECTORS:
+            return self._fit_selected(X, Y, X_val, Y_val)
         kind = self._validate_params()
         X = self._check_X(X, fitting=True)
         Y = check_Y(Y, X.shape[0], n_labels=None)
@@ -310,13 +308,36 @@ class XMCClassifier(BaseEstimator):
             Y_val = check_Y(Y_val, X_val.shape[0], n_labels=n_labels)
         check_label_statistics(n_labels)
         plan = kind.plan(self, n_labels, n_features)
+        if word_vectors is not None:  # rows of a text backbone's embedding table
+            if self.backbone == "fc" or not isinstance(plan, NetworkPlan):
+                raise InputError("word_vectors initialise the embeddings of a text backbone (cnn, lstm)")
+            plan = replace(plan, word_vectors=(word_vectors.ids, word_vectors.vectors))
         self.n_features_, self.n_labels_, self.n_features_in_ = n_features, n_labels, int(X.shape[1])
         self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
         model, results = kind.fit(self, plan, FitData(X, Y, X_val, Y_val, run_dir, resume))
         self._set_model(model, results)
         return self
 
-    def _set_model(self, model: FittedModel, results: list[FitResult]) -> None:
+    def _fit_selected(self, X: Any, Y: Any, X_val: Any, Y_val: Any) -> "XMCClassifier":
+        """``head="auto"``: fit the model :func:`~holoxmc.models.auto.fit_auto` chooses and
+        serve it; ``selection_`` lists the candidates tried, ``head_`` the one kept."""
+        check_params(self.get_params(), ESTIMATOR_CONSTRAINTS, SETTING_NAMES)
+        check_auto_params(self)
+        X = self._check_X(X, fitting=True)
+        Y = check_Y(Y, X.shape[0], n_labels=None)
+        if (X_val is None) != (Y_val is None):
+            raise InputError("give both X_val and Y_val, or neither")
+        if X_val is not None:
+            X_val = self._check_X(X_val, known=int(X.shape[1]))
+            Y_val = check_Y(Y_val, X_val.shape[0], n_labels=int(Y.shape[1]))
+        winner, self.selection_ = SELECTORS[self.head](self, X, Y, X_val, Y_val)
+        for name in ("n_features_", "n_labels_", "n_features_in_", "inv_prop_"):
+            setattr(self, name, getattr(winner, name))
+        self._set_model(winner.model_, winner.fit_results_, head=winner.head)
+        return self
+
+    def _set_model(self, model: FittedModel, results: list[FitResult], head: str | None = None) -> None:
+        self.head_ = self.head if head is None else head
         self.model_ = model
         self.fit_results_ = results
         self.fit_result_ = results[0]
@@ -333,9 +354,10 @@ class XMCClassifier(BaseEstimator):
     # ------------------------------------------------------------------ the fitted model
     def _served(self, attribute: str) -> Any:
         model = vars(self).get("model_")
-        if model is None or self.head not in FAMILIES or FAMILIES[self.head].attribute != attribute:
-            raise AttributeError(f"{type(self).__name__} has no {attribute} (head {self.head!r})")
-        return FAMILIES[self.head].public(model)
+        head = getattr(self, "head_", self.head)
+        if model is None or head not in FAMILIES or FAMILIES[head].attribute != attribute:
+            raise AttributeError(f"{type(self).__name__} has no {attribute} (head {head!r})")
+        return FAMILIES[head].public(model)
 
     @property
     def network_(self) -> Any:
@@ -399,15 +421,7 @@ class XMCClassifier(BaseEstimator):
             >>> clf.predict_above(X_test, 0.5).getrow(0).indices  # doctest: +SKIP
             array([  3,  17, 120], dtype=int32)
         """
-        self._check_fitted()
-        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(threshold):
-            raise InputError(f"threshold must be a finite number, got {threshold!r}")
-        _check_relative_threshold(float(threshold), relative)
-        batch_size = check_batch_size(batch_size)
-        X = self._check_X(X)
-        model = self.model_
-        return labels_above(lambda rows: model.confidence_chunks(X[rows]), X.shape[0], float(threshold),
-                            self.n_labels_, relative=bool(relative), batch_size=batch_size)
+        return label_sets.predict_above(self, X, threshold, relative=relative, batch_size=batch_size)
 
     def tune_threshold(
         self,
@@ -431,27 +445,7 @@ class XMCClassifier(BaseEstimator):
             >>> threshold, table = clf.tune_threshold(X_val, Y_val)  # doctest: +SKIP
             >>> labels = clf.predict_above(X_test, threshold)        # doctest: +SKIP
         """
-        try:
-            grid = [float(t) for t in thresholds if not isinstance(t, (bool, str))]
-        except (TypeError, ValueError):
-            grid = []
-        if not grid or len(grid) != len(thresholds) or not all(math.isfinite(t) for t in grid):
-            raise InputError(f"thresholds must be finite numbers, at least one, got {thresholds!r}")
-        if metric not in ("micro-F1", "example-F1"):
-            raise InputError(f"metric must be 'micro-F1' or 'example-F1', got {metric!r}")
-        for t in grid:
-            _check_relative_threshold(t, relative)
-        X_val = self._check_X(X_val)
-        Y_val = check_Y(Y_val, X_val.shape[0], n_labels=self.n_labels_)
-        widest = self.predict_above(X_val, min(grid), relative=relative).tocoo()
-        best_of_row = np.full(X_val.shape[0], -np.inf, dtype=np.float32)
-        np.maximum.at(best_of_row, widest.row, widest.data)
-        table = {}
-        for t in grid:
-            keep = widest.data > (t * best_of_row[widest.row] if relative else t)
-            sets = sp.csr_matrix((widest.data[keep], (widest.row[keep], widest.col[keep])), shape=widest.shape)
-            table[t] = label_set_f1(sets, Y_val)
-        return max(grid, key=lambda t: table[t][metric]), table
+        return label_sets.tune_threshold(self, X_val, Y_val, thresholds, relative=relative, metric=metric)
 
     def decision_function(self, X: Any, *, batch_size: int = 1024) -> np.ndarray:
         """Score of every label for every row (an ``(n, L)`` dense array).
@@ -504,25 +498,7 @@ class XMCClassifier(BaseEstimator):
         Returns:
             the folder.
         """
-        self._check_fitted()
-        path = Path(path)
-        state = self.model_.save_to(path)
-        state["inv_prop"] = torch.from_numpy(self.inv_prop_)
-        histories = [result.history for result in self.fit_results_]
-        config = {
-            "format": FORMAT,
-            "written_by": {"holoxmc": __version__, "torch": torch.__version__},
-            "params": {k: list(v) if isinstance(v, tuple) else v for k, v in self.get_params().items()},
-            "network": self.model_.network.config if isinstance(self.model_, NetworkModel) else None,
-            "n_features": self.n_features_,
-            "n_labels": self.n_labels_,
-            "history": histories[0] if len(histories) == 1 else histories,
-        }
-        weights = safetensors_bytes({k: v.detach().cpu().contiguous().clone() for k, v in state.items()},
-                                    metadata={"format": FORMAT, DIGEST_KEY: _scoring_digest(config)})
-        atomic_write_files(path, {MODEL_FILE: weights,  # config.json, which load reads first, goes last
-                                  CONFIG_FILE: json_text(finite_or_null(config), allow_nan=False).encode()})
-        return path
+        return persist.save_classifier(self, path)
 
     @classmethod
     def load(cls, path: str | Path, *, device: str | None = None) -> "XMCClassifier":
@@ -532,47 +508,7 @@ class XMCClassifier(BaseEstimator):
             path: folder written by :meth:`save`.
             device: override the saved device (e.g. load a GPU-trained model on ``"cpu"``).
         """
-        path = Path(path)
-        config_path = path / CONFIG_FILE
-        if not config_path.is_file():
-            raise InputError(f"{path}: not a saved model (no {CONFIG_FILE})")
-        config = _read_config(config_path, cls._get_param_names())
-        params: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in config["params"].items()}
-        if device is not None:
-            params["device"] = device
-        try:
-            check_device(params.get("device", "cpu"))
-        except InputError as exc:
-            hint = "" if device is not None else " (it was saved with that device; load it with device='cpu')"
-            raise InputError(f"{path}: {exc}{hint}") from None
-        clf = cls(**params)
-        try:
-            kind = clf._validate_params()
-        except InputError as exc:
-            raise InputError(f"{config_path}: {exc}") from None
-        clf.n_features_ = config["n_features"]
-        clf.n_labels_ = config["n_labels"]
-        if clf.backbone == "fc":
-            clf.n_features_in_ = clf.n_features_
-        model_file = path / MODEL_FILE
-        shapes = tensor_shapes(model_file)
-        if shapes.get("inv_prop") != (clf.n_labels_,):
-            raise InputError(f"{model_file}: tensor 'inv_prop' of shape {shapes.get('inv_prop')} does not hold "
-                             f"the n_labels = {clf.n_labels_} of {CONFIG_FILE}")
-        if kind.attribute == "network_":  # a network family: its saved network configuration
-            check_network_config(config["network"], shapes, n_features=clf.n_features_, n_labels=clf.n_labels_,
-                                 where=str(config_path))
-        tensors, metadata = load_state_dict_file(model_file)
-        check_finite(tensors.items(), str(model_file))
-        digest = metadata.get(DIGEST_KEY)
-        if digest is not None and digest != _scoring_digest(config):
-            raise InputError(f"{config_path}: edited after the model was saved (its scoring settings no longer "
-                             f"match {MODEL_FILE}'s digest)")
-        clf.inv_prop_ = tensors.pop("inv_prop").numpy()
-        history = _read_history(config.get("history", []), clf.n_models, config_path)
-        results = [FitResult(history=h) for h in (history if clf.n_models > 1 else [history])]
-        clf._set_model(kind.load(clf, path, config, tensors), results)
-        return clf
+        return persist.load_classifier(cls, path, device=device)
 
     # ------------------------------------------------------------------ validation
     def _check_fitted(self) -> None:
@@ -587,62 +523,3 @@ class XMCClassifier(BaseEstimator):
             return check_X(X, True, n_features=known)
         return check_X(X, False, vocab_size=known)
 
-
-def _read_config(config_path: Path, param_names: Sequence[str]) -> dict[str, Any]:
-    """The contents of a saved model's ``config.json``, once it holds what loading needs."""
-    config = _read_json_object(config_path)
-    if config.get("format") != FORMAT:
-        raise InputError(f"{config_path}: unsupported format {config.get('format')!r}, expected {FORMAT!r}")
-    missing = [key for key in CONFIG_KEYS if key not in config]
-    if missing:
-        raise InputError(f"{config_path}: missing key {missing[0]!r}")
-    if not isinstance(config["params"], dict):
-        raise InputError(f"{config_path}: 'params' must be a JSON object, got {config['params']!r}")
-    unknown = sorted(set(config["params"]) - set(param_names))
-    if unknown:
-        raise InputError(f"{config_path}: unknown params {unknown}")
-    for key in ("n_features", "n_labels"):
-        check_size(repr(key), config[key], where=str(config_path))
-    return config
-
-
-#: Key of model.safetensors' metadata holding :func:`_scoring_digest` of the saved config.
-DIGEST_KEY = "scoring_config_sha256"
-
-
-def _scoring_digest(config: dict[str, Any]) -> str:
-    """SHA-256 of what a saved model's scores depend on besides its weights: the network
-    configuration (its seed regenerates the label code), the sizes and the head's options."""
-    params = config.get("params") or {}
-    scoring = {key: config.get(key) for key in ("network", "n_features", "n_labels")}
-    scoring |= {key: params.get(key) for key in ("head", "backbone", "head_options")}
-    return hashlib.sha256(to_json(scoring, sort_keys=True).encode()).hexdigest()
-
-
-def _read_history(history: Any, n_models: int, where: Path) -> list[Any]:
-    """The saved per-epoch history: a list of epoch records (one list per member of an ensemble)."""
-    runs = history if n_models > 1 else [history]
-    if not isinstance(runs, list) or len(runs) != n_models or not all(
-            isinstance(run, list) and all(isinstance(epoch, dict) for epoch in run) for run in runs):
-        raise InputError(f"{where}: 'history' must be a list of epoch records"
-                         f"{' per member' if n_models > 1 else ''}")
-    return history
-
-
-def _read_json_object(path: Path) -> dict[str, Any]:
-    """The JSON object in the UTF-8 file ``path``."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc})") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: invalid JSON ({exc})") from exc
-    if not isinstance(value, dict):
-        raise InputError(f"{path}: expected a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _check_relative_threshold(threshold: float, relative: bool) -> None:
-    if relative and not 0.0 <= threshold < 1.0:
-        raise InputError(f"a relative threshold is a fraction of the row's best confidence: give one in [0, 1) "
-                         f"(at 1 no label exceeds its row's best; or relative=False, --absolute), got {threshold}")

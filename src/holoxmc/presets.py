@@ -10,6 +10,8 @@ Example:
     (2048,)
     >>> model_params("hrr-lstm")
     {'head': 'hrr', 'backbone': 'lstm'}
+    >>> "linear_width" in preset_params("debtags", "hrr-cnn")  # the Debtags HRR preset is the FC backbone's
+    False
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from typing import Any
 from holoxmc.errors import InputError
 
 __all__ = ["HEAD_DEFAULTS", "HEAD_PRESETS", "DATASET_PRESETS", "MODELS", "HEAD_OPTIONS", "PROPENSITY_PRESETS",
-           "PROPENSITY_SETS", "DEFAULT_PROPENSITY", "model_params", "preset_params", "propensity_preset",
-           "dataset_preset"]
+           "PROPENSITY_SETS", "DEFAULT_PROPENSITY", "BACKBONE_DEFAULTS", "BACKBONE_OPTIONS", "model_params",
+           "preset_params", "propensity_preset", "setting_defaults", "dataset_preset"]
 
 #: Values of the settings a head kind leaves at ``None`` (tuning log: ``docs/tuning.md``).
 HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -31,11 +33,27 @@ HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
     "linear": {},
 }
 
+#: Training settings of the text backbones, over :data:`HEAD_DEFAULTS` (both network heads):
+#: sized so that Debtags trains in minutes on a CPU; the validation curves of those runs are
+#: in docs/results/text-models.md.
+BACKBONE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "cnn": {"dropout": 0.5, "epochs": 8, "batch_size": 128, "lr": 2e-3},
+    "lstm": {"dropout": 0.5, "epochs": 5, "batch_size": 128, "lr": 2e-3},
+}
+
+#: The text backbones' own keywords (beneath ``head_options``), recorded in every saved
+#: network's configuration; ``max_length`` caps the tokens a backbone reads of each row.
+BACKBONE_OPTIONS: dict[str, dict[str, Any]] = {
+    "cnn": {"embed_dim": 128, "n_filters": 64, "bottleneck": 512, "max_length": 128},
+    "lstm": {"embed_dim": 128, "hidden_size": 64, "fc_size": 256, "max_length": 96},
+}
+
 #: Settings of a head kind on every dataset, beneath the dataset presets.
 HEAD_PRESETS: dict[str, dict[str, Any]] = {"linear": {"refit": True}}
 
-#: Tuned settings per lower-case dataset name, then head, over the library defaults
-#: (chosen on validation splits and pseudo-tests carved from train; ``docs/tuning.md``).
+#: Tuned settings per lower-case dataset name, then model name (``"hrr-cnn"``) or head, over
+#: the library defaults (chosen on validation splits and pseudo-tests carved from train;
+#: ``docs/tuning.md``). A head's entry was tuned with the FC backbone and applies to it alone.
 DATASET_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "bibtex": {
         "hrr": {"hidden": (2048,), "dim": 800, "epochs": 12, "refit": True, "n_models": 3},
@@ -60,6 +78,7 @@ MODELS: dict[str, tuple[str, str]] = {
     "hrr-lstm": ("hrr", "lstm"),
     "solar": ("solar", "fc"),
     "linear": ("linear", "fc"),
+    "auto": ("auto", "fc"),
 }
 
 #: Head-specific ``holoxmc train`` options → head keywords (``head_options``), per head kind.
@@ -129,8 +148,20 @@ def preset_params(dataset: str, model: str = "hrr-fc") -> dict[str, Any]:
         'dense'
     """
     params: dict[str, Any] = model_params(model)
-    head = params["head"]
-    return params | HEAD_PRESETS.get(head, {}) | DATASET_PRESETS.get(str(dataset).lower(), {}).get(head, {})
+    head, presets = params["head"], DATASET_PRESETS.get(str(dataset).lower(), {})
+    tuned = presets.get(model, presets.get(head, {}) if params["backbone"] == "fc" else {})
+    return params | HEAD_PRESETS.get(head, {}) | tuned
+
+
+def setting_defaults(head_defaults: dict[str, Any], backbone: str) -> dict[str, Any]:
+    """The values of the settings an estimator leaves at ``None``: its head's, under those of
+    a text backbone.
+
+    Example:
+        >>> setting_defaults(HEAD_DEFAULTS["hrr"], "lstm")["lr"], setting_defaults(HEAD_DEFAULTS["hrr"], "fc")["lr"]
+        (0.002, 0.001)
+    """
+    return {**head_defaults, **BACKBONE_DEFAULTS.get(backbone, {})}
 
 
 def dataset_preset(dataset: str) -> str | None:

@@ -24,10 +24,12 @@ from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 
 from holoxmc.errors import InputError
 from holoxmc.limits import check_allocation, check_size
+from holoxmc.presets import BACKBONE_OPTIONS
 
 __all__ = ["NotFittedError", "Constraint", "Integer", "Real", "Options", "Instance", "RealPair", "IntegerSequence",
            "check_params", "check_finite_options", "check_X", "check_Y", "check_fitted", "check_batch_size",
-           "check_label_statistics", "ESTIMATOR_CONSTRAINTS", "SETTING_NAMES"]
+           "check_label_statistics", "check_backbone_settings", "ESTIMATOR_CONSTRAINTS", "SETTING_NAMES",
+           "NOT_FOR_BACKBONE"]
 
 
 class NotFittedError(SklearnNotFittedError, InputError):
@@ -392,6 +394,33 @@ ESTIMATOR_CONSTRAINTS: dict[str, list[Constraint | None]] = {
     "workers": [Integer(1)],
     "n_jobs": [Integer(1), Integer(-1, -1), None],
     "ray_address": [Instance(str, "an address"), None],
+    "time_budget": [Real(0)],
 }
 #: How a message names a setting, where its keyword alone says too little.
 SETTING_NAMES = {"dim": "dim (the HRR dimension d')"}
+
+#: Per backbone, the estimator settings that configure another backbone: a value other than
+#: the default is refused, never ignored (a text backbone's sizes are ``head_options``
+#: keywords, :data:`holoxmc.presets.BACKBONE_OPTIONS`).
+NOT_FOR_BACKBONE: dict[str, tuple[str, ...]] = {"fc": (), "cnn": ("hidden", "linear_width"),
+                                                "lstm": ("hidden", "linear_width")}
+
+
+def check_backbone_settings(backbone: str, changed: Sequence[str]) -> None:
+    """Refuse the settings of ``changed`` (those given other than their defaults) that do not
+    apply to ``backbone``.
+
+    Raises:
+        InputError: naming them and what configures the backbone instead.
+
+    Example:
+        >>> check_backbone_settings("lstm", ["hidden", "lr"])
+        Traceback (most recent call last):
+        ...
+        holoxmc.errors.InputError: ['hidden'] do not apply to backbone 'lstm' (they configure the fc backbone); \
+its sizes are head_options keywords: ['embed_dim', 'fc_size', 'hidden_size', 'max_length']
+    """
+    refused = [name for name in NOT_FOR_BACKBONE.get(backbone, ()) if name in changed]
+    if refused:
+        raise InputError(f"{refused} do not apply to backbone {backbone!r} (they configure the fc backbone); "
+                         f"its sizes are head_options keywords: {sorted(BACKBONE_OPTIONS.get(backbone, {}))}")

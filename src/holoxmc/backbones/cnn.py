@@ -12,13 +12,12 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from holoxmc.backbones.dropout import Dropout
+from holoxmc.backbones.tokens import PAD, copy_word_vectors_
 from holoxmc.codes.hrr import Stream, local_generator
 from holoxmc.errors import InputError
 from holoxmc.heads.dense import reset_linear_
 
 __all__ = ["XMLCNNBackbone", "PAD"]
-
-PAD = 0
 
 
 class XMLCNNBackbone(nn.Module):
@@ -32,6 +31,8 @@ class XMLCNNBackbone(nn.Module):
         pooling_chunks: pieces each feature map is max-pooled over (dynamic max-pooling).
         bottleneck: width of the hidden layer and of the output.
         dropout: dropout on the embeddings and after the bottleneck.
+        max_length: the width every row is cut or padded to, so that the dynamic max-pooling
+            chunks of a row do not depend on the batch it is in (``None``: the input's width).
         seed: seed of the weight initialisation (local generator).
 
     Shapes:
@@ -53,9 +54,13 @@ class XMLCNNBackbone(nn.Module):
         pooling_chunks: int = 8,
         bottleneck: int = 512,
         dropout: float = 0.5,
+        max_length: int | None = None,
         seed: int = 0,
     ) -> None:
         super().__init__()
+        if max_length is not None and max_length < 1:
+            raise InputError(f"max_length must be a positive integer or None, got {max_length}")
+        self.max_length = max_length
         filter_sizes = tuple(int(width) for width in filter_sizes)
         if vocab_size < 2 or not filter_sizes or min(filter_sizes) < 1:
             raise InputError(f"need vocab_size >= 2 and positive filter sizes; got {vocab_size}, {filter_sizes}")
@@ -76,9 +81,13 @@ class XMLCNNBackbone(nn.Module):
         for layer in [*self.convolutions, self.bottleneck]:
             reset_linear_(layer, generator)
 
+    def load_word_vectors(self, ids: Tensor, vectors: Tensor) -> None:
+        """Initialise the embedding rows ``ids`` with pre-trained ``vectors`` ``(n, embed_dim)``."""
+        copy_word_vectors_(self.embedding, ids, vectors)
+
     def forward(self, tokens: Tensor) -> Tensor:
-        if tokens.shape[1] < self.min_length:
-            tokens = F.pad(tokens, (0, self.min_length - tokens.shape[1]), value=PAD)
+        width = max(self.min_length, tokens.shape[1] if self.max_length is None else self.max_length)
+        tokens = F.pad(tokens[:, :width], (0, max(0, width - tokens.shape[1])), value=PAD)
         embedded = self.dropout(self.embedding(tokens)).transpose(1, 2)  # (B, E, T)
         pooled = [
             F.adaptive_max_pool1d(F.relu(convolution(embedded)), self.pooling_chunks).flatten(1)

@@ -17,10 +17,8 @@ from holoxmc.backbones.lstm import AttentionLSTMBackbone
 from holoxmc.data.batch import LabelBatch, SparseBatch
 from holoxmc.errors import InputError
 from holoxmc.limits import check_allocation
-from holoxmc.heads import OutputHead
+from holoxmc.heads import HEAD_CLASSES, OutputHead
 from holoxmc.heads.decoding import running_topk
-from holoxmc.heads.dense import DenseHead
-from holoxmc.heads.hrr import HRRHead
 
 __all__ = ["Network", "Ensemble", "build_network", "build_model", "BACKBONES", "HEADS"]
 
@@ -29,7 +27,8 @@ BACKBONES: dict[str, type[FCBackbone] | type[XMLCNNBackbone] | type[AttentionLST
     "cnn": XMLCNNBackbone,
     "lstm": AttentionLSTMBackbone,
 }
-HEADS: dict[str, type[DenseHead] | type[HRRHead]] = {"dense": DenseHead, "hrr": HRRHead}
+#: The head table of :mod:`holoxmc.heads` (one table, not a copy).
+HEADS = HEAD_CLASSES
 
 Input = SparseBatch | Tensor
 

@@ -29,8 +29,10 @@ def fit_and_report(
     *,
     run_dir: str | Path | None = None,
     resume: bool = False,
+    fit_params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Fit ``clf``, time top-5 prediction on the test set and evaluate it.
+    """Fit ``clf`` (with ``fit_params``, such as ``word_vectors``), time top-5 prediction on
+    the test set and evaluate it.
 
     Returns:
         ``{"test": {"P@1".."P@5", "nDCG@1..5", "PSP@1..5", "PSnDCG@1..5"}, "train_seconds",
@@ -50,7 +52,7 @@ def fit_and_report(
         >>> report = fit_and_report(XMCClassifier(), train.X, train.Y, test.X, test.Y)  # doctest: +SKIP
         >>> print(metrics_table(report["test"]))  # doctest: +SKIP
     """
-    clf.fit(X_train, Y_train, run_dir=run_dir, resume=resume)
+    clf.fit(X_train, Y_train, run_dir=run_dir, resume=resume, **(fit_params or {}))
     Y_test = check_Y(Y_test, X_test.shape[0], n_labels=clf.n_labels_)
     X_test = clf._check_X(X_test)
     extra: dict[str, Any] = {}
@@ -63,7 +65,9 @@ def fit_and_report(
         indices, _ = clf.predict(X_test, k=k)
     predict_ms = 1000.0 * (time.perf_counter() - started) / X_test.shape[0]
     metrics = evaluate(pad_predictions(indices, max(_KS)), Y_test, inv_prop=clf.inv_prop_, ks=_KS)
-    return extra | FAMILIES[clf.head].report(clf.fit_results_) | {
+    if hasattr(clf, "selection_"):
+        extra["selection"] = [trial.as_dict() for trial in clf.selection_]
+    return extra | FAMILIES[clf.head_].report(clf.fit_results_) | {
         "test": {f"{family}@{k}": metrics[f"{family}@{k}"] for family in REPORT_FAMILIES for k in _KS},
         "train_seconds": float(sum(result.train_seconds for result in clf.fit_results_)),
         "predict_ms_per_point": predict_ms,

@@ -31,7 +31,7 @@ __all__ = ["register", "metrics_table", "train_params", "TEXT_ENCODER_FILE", "HI
 TEXT_ENCODER_FILE = "text_encoder.json"
 #: ``--model`` choices: the keys of :data:`holoxmc.estimator.MODELS`, spelled out so that
 #: building the parser (``--help``) does not import torch.
-MODEL_NAMES = ("cnn", "fc", "hrr-cnn", "hrr-fc", "hrr-lstm", "linear", "lstm", "solar")
+MODEL_NAMES = ("auto", "cnn", "fc", "hrr-cnn", "hrr-fc", "hrr-lstm", "linear", "lstm", "solar")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,7 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--test-fraction", type=finite_float, metavar="F",
                        help="hold out this share of DATA's rows (one data file) as the test split, by --seed; "
                             "the rows held out are never trained on")
-    train.add_argument("--model", choices=MODEL_NAMES, default="hrr-fc", help="model (default hrr-fc)")
+    train.add_argument("--model", choices=MODEL_NAMES, default="hrr-fc",
+                       help="model (default hrr-fc); auto: the linear model, then HRR-FC and FC while "
+                            "--time-budget lasts, the best by validation P@1 refit on every row")
+    train.add_argument("--time-budget", type=finite_float, metavar="SECONDS",
+                       help="--model auto: candidates start only within this many seconds (default 60)")
     train.add_argument("--preset", metavar="NAME",
                        help="start from a named preset (tuned on that data set: bibtex, delicious, debtags); "
                             "options given here override it. Default: the library defaults, on any data")
@@ -106,6 +110,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--ray-address", metavar="ADDRESS",
                        help="train each SOLAR chunk, linear label block, or network of an ensemble, as a Ray task "
                             "on this cluster ('auto', an address, or 'local')")
+    train.add_argument("--word-vectors", type=Path, metavar="FILE",
+                       help="CNN/LSTM: start the word embeddings of the vocabulary's words from a GloVe-format text "
+                            "file (a word and embed_dim numbers a line; plain or gzip)")
     train.add_argument("--resume", action="store_true",
                        help="continue the run in RUN_DIR (a folder holoxmc made, with the same options)")
     train.add_argument("--plot", action="store_true",
@@ -164,7 +171,7 @@ def _check_threshold_options(args: argparse.Namespace) -> None:
 #: ``train`` options that override the dataset preset when given.
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "linear_width", "lr", "batch_size", "weight_decay",
               "sparse_updates", "schedule", "val_fraction", "patience", "refit", "precision", "n_models", "device",
-              "workers", "ray_address")
+              "workers", "ray_address", "time_budget")
 def _model_inputs(dataset: Any, backbone: str) -> Any:
     if backbone == "fc":
         return dataset.X
@@ -184,7 +191,7 @@ def train_params(data: str, model: str, overrides: dict[str, Any], preset: str |
     name = Path(data).name if Path(data).exists() else data  # a folder's name, or the registry name
     if preset is not None and preset.lower() not in DATASET_PRESETS:
         raise InputError(f"unknown preset {preset!r}; choose from {sorted(DATASET_PRESETS)}")
-    params = model_params(model) if preset is None else preset_params(preset, model)
+    params: dict[str, Any] = dict(model_params(model)) if preset is None else preset_params(preset, model)
     from holoxmc.estimator import NETWORK_SETTINGS
 
     if params["head"] == "linear":
@@ -199,7 +206,9 @@ def train_params(data: str, model: str, overrides: dict[str, Any], preset: str |
     if params["head"] != "solar" and solar_only:
         raise InputError(f"--{solar_only[0].replace('_', '-')} applies to --model solar only")
     apart = [key for key in ("workers", "ray_address") if key in overrides]
-    jobs_apart = params["head"] in ("solar", "linear") or overrides.get("n_models", params.get("n_models", 1)) > 1
+    if "time_budget" in overrides and params["head"] != "auto":
+        raise InputError("--time-budget applies to --model auto only")
+    jobs_apart = params["head"] in ("solar", "linear", "auto") or overrides.get("n_models", params.get("n_models", 1)) > 1
     if apart and not jobs_apart:
         raise InputError(f"--{apart[0].replace('_', '-')} applies to --model solar, --model linear and to "
                          "--n-models above 1")
@@ -250,22 +259,31 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     if world > 1 and params["head"] in ("solar", "linear"):
         raise InputError(f"--model {args.model} trains independent jobs: use --workers or --ray-address, not torchrun")
     params["progress"] = False if args.quiet else None
+    if args.word_vectors is not None and params["backbone"] == "fc":
+        raise InputError("--word-vectors initialises the word embeddings of --model cnn, hrr-cnn, lstm or hrr-lstm")
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
     load_options = data_options(args)
     train, test, evaluation = _splits(args, features, load_options, seed=int(params.get("seed", 0)))
     X_train, X_test = _model_inputs(train, params["backbone"]), _model_inputs(test, params["backbone"])
+    fit_params: dict[str, Any] = {}
+    if args.word_vectors is not None:
+        from holoxmc.data.embeddings import backbone_word_vectors
+
+        tokenizer = None if train.encoder is None else train.encoder.tokenizer
+        fit_params["word_vectors"] = backbone_word_vectors(args.word_vectors, params, tokenizer)
+        print(fit_params["word_vectors"].summary(), file=sys.stderr)
 
     from holoxmc.estimator import XMCClassifier
 
     clf = XMCClassifier(**params)
     if rank > 0:  # trains its share of every batch; rank 0 reads and writes the run
-        clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume)
+        clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume, **fit_params)
         return 0
     created = not run_dir.exists()
     claim_run_dir(run_dir)
     try:
         with run_lock(run_dir):
-            _fit_and_write(args, clf, train, test, X_train, X_test, load_options, evaluation)
+            _fit_and_write(args, clf, train, test, X_train, X_test, load_options, evaluation, fit_params)
     except BaseException:
         if created:
             _remove_if_unused(run_dir)
@@ -314,7 +332,8 @@ def _splits(args: argparse.Namespace, features: str, load_options: dict[str, Any
 
 
 def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_train: Any, X_test: Any,
-                   load_options: dict[str, Any], evaluation: dict[str, Any]) -> None:
+                   load_options: dict[str, Any], evaluation: dict[str, Any],
+                   fit_params: dict[str, Any] | None = None) -> None:
     """Train ``clf`` into the locked run folder ``args.out``, then write the model, the
     history, the text encoder and, last, ``metrics.json``."""
     from holoxmc.cli.report import fit_and_report
@@ -323,7 +342,8 @@ def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_
 
     run_dir: Path = args.out
     metrics_path = run_dir / "metrics.json"
-    metrics = fit_and_report(clf, X_train, train.Y, X_test, test.Y, run_dir=run_dir, resume=args.resume)
+    metrics = fit_and_report(clf, X_train, train.Y, X_test, test.Y, run_dir=run_dir, resume=args.resume,
+                             fit_params=fit_params)
     metrics["data"] = {"name": train.name, "train": len(train), "test": len(test),
                        "features": train.n_features, "labels": train.n_labels,
                        "source": str(args.data), "options": load_options}
@@ -339,6 +359,10 @@ def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_
         written.append(plot_history(run_dir / HISTORY_FILE, run_dir / PLOT_FILE))
     atomic_write_json(metrics_path, metrics)
     _remove_checkpoints(run_dir)
+    if "selection" in metrics:
+        from holoxmc.models.auto import read_trials, selection_table
+
+        print(selection_table(read_trials(metrics["selection"], str(metrics_path))) + "\n")
     print(metrics_table(metrics["test"], title=f"{args.model} on {train.name} ({_described(evaluation)})"))
     print(f"\nwrote {', '.join(map(str, written))}, {metrics_path}")
 

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from holoxmc.data.batch import LabelBatch
 
-__all__ = ["OutputHead"]
+__all__ = ["OutputHead", "HEAD_CLASSES"]
 
 
 class OutputHead(Protocol):
@@ -39,3 +39,13 @@ class OutputHead(Protocol):
     def score_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]: ...
 
     def confidence_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]: ...
+
+
+# The network heads' classes, by head name: the one table ``build_network`` looks a head up in
+# (imported last, as the head modules import this package's helpers).
+from holoxmc.heads.dense import DenseHead  # noqa: E402
+from holoxmc.heads.hrr import HRRHead  # noqa: E402
+
+#: Head name → class of the heads a [`Network`][holoxmc.backbones.network.Network] ends in
+#: (SOLAR's chunk heads are built by its own model).
+HEAD_CLASSES: dict[str, type[DenseHead] | type[HRRHead]] = {"dense": DenseHead, "hrr": HRRHead}

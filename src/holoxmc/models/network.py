@@ -119,15 +119,21 @@ class NetworkPlan:
         build: :func:`build_network` keywords without ``seed`` (backbone, head, sizes, options).
         train: the trainer's settings (its ``seed`` is replaced per member).
         device: where the network trains and serves.
+        word_vectors: ``(token ids, vectors)`` a text backbone's embedding rows start from.
     """
 
     build: dict[str, Any]
     train: TrainConfig
     device: str
+    word_vectors: tuple[np.ndarray, np.ndarray] | None = None
 
     def network(self, seed: int) -> Network:
-        """The network of ``seed``, freshly initialised."""
-        return build_network(**self.build, seed=seed)
+        """The network of ``seed``, freshly initialised (with the word vectors, if any)."""
+        network = build_network(**self.build, seed=seed)
+        if self.word_vectors is not None:
+            ids, vectors = self.word_vectors
+            cast(Any, network.backbone).load_word_vectors(torch.from_numpy(ids), torch.from_numpy(vectors))
+        return network
 
 
 def parameter_bytes(build: dict[str, Any]) -> int:

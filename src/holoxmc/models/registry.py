@@ -25,7 +25,7 @@ from holoxmc.models.linear import LinearModel
 from holoxmc.models.network import MemberData, NetworkPlan, check_plan_fits, fit_networks, \
     load_network, network_options, report_fields
 from holoxmc.models.solar import SolarModel
-from holoxmc.presets import HEAD_DEFAULTS
+from holoxmc.presets import BACKBONE_OPTIONS, HEAD_DEFAULTS
 from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig
 from holoxmc.train.linear import LinearConfig, fit_linear
@@ -85,7 +85,8 @@ class Family:
 # ---------------------------------------------------------------------------- networks
 def _network_plan(clf: Any, n_labels: int, n_features: int) -> NetworkPlan:
     options = network_options(clf.backbone, clf.head, hidden=clf.setting("hidden"), dropout=clf.setting("dropout"),
-                              linear_width=clf.linear_width, dim=clf.dim, head_options=clf.head_options)
+                              linear_width=clf.linear_width, dim=clf.dim,
+                              head_options=BACKBONE_OPTIONS.get(clf.backbone, {}) | (clf.head_options or {}))
     size = "n_features" if clf.backbone == "fc" else "vocab_size"
     build = {"backbone": clf.backbone, "head": clf.head, "n_labels": n_labels, size: n_features, **options}
     plan = NetworkPlan(build, clf.train_config(), str(clf.device))

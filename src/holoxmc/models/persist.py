@@ -1,0 +1,276 @@
+"""Saving and loading an ``XMCClassifier``: ``config.json`` (settings, the resolved network
+configuration, sizes, history) and ``model.safetensors`` (weights), no pickle.
+
+The estimator's ``save`` and ``load`` call [`save_classifier`][holoxmc.models.persist.save_classifier]
+and [`load_classifier`][holoxmc.models.persist.load_classifier] in one line each.
+
+Example:
+    >>> path = save_classifier(clf, "model_dir")               # doctest: +SKIP
+    >>> clf = load_classifier(XMCClassifier, "model_dir")      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import numbers
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save as safetensors_bytes
+
+from holoxmc import __version__
+from holoxmc.devices import check_device
+from holoxmc.errors import InputError
+from holoxmc.io import atomic_write_files, finite_or_null, json_text, to_json
+from holoxmc.limits import check_size
+from holoxmc.models.auto import read_trials
+from holoxmc.models.network import NetworkModel
+from holoxmc.train import FitResult
+from holoxmc.train.checkpoint import load_state_dict_file
+from holoxmc.trust import check_finite, check_network_config, tensor_shapes
+
+__all__ = ["FORMAT", "CONFIG_FILE", "MODEL_FILE", "CONFIG_KEYS", "DIGEST_KEY", "save_classifier",
+           "load_classifier", "network_dim", "read_config", "scoring_digest", "read_history", "read_json_object"]
+
+FORMAT = "holoxmc-xmc-classifier/1"
+CONFIG_FILE = "config.json"
+MODEL_FILE = "model.safetensors"
+#: Keys of config.json that loading reads, besides ``format`` (``network`` is ``null`` but for networks).
+CONFIG_KEYS = ("params", "network", "n_features", "n_labels")
+#: Key of model.safetensors' metadata holding [`scoring_digest`][holoxmc.models.persist.scoring_digest]
+#: of the saved config.
+DIGEST_KEY = "scoring_config_sha256"
+
+
+def save_classifier(clf: Any, path: str | Path) -> Path:
+    """Write ``path/config.json`` and ``path/model.safetensors`` (atomically each) of a fitted
+    classifier.
+
+    Args:
+        clf: a fitted ``XMCClassifier``.
+        path: the folder.
+
+    Returns:
+        the folder.
+
+    Example:
+        >>> save_classifier(clf, "model_dir")  # doctest: +SKIP
+    """
+    clf._check_fitted()
+    path = Path(path)
+    state = clf.model_.save_to(path)
+    state["inv_prop"] = torch.from_numpy(clf.inv_prop_)
+    histories = [result.history for result in clf.fit_results_]
+    network = clf.model_.network.config if isinstance(clf.model_, NetworkModel) else None
+    params = {k: list(v) if isinstance(v, tuple) else v for k, v in (clf.get_params() | {"head": clf.head_}).items()}
+    if network_dim(network) is not None:  # the resolved network configuration holds it, once
+        del params["dim"]
+    config = {
+        "format": FORMAT,
+        "written_by": {"holoxmc": __version__, "torch": torch.__version__},
+        "params": params,
+        "network": network,
+        "n_features": clf.n_features_,
+        "n_labels": clf.n_labels_,
+        "history": histories[0] if len(histories) == 1 else histories,
+    }
+    if hasattr(clf, "selection_"):  # chosen by head="auto": saved as the winner, with the candidates
+        config["selection"] = [trial.as_dict() for trial in clf.selection_]
+    weights = safetensors_bytes({k: v.detach().cpu().contiguous().clone() for k, v in state.items()},
+                                metadata={"format": FORMAT, DIGEST_KEY: scoring_digest(config)})
+    atomic_write_files(path, {MODEL_FILE: weights,  # config.json, which load reads first, goes last
+                              CONFIG_FILE: json_text(finite_or_null(config), allow_nan=False).encode()})
+    return path
+
+
+def load_classifier(cls: Any, path: str | Path, *, device: str | None = None) -> Any:
+    """Rebuild a classifier saved by [`save_classifier`][holoxmc.models.persist.save_classifier].
+
+    Args:
+        cls: the estimator class (``XMCClassifier`` or a subclass).
+        path: the folder.
+        device: override the saved device (e.g. load a GPU-trained model on ``"cpu"``).
+
+    Returns:
+        the fitted classifier.
+
+    Example:
+        >>> clf = load_classifier(XMCClassifier, "model_dir", device="cpu")  # doctest: +SKIP
+    """
+    path = Path(path)
+    config_path = path / CONFIG_FILE
+    if not config_path.is_file():
+        raise InputError(f"{path}: not a saved model (no {CONFIG_FILE})")
+    config = read_config(config_path, cls._get_param_names())
+    clf = _new_classifier(cls, config, path, device)
+    try:
+        kind = clf._validate_params()
+    except InputError as exc:
+        raise InputError(f"{config_path}: {exc}") from None
+    clf.n_features_ = config["n_features"]
+    clf.n_labels_ = config["n_labels"]
+    if clf.backbone == "fc":
+        clf.n_features_in_ = clf.n_features_
+    tensors = _read_weights(path, config, clf, check_network=kind.attribute == "network_")
+    clf.inv_prop_ = tensors.pop("inv_prop").numpy()
+    if "selection" in config:
+        clf.selection_ = read_trials(config["selection"], str(config_path))
+    history = read_history(config.get("history", []), clf.n_models, config_path)
+    results = [FitResult(history=h) for h in (history if clf.n_models > 1 else [history])]
+    clf._set_model(kind.load(clf, path, config, tensors), results)
+    return clf
+
+
+def _new_classifier(cls: Any, config: dict[str, Any], path: Path, device: str | None) -> Any:
+    """The unfitted classifier of the saved settings, on ``device`` when given."""
+    params: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in config["params"].items()}
+    dim = network_dim(config["network"])
+    if "dim" not in params and dim is not None:  # saved once, in the network configuration
+        params["dim"] = dim
+    if device is not None:
+        params["device"] = device
+    try:
+        check_device(params.get("device", "cpu"))
+    except InputError as exc:
+        hint = "" if device is not None else " (it was saved with that device; load it with device='cpu')"
+        raise InputError(f"{path}: {exc}{hint}") from None
+    return cls(**params)
+
+
+def _read_weights(path: Path, config: dict[str, Any], clf: Any, *, check_network: bool) -> dict[str, torch.Tensor]:
+    """The checked tensors of ``path/model.safetensors``: shapes against the config, finite,
+    and the config's scoring digest unchanged."""
+    config_path, model_file = path / CONFIG_FILE, path / MODEL_FILE
+    shapes = tensor_shapes(model_file)
+    if shapes.get("inv_prop") != (clf.n_labels_,):
+        raise InputError(f"{model_file}: tensor 'inv_prop' of shape {shapes.get('inv_prop')} does not hold "
+                         f"the n_labels = {clf.n_labels_} of {CONFIG_FILE}")
+    if check_network:  # a network family: its saved network configuration
+        check_network_config(config["network"], shapes, n_features=clf.n_features_, n_labels=clf.n_labels_,
+                             where=str(config_path))
+    tensors, metadata = load_state_dict_file(model_file)
+    check_finite(tensors.items(), str(model_file))
+    digest = metadata.get(DIGEST_KEY)
+    if digest is not None and digest != scoring_digest(config):
+        raise InputError(f"{config_path}: edited after the model was saved (its scoring settings no longer "
+                         f"match {MODEL_FILE}'s digest)")
+    return tensors
+
+
+def network_dim(network: Any) -> int | None:
+    """The HRR dimension a saved network configuration holds (an ensemble's first member's),
+    or None when it holds none (a dense head, no network, a malformed value).
+
+    Args:
+        network: the ``network`` value of ``config.json``.
+
+    Returns:
+        ``dim``, or None.
+
+    Example:
+        >>> network_dim({"members": [{"head": "hrr", "dim": 16}]}), network_dim(None)
+        (16, None)
+    """
+    if isinstance(network, dict) and isinstance(network.get("members"), list) and network["members"]:
+        network = network["members"][0]
+    value = network.get("dim") if isinstance(network, dict) else None
+    return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
+
+
+def read_config(config_path: Path, param_names: Sequence[str]) -> dict[str, Any]:
+    """The contents of a saved model's ``config.json``, once it holds what loading needs.
+
+    Args:
+        config_path: the file.
+        param_names: the estimator's setting names (any other in ``params`` is refused).
+
+    Returns:
+        the JSON object.
+
+    Example:
+        >>> read_config(Path("model_dir/config.json"), XMCClassifier._get_param_names())  # doctest: +SKIP
+    """
+    config = read_json_object(config_path)
+    if config.get("format") != FORMAT:
+        raise InputError(f"{config_path}: unsupported format {config.get('format')!r}, expected {FORMAT!r}")
+    missing = [key for key in CONFIG_KEYS if key not in config]
+    if missing:
+        raise InputError(f"{config_path}: missing key {missing[0]!r}")
+    if not isinstance(config["params"], dict):
+        raise InputError(f"{config_path}: 'params' must be a JSON object, got {config['params']!r}")
+    unknown = sorted(set(config["params"]) - set(param_names))
+    if unknown:
+        raise InputError(f"{config_path}: unknown params {unknown}")
+    for key in ("n_features", "n_labels"):
+        check_size(repr(key), config[key], where=str(config_path))
+    return config
+
+
+def scoring_digest(config: dict[str, Any]) -> str:
+    """SHA-256 of what a saved model's scores depend on besides its weights: the network
+    configuration (its seed regenerates the label code), the sizes and the head's options.
+
+    Args:
+        config: the contents of ``config.json``.
+
+    Returns:
+        the hex digest.
+
+    Example:
+        >>> len(scoring_digest({"params": {}, "network": None}))
+        64
+    """
+    params = config.get("params") or {}
+    scoring = {key: config.get(key) for key in ("network", "n_features", "n_labels")}
+    scoring |= {key: params.get(key) for key in ("head", "backbone", "head_options")}
+    return hashlib.sha256(to_json(scoring, sort_keys=True).encode()).hexdigest()
+
+
+def read_history(history: Any, n_models: int, where: Path) -> list[Any]:
+    """The saved per-epoch history: a list of epoch records (one list per member of an ensemble).
+
+    Args:
+        history: the ``history`` value of ``config.json``.
+        n_models: the ensemble's size.
+        where: the file, for errors.
+
+    Returns:
+        ``history``, checked.
+
+    Example:
+        >>> read_history([{"epoch": 1}], 1, Path("config.json"))
+        [{'epoch': 1}]
+    """
+    runs = history if n_models > 1 else [history]
+    if not isinstance(runs, list) or len(runs) != n_models or not all(
+            isinstance(run, list) and all(isinstance(epoch, dict) for epoch in run) for run in runs):
+        raise InputError(f"{where}: 'history' must be a list of epoch records"
+                         f"{' per member' if n_models > 1 else ''}")
+    return history
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in the UTF-8 file ``path``.
+
+    Args:
+        path: the file.
+
+    Returns:
+        the object.
+
+    Example:
+        >>> read_json_object(Path("model_dir/config.json"))["format"]  # doctest: +SKIP
+        'holoxmc-xmc-classifier/1'
+    """
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc})") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: invalid JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: expected a JSON object, got {type(value).__name__}")
+    return value

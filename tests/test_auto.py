@@ -1,0 +1,90 @@
+"""``head="auto"`` / ``--model auto``: the model chosen on a validation split, within a budget."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from holoxmc.cli import main
+from holoxmc.data import make_synthetic
+from holoxmc.errors import InputError
+from holoxmc.estimator import XMCClassifier
+from holoxmc.models.auto import CANDIDATES
+
+# small networks would need settings of their own; auto trains each candidate at its defaults,
+# so the data is kept small instead
+DATA = make_synthetic(300, 10, 40, n_test=80, seed=5)
+
+
+@pytest.fixture(scope="module")
+def chosen() -> XMCClassifier:
+    train = DATA[0]
+    return XMCClassifier(head="auto", time_budget=1e6, progress=False).fit(train.X, train.Y)
+
+
+def test_every_candidate_is_tried_and_the_best_on_validation_is_kept(chosen):
+    trials = chosen.selection_
+    assert [trial.model for trial in trials] == [name for name, _ in CANDIDATES]
+    best = max(trials, key=lambda trial: trial.val_p1)
+    assert best.note.startswith("chosen") and sum(trial.note.startswith("chosen") for trial in trials) == 1
+    assert chosen.head_ == dict(CANDIDATES)[best.model]["head"]
+    assert chosen.head == "auto" and chosen.fit_results_  # the parameters stay as given
+
+
+def test_the_winner_is_refit_on_every_row(chosen):
+    assert chosen.n_labels_ == 10 and len(chosen.inv_prop_) == 10
+    result = chosen.fit_results_[0]
+    # a network's refit phase, or the linear model's refit fit
+    assert result.refit is not None or any(entry.get("refit") for entry in result.history)
+
+
+def test_a_zero_budget_trains_only_the_first_candidate():
+    train = DATA[0]
+    clf = XMCClassifier(head="auto", time_budget=0.0, progress=False).fit(train.X, train.Y)
+    assert [trial.val_p1 is None for trial in clf.selection_] == [False, True, True]
+    assert all("skipped (budget" in trial.note for trial in clf.selection_[1:])
+    assert clf.head_ == "linear"
+
+
+def test_a_chosen_model_saves_as_the_winner_and_loads_identically(chosen, tmp_path):
+    test = DATA[1]
+    chosen.save(tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert config["params"]["head"] == chosen.head_ and len(config["selection"]) == len(CANDIDATES)
+    loaded = XMCClassifier.load(tmp_path / "m")
+    np.testing.assert_array_equal(loaded.predict(test.X)[0], chosen.predict(test.X)[0])
+    assert [t.model for t in loaded.selection_] == [t.model for t in chosen.selection_]
+
+
+def test_a_tampered_selection_is_one_error(chosen, tmp_path):
+    chosen.save(tmp_path / "m")
+    path = tmp_path / "m" / "config.json"
+    config = json.loads(path.read_text())
+    config["selection"] = [{"model": "linear"}]
+    path.write_text(json.dumps(config))
+    with pytest.raises(InputError, match="'selection' must be a list"):
+        XMCClassifier.load(tmp_path / "m")
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"hidden": (8,)}, "would be ignored"),
+    ({"backbone": "cnn"}, "backbone 'fc'"),
+    ({"time_budget": -1.0}, "time_budget"),
+])
+def test_settings_auto_would_not_use_are_refused(params, message):
+    train = DATA[0]
+    with pytest.raises(InputError, match=message):
+        XMCClassifier(head="auto", progress=False, **params).fit(train.X, train.Y)
+
+
+def test_the_cli_prints_what_it_tried(tmp_path, capsys, toy):
+    run_dir = tmp_path / "auto"
+    assert main(["train", str(toy), "--model", "auto", "--time-budget", "0", "--out", str(run_dir), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "val P@1" in out and "chosen, refit on every row" in out and "skipped (budget" in out
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert [trial["model"] for trial in metrics["selection"]] == [name for name, _ in CANDIDATES]
+    assert main(["train", str(toy), "--model", "fc", "--time-budget", "3", "--out", str(tmp_path / "x")]) == 2
+    assert "--time-budget applies to --model auto only" in capsys.readouterr().err
