@@ -1,0 +1,258 @@
+"""Scaling study (issue 32 item 4): fit seconds, peak memory, top-5 ms/point, P@1 and P@5
+against L on the realistic preset, for holoxmc's models and napkinXC / omikuji / PECOS side
+by side in one run.
+
+For each ``--labels`` value the set is :data:`holoxmc.data.realistic.REALISTIC_PRESETS`'
+preset of that L (``realistic-10k``, ``-100k``, ``-670k``, ``-3m``: 10000, 100000, 670091,
+3000000); any other L is make_realistic at the 100K preset's ratios (0.73 training points and
+0.6 features per label). Every (L, model) cell runs in a process of its own under a wall-clock
+limit (``--timeout``) and a resident-memory limit (``--memory-gb``, polled from ``/proc``);
+the child reports its stage (``generate``, ``fit``, ``predict``, ``score``), so a cell that
+cannot run records why (time, memory, an error) and the stage where it stopped.
+
+Writes ``--out`` (JSON, merged with an existing file cell by cell), a Markdown table next to
+it (``.md``) and a PNG plot (``.png``: fit seconds, peak memory, top-5 ms/point and P@1
+against L, one line per model).
+
+Usage:
+    python benchmarks/scaling.py --labels 10000 100000 --models holoxmc-linear napkinxc-plt omikuji
+    python benchmarks/scaling.py --labels 10000 100000 670000 3000000   # every model, long
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+OUT = ROOT / "benchmarks" / "results" / "scaling.json"
+HOLOXMC = {"holoxmc-default": {}, "holoxmc-linear": {"head": "linear"}, "holoxmc-hrr": {"head": "hrr"},
+           "holoxmc-dense": {"head": "dense"}, "holoxmc-solar": {"head": "solar"}}
+BASELINES = ("napkinxc-plt", "omikuji", "pecos-xrlinear")
+MODELS = (*HOLOXMC, *BASELINES)
+PRESET_OF_L = {10_000: "realistic-10k", 100_000: "realistic-100k", 670_000: "realistic-670k",
+               670_091: "realistic-670k", 3_000_000: "realistic-3m"}
+STAGE = "stage: "
+
+
+def set_arguments(n_labels: int) -> dict[str, Any]:
+    """make_realistic arguments of the scaling set at ``n_labels``.
+
+    Example:
+        >>> set_arguments(100_000)["n_points"]
+        73000
+        >>> set_arguments(20_000)["n_points"], set_arguments(20_000)["n_features"]
+        (14600, 12000)
+    """
+    from holoxmc.data.realistic import REALISTIC_PRESETS
+
+    if n_labels in PRESET_OF_L:
+        return dict(REALISTIC_PRESETS[PRESET_OF_L[n_labels]])
+    base = REALISTIC_PRESETS["realistic-100k"]
+    scale = n_labels / base["n_labels"]
+    return {**base, "n_labels": n_labels, "n_points": max(10, round(base["n_points"] * scale)),
+            "n_test": max(2, round(base["n_test"] * scale)), "n_features": max(10, round(base["n_features"] * scale))}
+
+
+def stage(name: str) -> None:
+    """Tell the parent which stage this child has reached."""
+    print(STAGE + name, flush=True)
+
+
+def model_fit(model: str, threads: int) -> Any:
+    """The ``baselines.measure`` fit function of ``model``, reporting its fit and predict stages."""
+    import baselines
+
+    if model in HOLOXMC:
+        from holoxmc.estimator import XMCClassifier
+
+        def fit_holoxmc(X: Any, Y: Any) -> Any:
+            clf = XMCClassifier(progress=False, **HOLOXMC[model]).fit(X, Y)
+            return lambda X_test: clf.predict(X_test, k=5)[0]
+        inner = fit_holoxmc
+    else:
+        inner = {"napkinxc-plt": baselines.napkinxc_model, "omikuji": baselines.omikuji_model,
+                 "pecos-xrlinear": baselines.pecos_model}[model](threads)
+
+    def fit(X: Any, Y: Any) -> Any:
+        stage("fit")
+        predict = inner(X, Y)
+
+        def staged(X_test: Any) -> Any:
+            stage("predict")
+            return predict(X_test)
+        return staged
+    return fit
+
+
+def run_child(n_labels: int, model: str, threads: int) -> None:
+    """Generate the set, fit and score one model in this process; print the row as JSON."""
+    import torch
+
+    torch.set_num_threads(threads)
+    from baselines import measure
+
+    from holoxmc.data import make_realistic
+
+    stage("generate")
+    started = time.perf_counter()
+    train, test = make_realistic(**set_arguments(n_labels), name=f"realistic-L{n_labels}")
+    generate_s = time.perf_counter() - started
+    row = measure(model_fit(model, threads), train, test)
+    stage("score")
+    shape = {"n_train": len(train), "n_test": len(test), "n_features": train.n_features}
+    print(json.dumps({"row": {**row, "generate_seconds": generate_s}, "shape": shape}), flush=True)
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and its children in MB (0 once gone)."""
+    total = 0.0
+    for each in [pid, *_children(pid)]:
+        try:
+            for line in Path(f"/proc/{each}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+        except OSError:
+            continue
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def run_cell(n_labels: int, model: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One (L, model) cell in a fresh process under the time and memory limits."""
+    if model in HOLOXMC and HOLOXMC[model].get("head") not in (None, *_heads()):
+        return {"error": f"not run: holoxmc has no head={HOLOXMC[model].get('head')!r}", "stage": "start"}
+    python = str(args.pecos_python) if model == "pecos-xrlinear" else sys.executable
+    if model == "pecos-xrlinear" and not args.pecos_python.exists():
+        return {"error": f"not run: no PECOS environment at {args.pecos_python}", "stage": "start"}
+    threads = str(args.threads)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+               OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
+    command = [python, str(Path(__file__).resolve()), "--child", str(n_labels), model, "--threads", threads]
+    log = args.out.with_suffix(f".L{n_labels}.{model}.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as stdout:
+        child = subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+        reason = _watch(child, args.timeout, args.memory_gb * 1024)
+    lines = log.read_text().splitlines()
+    reached = ([line[len(STAGE):] for line in lines if line.startswith(STAGE)] or ["start"])[-1]
+    if reason is None and child.returncode == 0 and lines and lines[-1].startswith("{"):
+        log.unlink()
+        return json.loads(lines[-1])
+    if reason is None:
+        reason = f"exit {child.returncode}: {(lines or ['no output'])[-1][:200]}"
+    return {"error": reason, "stage": reached}
+
+
+def _heads() -> tuple[str, ...]:
+    from holoxmc.models.registry import HEADS
+
+    return tuple(HEADS)
+
+
+def _watch(child: subprocess.Popen, timeout: float, memory_mb: float) -> str | None:
+    """Wait for ``child``; kill it past ``timeout`` seconds or ``memory_mb``; why, if killed."""
+    started = time.monotonic()
+    while child.poll() is None:
+        elapsed = time.monotonic() - started
+        resident = rss_mb(child.pid)
+        if elapsed > timeout or resident > memory_mb:
+            child.kill()
+            child.wait()
+            return (f"time limit: not finished within {timeout:.0f} s" if elapsed > timeout else
+                    f"memory limit: {resident:.0f} MB resident > {memory_mb:.0f} MB")
+        time.sleep(0.5)
+    return None
+
+
+def table(results: dict[str, Any]) -> str:
+    """The Markdown table of every cell in ``results``."""
+    lines = ["| L | N train / test | model | fit s | peak MB | top-5 ms/pt | P@1 | P@5 |", "|---|---|---|---|---|---|---|---|"]
+    for key in sorted(results["cells"], key=int):
+        for model, cell in results["cells"][key].items():
+            shape = cell.get("shape", {})
+            size = f"{shape.get('n_train', '?')} / {shape.get('n_test', '?')}"
+            row = cell.get("row")
+            if row is None:
+                lines.append(f"| {int(key):,} | {size} | {model} | {cell['error']} (stopped at: {cell['stage']}) "
+                             "|||||")
+                continue
+            lines.append(f"| {int(key):,} | {size} | {model} | {row['fit_seconds']:.1f} | {row['peak_rss_mb']:.0f} | "
+                         f"{row['predict_ms_per_point']:.3f} | {row['P@1']:.2f} | {row['P@5']:.2f} |")
+    return "\n".join(lines)
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    """Fit seconds, peak MB, top-5 ms/point and P@1 against L, one line per model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = (("fit_seconds", "fit s", True), ("peak_rss_mb", "peak MB", True),
+              ("predict_ms_per_point", "top-5 ms/point", True), ("P@1", "P@1", False))
+    figure, axes = plt.subplots(1, 4, figsize=(16, 3.8))
+    models = sorted({m for cells in results["cells"].values() for m in cells})
+    for axis, (key, label, log) in zip(axes, panels):
+        for model in models:
+            points = sorted((int(L), cells[model]["row"][key]) for L, cells in results["cells"].items()
+                            if "row" in cells.get(model, {}))
+            if points:
+                axis.plot(*zip(*points), marker="o", label=model)
+        axis.set_xscale("log")
+        if log:
+            axis.set_yscale("log")
+        axis.set_xlabel("L")
+        axis.set_title(label)
+    axes[0].legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--labels", nargs="+", type=int, default=[10_000, 100_000, 670_000, 3_000_000])
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds for one cell")
+    parser.add_argument("--memory-gb", type=float, default=16.0, help="resident memory limit of one cell")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--pecos-python", type=Path, default=ROOT / ".venv-pecos" / "bin" / "python")
+    parser.add_argument("--child", nargs=2, metavar=("L", "MODEL"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        run_child(int(args.child[0]), args.child[1], args.threads)
+        return
+    from holoxmc.io import atomic_write_json, atomic_write_text
+
+    results = json.loads(args.out.read_text()) if args.out.exists() else {"cells": {}}
+    results["command"] = " ".join(["python benchmarks/scaling.py", *(argv if argv is not None else sys.argv[1:])])
+    results["limits"] = {"timeout_s": args.timeout, "memory_gb": args.memory_gb, "threads": args.threads}
+    for n_labels in args.labels:
+        for model in args.models:
+            cell = run_cell(n_labels, model, args)
+            results["cells"].setdefault(str(n_labels), {})[model] = cell
+            print(json.dumps({"L": n_labels, "model": model, **cell}), flush=True)
+            atomic_write_json(args.out, results)
+    atomic_write_text(args.out.with_suffix(".md"), table(results) + "\n")
+    plot(results, args.out.with_suffix(".png"))
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
