@@ -12,7 +12,8 @@ Sets (``--sets``; ``--quick`` swaps in tiny ones for the test suite):
   D = 20,000).
 
 Models (``--models``): ``holoxmc-default`` (``XMCClassifier()``, no arguments but
-``progress=False``: what a user gets), ``holoxmc-linear`` (``XMCClassifier(head="linear")``),
+``progress=False``: what a user gets), ``holoxmc-auto`` (``XMCClassifier(head="auto")``: the
+model chosen on a validation split within its time budget), ``holoxmc-linear`` (``XMCClassifier(head="linear")``),
 ``holoxmc-rerank`` (``XMCClassifier(head="rerank")``, recorded as
 not run, with the reason, while holoxmc has no such head), and the library wrappers of ``benchmarks/baselines.py`` (``napkinxc-plt``, ``omikuji``,
 ``pecos-xrlinear``) at their defaults. Every (set, model) runs in a process of its own, so
@@ -49,9 +50,9 @@ import scipy.sparse as sp
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "panel.json"
 PECOS_PYTHON = ROOT / ".venv-pecos" / "bin" / "python"
-MODELS = ("holoxmc-default", "holoxmc-linear", "holoxmc-rerank", "napkinxc-plt", "omikuji", "pecos-xrlinear")
+MODELS = ("holoxmc-default", "holoxmc-auto", "holoxmc-linear", "holoxmc-rerank", "napkinxc-plt", "omikuji", "pecos-xrlinear")
 #: holoxmc rows and the XMCClassifier arguments they add to ``progress=False``
-HOLOXMC = {"holoxmc-default": {}, "holoxmc-linear": {"head": "linear"}, "holoxmc-rerank": {"head": "rerank"}}
+HOLOXMC = {"holoxmc-default": {}, "holoxmc-auto": {"head": "auto"}, "holoxmc-linear": {"head": "linear"}, "holoxmc-rerank": {"head": "rerank"}}
 BASELINE_MODELS = ("napkinxc-plt", "omikuji", "pecos-xrlinear")
 SETS = ("bibtex", "delicious", "debtags", "mlc-3k", "mlc-16k", "realistic-1k", "realistic-10k")
 QUICK_SETS = ("mlc-tiny", "realistic-tiny")
@@ -121,9 +122,10 @@ def missing_head(model: str) -> str | None:
     head = HOLOXMC.get(model, {}).get("head")
     if head is None:
         return None
+    from holoxmc.models.auto import SELECTORS
     from holoxmc.models.registry import HEADS
 
-    return None if head in HEADS else f"not run: holoxmc has no head={head!r} yet (heads: {', '.join(HEADS)})"
+    return None if head in HEADS or head in SELECTORS else f"not run: holoxmc has no head={head!r} yet (heads: {', '.join(HEADS)})"
 
 
 def run_child(set_name: str, model: str, threads: int) -> None:
