@@ -457,7 +457,7 @@ def test_linear_path_trains_with_sparse_updates_and_round_trips(tmp_path, data, 
 @pytest.mark.parametrize("params, match", [({"linear_width": -1}, "non-negative integer"),
                                            ({"linear_width": 2.5}, "non-negative integer"),
                                            ({"linear_width": 8, "head": "solar"}, r"\['linear_width'\] do not apply to head 'solar'"),
-                                           ({"linear_width": 8, "backbone": "cnn"}, "fc backbone with the hrr")])
+                                           ({"linear_width": 8, "backbone": "cnn"}, r"'linear_width'\] do not apply to backbone 'cnn'")])
 def test_bad_linear_width_is_an_input_error(data, params, match):
     train, _ = data
     with pytest.raises(InputError, match=match):
