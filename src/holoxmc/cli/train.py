@@ -175,12 +175,6 @@ def _check_threshold_options(args: argparse.Namespace) -> None:
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "linear_width", "lr", "batch_size", "weight_decay",
               "sparse_updates", "schedule", "val_fraction", "patience", "refit", "precision", "n_models", "device",
               "workers", "ray_address", "time_budget")
-def _model_inputs(dataset: Any, backbone: str) -> Any:
-    if backbone == "fc":
-        return dataset.X
-    if dataset.tokens is None:
-        raise InputError(f"{dataset.name}: backbone {backbone!r} needs raw text (token ids); this set has none")
-    return dataset.tokens
 
 
 def train_params(data: str, model: str, overrides: dict[str, Any], preset: str | None = None) -> dict[str, Any]:
@@ -269,7 +263,7 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
     load_options = data_options(args)
     train, test, evaluation = _splits(args, features, load_options, seed=int(params.get("seed", 0)))
-    X_train, X_test = _model_inputs(train, params["backbone"]), _model_inputs(test, params["backbone"])
+    X_train, X_test = train.inputs_for(params["backbone"]), test.inputs_for(params["backbone"])
     fit_params: dict[str, Any] = {}
     if args.word_vectors is not None:
         from holoxmc.data.embeddings import backbone_word_vectors
@@ -592,7 +586,7 @@ def _run_inputs(
                    **options)
     if len(dataset) == 0:
         raise InputError(f"{data}: no data points" + ("" if Path(str(data)).is_file() else f" in its {split} split"))
-    return _model_inputs(dataset, clf.backbone), dataset.Y, dataset.name, None
+    return dataset.inputs_for(clf.backbone), dataset.Y, dataset.name, None
 
 
 def run_predict(args: argparse.Namespace) -> int:

@@ -99,6 +99,18 @@ class Dataset:
         """What a model consumes: ``tokens`` when present, else ``X`` (see ``batch.input_batch``)."""
         return self.tokens if self.tokens is not None else self.X
 
+    def inputs_for(self, backbone: str) -> sp.csr_matrix | np.ndarray:
+        """What a model of ``backbone`` consumes: ``X`` for ``"fc"``, else the token ids.
+
+        Raises:
+            InputError: a text backbone and a set without raw text.
+        """
+        if backbone == "fc":
+            return self.X
+        if self.tokens is None:
+            raise InputError(f"{self.name} has no raw text (token ids), which backbone {backbone!r} needs")
+        return self.tokens
+
     def stats(self) -> DatasetStats:
         """Points, features, labels, average labels per point and points per label."""
         n_positive = self.Y.nnz

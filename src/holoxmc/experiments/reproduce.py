@@ -205,14 +205,6 @@ def dataset(ctx: Context, name: str) -> tuple[Any, Any]:
     return ctx.cache[key]
 
 
-def _inputs(split: Any, backbone: str) -> Any:
-    if backbone == "fc":
-        return split.X
-    if split.tokens is None:
-        raise InputError(f"{split.name} has no raw text (token ids); the {backbone.upper()} needs it")
-    return split.tokens
-
-
 # ---------------------------------------------------------------------------- fitting
 def model_settings(ctx: Context, name: str, model: str, preset: str, **changes: Any) -> dict[str, Any]:
     """``XMCClassifier`` keywords of ``preset`` (``"paper"`` or ``"tuned"``) for a dataset
@@ -255,8 +247,8 @@ def fit(ctx: Context, name: str, params: dict[str, Any], rows: int | None = None
         return ctx.cache[key]
     train, test = dataset(ctx, name)
     backbone = params["backbone"]
-    X, Y = _inputs(train, backbone), train.Y
-    X_test = _inputs(test, backbone)
+    X, Y = train.inputs_for(backbone), train.Y
+    X_test = test.inputs_for(backbone)
     if rows is not None and rows < Y.shape[0]:
         X, Y = _head_rows(X, Y, rows)
     if backbone != "fc" and ctx.quick and not ctx.tiny:
@@ -408,7 +400,7 @@ def _paired_seconds(ctx: Context, name: str, models: Sequence[str], repeats: int
     for repeat in range(repeats):
         for model in models:
             backbone = params[model]["backbone"]
-            X, Y = _inputs(train, backbone), train.Y
+            X, Y = train.inputs_for(backbone), train.Y
             if rows is not None:
                 X, Y = _head_rows(X, Y, rows)
             seconds[model].append(_epoch_seconds(ctx, params[model], X, Y, repeat))

@@ -157,15 +157,21 @@ def _solar_report(results: list[FitResult]) -> dict[str, Any]:
 LINEAR_OPTIONS = frozenset(f.name for f in fields(LinearConfig)) - {"seed"}
 
 
-def _linear_plan(clf: Any, n_labels: int, n_features: int) -> LinearConfig:
+def _cpu_config(clf: Any, config_type: Callable[..., Any], accepted: frozenset[str]) -> Any:
+    """The config of a liblinear head (``linear``, ``rerank``) from ``head_options``, on the CPU only."""
     if str(clf.device).partition(":")[0] != "cpu":  # also the one error for a name that is no device
-        raise InputError(f"head 'linear' trains and scores with liblinear and scipy on the CPU, not {clf.device!r}")
-    TrainConfig(val_fraction=clf.val_fraction)  # the trainer's own check of the validation share
+        raise InputError(f"head {clf.head!r} trains and scores with liblinear and scipy on the CPU, not {clf.device!r}")
     options = dict(clf.head_options or {})
-    unknown = sorted(set(options) - LINEAR_OPTIONS)
+    unknown = sorted(set(options) - accepted)
     if unknown:
-        raise InputError(f"options {unknown} are not accepted by head 'linear' (accepted: {sorted(LINEAR_OPTIONS)})")
-    return LinearConfig(seed=clf.random_seed, **options)
+        raise InputError(f"options {unknown} are not accepted by head {clf.head!r} (accepted: {sorted(accepted)})")
+    return config_type(seed=clf.random_seed, **options)
+
+
+def _linear_plan(clf: Any, n_labels: int, n_features: int) -> LinearConfig:
+    config: LinearConfig = _cpu_config(clf, LinearConfig, LINEAR_OPTIONS)
+    TrainConfig(val_fraction=clf.val_fraction)  # the trainer's own check of the validation share
+    return config
 
 
 def _fit_linear(clf: Any, config: LinearConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
@@ -194,13 +200,8 @@ RERANK_OPTIONS = frozenset(f.name for f in fields(RerankConfig)) - {"seed"}
 
 
 def _rerank_plan(clf: Any, n_labels: int, n_features: int) -> RerankConfig:
-    if str(clf.device).partition(":")[0] != "cpu":
-        raise InputError(f"head 'rerank' trains and scores with liblinear and scipy on the CPU, not {clf.device!r}")
-    options = dict(clf.head_options or {})
-    unknown = sorted(set(options) - RERANK_OPTIONS)
-    if unknown:
-        raise InputError(f"options {unknown} are not accepted by head 'rerank' (accepted: {sorted(RERANK_OPTIONS)})")
-    return RerankConfig(seed=clf.random_seed, **options)
+    config: RerankConfig = _cpu_config(clf, RerankConfig, RERANK_OPTIONS)
+    return config
 
 
 def _fit_rerank(clf: Any, config: RerankConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
