@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -46,8 +45,9 @@ from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig
 from holoxmc.train.trainer import Precision, Schedule
 from holoxmc.validation import (
-    ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_backbone_settings, check_batch_size,
-    check_finite_options, check_fitted, check_label_statistics, check_params, check_X, check_Y,
+    ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_batch_size, check_fit_data, check_fitted,
+    check_head_settings, check_k, check_ks, check_label_statistics, check_params, check_score_metric, check_X,
+    check_Y,
 )
 
 __all__ = ["XMCClassifier", "NotFittedError", "MODELS", "DATASET_PRESETS", "HEAD_DEFAULTS", "NETWORK_SETTINGS",
@@ -55,75 +55,43 @@ __all__ = ["XMCClassifier", "NotFittedError", "MODELS", "DATASET_PRESETS", "HEAD
 
 #: decision_function refuses to build a score matrix larger than this many entries.
 MAX_DENSE_SCORES = 50_000_000
-#: Metric families :meth:`XMCClassifier.score` can return (``metric="<family>@<k>"``).
-SCORE_FAMILIES = ("P", "nDCG", "PSP", "PSnDCG")
 
 
 class XMCClassifier(BaseEstimator):
     """Extreme multi-label classifier: a backbone plus an HRR, dense or SOLAR output layer,
     or a linear one-vs-rest model.
 
+    Every setting, its default and what it does is in the user guide (``docs/guide/models.md``,
+    "Models" and "Training options"); the defaults are :data:`holoxmc.presets.HEAD_DEFAULTS`.
+
     Args:
-        head: ``"auto"`` (the default: the linear model, then HRR-FC and FC while
-            ``time_budget`` lasts, the best on validation P@1 refit on every row and kept,
-            :mod:`holoxmc.models.auto`; any network or head setting is then refused: name the
-            head to set it), ``"hrr"`` (``dim``-wide output, HRR loss), ``"dense"`` (``L`` logits, BCE),
-            ``"solar"`` (K independent chunk networks over B buckets each, trained with zero
-            communication, decoded through an inverted index; ``backbone="fc"`` only) or
-            ``"linear"`` (one L2-regularised linear SVM per label on the L2-normalised input,
-            trained by liblinear, :mod:`holoxmc.train.linear`; ``backbone="fc"``, on the CPU,
-            for label sets up to tens of thousands; the network settings do not apply, and
-            its ``C`` is chosen on the validation split unless ``head_options`` fixes it).
+        head: ``"auto"`` (the default: the linear model, then HRR-FC and FC within
+            ``time_budget``, the best on validation P@1 refit on every row,
+            :mod:`holoxmc.models.auto`; name a head to set its other settings), ``"hrr"``
+            (``dim``-wide output, HRR loss), ``"dense"`` (``L`` logits, BCE), ``"solar"``
+            (K chunk networks over B buckets, :mod:`holoxmc.models.solar`), ``"linear"``
+            (one linear SVM per label, :mod:`holoxmc.train.linear`) or ``"rerank"``.
         backbone: ``"fc"`` (sparse features X) or ``"cnn"``/``"lstm"`` (token-id matrices).
         dim: HRR dimension d' (``head="hrr"`` only).
-        hidden: widths of the FC backbone's hidden layers (``None``: the head's default).
-        dropout: dropout after every hidden activation (``None``: the head's default).
-        linear_width: ``backbone="fc"``, heads ``"hrr"``/``"dense"``: width of a linear path
-            of the input concatenated to the last hidden layer (wide and deep; 0: none), see
+        hidden, dropout, linear_width: the FC backbone (``None``: the head's default), see
             :class:`~holoxmc.backbones.FCBackbone`.
-        head_options: extra head keywords (``{"learn_pm": True}``,
-            ``{"ranking": 1.0, "label_bias": True}``, ``{"code": "circulant", "cache_codes": False}``
-            for millions of labels, ...); for
-            ``head="solar"``, :class:`holoxmc.train.solar.SolarConfig` fields such as
-            ``{"n_chunks": 8, "n_buckets": 500, "top_buckets": 10, "min_freq": 4, "scoring": "prob"}``;
-            for ``head="linear"``, :class:`holoxmc.train.linear.LinearConfig` fields such as
-            ``{"C": 0.5}`` or ``{"C_grid": [0.3, 1.0], "prune": 0.0}``.
+        head_options: extra keywords of the head (``{"learn_pm": True}``), of
+            :class:`holoxmc.train.solar.SolarConfig` (``head="solar"``) or of
+            :class:`holoxmc.train.linear.LinearConfig` (``head="linear"``, ``{"C": 0.5}``).
         epochs, batch_size, lr, weight_decay, sparse_updates, schedule, warmup_epochs, grad_clip,
-        val_fraction, patience, refit: training settings, see :class:`holoxmc.train.TrainConfig`
-            (``refit=True``: after choosing the epoch on the validation split, retrain on all
-            rows with the same schedule and stop at that epoch; ``sparse_updates=True``: Adam's
-            steps computed only on the input-layer rows a batch reads, many times faster
-            for large D, see :mod:`holoxmc.train.optim`; the default ``"auto"`` turns them
-            on where they were measured faster: on a CPU, in one process, without weight
-            decay, for inputs of at least 15,000 features of which a batch reads at most 7.5 %);
-            ``None`` for epochs, batch_size and lr means the head's tuned default
-            (:data:`HEAD_DEFAULTS`).
-        precision: ``"float32"``, or ``"bfloat16"``: mixed-precision training steps (the
-            forward pass under ``torch.autocast``; weights, loss, optimiser, scoring and saved
-            model stay float32), see :class:`holoxmc.train.TrainConfig`.
-        workers: SOLAR's chunk models, the linear model's label blocks, or an ensemble's
-            networks (``n_models > 1``), trained in this many parallel local processes, a positive integer (each process with
-            ``cores // workers`` torch threads).
-        ray_address: train each SOLAR chunk, linear label block, or network of an ensemble, as
-            a Ray task on this cluster (``"auto"``, an address, or ``"local"``).
-        n_models: ``head="hrr"``/``"dense"``: train this many networks of the same
-            configuration and rank labels by their mean score. Member ``m`` is the network
-            ``seed=seed + 100·m`` would train alone (its own initialisation, label code,
-            validation split and batch order). Costs ``n_models`` times the training time,
-            parameters and scoring time.
-        seed: seeds the initialisation, the label code, the validation split and the shuffling.
+        val_fraction, patience, refit, precision: training settings, see
+            :class:`holoxmc.train.TrainConfig` (``None``: the head's tuned default).
+        n_models: ``hrr``/``dense``: an ensemble of this many networks (member ``m`` seeded
+            ``seed + 100·m``), ranked by their mean score.
+        seed, random_state: seed of every random stream (``random_state`` is scikit-learn's
+            name; give one of them).
+        workers, n_jobs, ray_address: parallel local processes (``n_jobs`` is scikit-learn's
+            name, ``-1``: one per core) or a Ray cluster for SOLAR's chunks, the linear model's
+            label blocks or an ensemble's networks; see the distributed-training guide.
         device: ``"cpu"``, ``"cuda"``, ...
         propensity: ``(A, B)`` of the inverse propensities used for PSP@k in :meth:`evaluate`.
         progress: tqdm bar while fitting; ``None`` = only on a terminal.
-        n_jobs: scikit-learn's name for ``workers``: when given, the local processes that
-            train SOLAR's chunks, the linear model's label blocks or an ensemble's networks
-            (``-1``: one per CPU core); a single network trains in this process either way.
-            Give ``n_jobs`` or ``workers``, not both.
-        random_state: scikit-learn's name for ``seed`` (a non-negative integer): when given,
-            it seeds everything ``seed`` does. Give one of them.
-        time_budget: ``head="auto"``: seconds within which candidates are expected to end (the linear model,
-            then HRR-FC, then FC, each at its library defaults, chosen by validation P@1 and
-            refit on every row; see :mod:`holoxmc.models.auto`); other heads ignore it.
+        time_budget: ``head="auto"``: seconds within which candidates are expected to end.
 
     scikit-learn conformance: :meth:`score` returns one float (P@1 by default) for
     ``cross_val_score`` and ``GridSearchCV``; :meth:`evaluate` returns every metric; ``Y`` may
@@ -132,14 +100,12 @@ class XMCClassifier(BaseEstimator):
     (scikit-learn's, and an ``InputError``); ``n_features_in_`` is the width of the fitted X.
 
     Attributes (after fit):
-        model_: the served :class:`~holoxmc.models.base.FittedModel`;
-        network_: the trained ``Network``, or an ``Ensemble`` of them when ``n_models > 1``
-        (``solar_``: the :class:`SolarModel` for ``head="solar"``, ``linear_``: the
-        :class:`~holoxmc.train.linear.LinearModel` for ``head="linear"``); n_features_, n_labels_:
-        input and label sizes; inv_prop_: ``(L,)`` inverse propensities of the training
-        labels; fit_results_: the trainer's :class:`~holoxmc.train.FitResult` per network
-        (per-epoch history, times, and ``sparse_updates``: whether they were used);
-        fit_result_: the first of them.
+        model_: the served :class:`~holoxmc.models.base.FittedModel`; head_: its head
+        (the winner for ``head="auto"``, whose candidates ``selection_`` lists);
+        network_, solar_, linear_, rerank_: the served model of that head;
+        n_features_, n_labels_, n_features_in_: input and label sizes; inv_prop_: ``(L,)``
+        inverse propensities of the training labels; fit_results_: the trainer's
+        :class:`~holoxmc.train.FitResult` per network (fit_result_: the first).
 
     Example:
         >>> import scipy.sparse as sp, numpy as np
@@ -249,30 +215,16 @@ class XMCClassifier(BaseEstimator):
 
     def _validate_params(self) -> Any:
         """Every setting against :data:`~holoxmc.validation.ESTIMATOR_CONSTRAINTS` and the
-        head's family (which settings apply to it), before any data is read.
+        head's family (:func:`~holoxmc.validation.check_head_settings`), before any data is read.
 
         Returns:
             the head's :class:`~holoxmc.models.registry.Family`.
         """
-        check_params(self.get_params(), ESTIMATOR_CONSTRAINTS, SETTING_NAMES)
+        params = self.get_params()
+        check_params(params, ESTIMATOR_CONSTRAINTS, SETTING_NAMES)
         kind = family(self.head)
-        check_finite_options(self.head_options or {})
-        if self.backbone not in kind.backbones:
-            raise InputError(f"head {self.head!r} takes sparse features (backbone "
-                             f"{' or '.join(map(repr, kind.backbones))}), not {self.backbone!r}")
         defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
-        check_backbone_settings(self.backbone, [name for name in HEAD_SPECIFIC if getattr(self, name) != defaults[name]])
-        changed = [name for name in HEAD_SPECIFIC if name not in kind.settings and getattr(self, name) != defaults[name]]
-        if changed:
-            raise InputError(f"{changed} do not apply to head {self.head!r}: they configure or train a network it "
-                             f"does not have, or another head's (its settings: {sorted(kind.settings)}, head_options, "
-                             "val_fraction, seed, workers, ray_address)")
-        if self.n_jobs is not None and self.workers != 1:
-            raise InputError(f"n_jobs is scikit-learn's name for workers: give one of them, not n_jobs={self.n_jobs} "
-                             f"and workers={self.workers}")
-        if self.random_state is not None and self.seed not in (0, self.random_state):
-            raise InputError(f"random_state is scikit-learn's name for seed: give one of them, not "
-                             f"random_state={self.random_state} and seed={self.seed}")
+        check_head_settings(params, defaults, kind, HEAD_SPECIFIC)
         return kind
 
     # ------------------------------------------------------------------ fitting
@@ -301,14 +253,8 @@ class XMCClassifier(BaseEstimator):
         if self.head in SELECTORS:
             return self._fit_selected(X, Y, X_val, Y_val)
         kind = self._validate_params()
-        X = self._check_X(X, fitting=True)
-        Y = check_Y(Y, X.shape[0], n_labels=None)
-        if (X_val is None) != (Y_val is None):
-            raise InputError("give both X_val and Y_val, or neither")
+        X, Y, X_val, Y_val = check_fit_data(X, Y, X_val, Y_val, self._check_X)
         n_features, n_labels = (int(X.shape[1]) if sp.issparse(X) else int(X.max()) + 1), int(Y.shape[1])
-        if X_val is not None:
-            X_val = self._check_X(X_val, known=n_features)
-            Y_val = check_Y(Y_val, X_val.shape[0], n_labels=n_labels)
         check_label_statistics(n_labels)
         plan = kind.plan(self, n_labels, n_features)
         if word_vectors is not None:  # rows of a text backbone's embedding table
@@ -326,13 +272,7 @@ class XMCClassifier(BaseEstimator):
         serve it; ``selection_`` lists the candidates tried, ``head_`` the one kept."""
         check_params(self.get_params(), ESTIMATOR_CONSTRAINTS, SETTING_NAMES)
         check_auto_params(self)
-        X = self._check_X(X, fitting=True)
-        Y = check_Y(Y, X.shape[0], n_labels=None)
-        if (X_val is None) != (Y_val is None):
-            raise InputError("give both X_val and Y_val, or neither")
-        if X_val is not None:
-            X_val = self._check_X(X_val, known=int(X.shape[1]))
-            Y_val = check_Y(Y_val, X_val.shape[0], n_labels=int(Y.shape[1]))
+        X, Y, X_val, Y_val = check_fit_data(X, Y, X_val, Y_val, self._check_X)
         winner, self.selection_ = SELECTORS[self.head](self, X, Y, X_val, Y_val)
         for name in ("n_features_", "n_labels_", "n_features_in_", "inv_prop_"):
             setattr(self, name, getattr(winner, name))
@@ -362,25 +302,14 @@ class XMCClassifier(BaseEstimator):
             raise AttributeError(f"{type(self).__name__} has no {attribute} (head {head!r})")
         return FAMILIES[head].public(model)
 
-    @property
-    def network_(self) -> Any:
-        """The trained ``Network``, or ``Ensemble`` when ``n_models > 1`` (``hrr``, ``dense``)."""
-        return self._served("network_")
-
-    @property
-    def solar_(self) -> Any:
-        """The :class:`~holoxmc.models.solar.SolarModel` (``head="solar"``)."""
-        return self._served("solar_")
-
-    @property
-    def linear_(self) -> Any:
-        """The :class:`~holoxmc.models.linear.LinearModel` (``head="linear"``)."""
-        return self._served("linear_")
-
-    @property
-    def rerank_(self) -> Any:
-        """The :class:`~holoxmc.models.rerank.RerankModel` (``head="rerank"``)."""
-        return self._served("rerank_")
+    network_ = property(lambda self: self._served("network_"),
+                        doc="The trained ``Network``, or ``Ensemble`` when ``n_models > 1`` (``hrr``, ``dense``).")
+    solar_ = property(lambda self: self._served("solar_"),
+                      doc="The :class:`~holoxmc.models.solar.SolarModel` (``head=\"solar\"``).")
+    linear_ = property(lambda self: self._served("linear_"),
+                       doc="The :class:`~holoxmc.models.linear.LinearModel` (``head=\"linear\"``).")
+    rerank_ = property(lambda self: self._served("rerank_"),
+                       doc="The :class:`~holoxmc.models.rerank.RerankModel` (``head=\"rerank\"``).")
 
     def n_parameters(self) -> dict[str, int]:
         """``{"total": ..., "output_layer": ...}`` trainable-parameter counts."""
@@ -397,10 +326,8 @@ class XMCClassifier(BaseEstimator):
             X: ``(n, D)`` → indices ``(n, k)`` int64, scores ``(n, k)`` float32.
         """
         self._check_fitted()
-        if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 1 <= k <= self.n_labels_:
-            raise InputError(f"k must be an integer in [1, {self.n_labels_}], got {k!r}")
-        batch_size = check_batch_size(batch_size)
-        return self.model_.predict_topk(self._check_X(X), int(k), batch_size=batch_size)
+        k, batch_size = check_k(k, self.n_labels_), check_batch_size(batch_size)
+        return self.model_.predict_topk(self._check_X(X), k, batch_size=batch_size)
 
     def predict_above(self, X: Any, threshold: float = 0.5, *, relative: bool = True,
                       batch_size: int = 1024) -> sp.csr_matrix:
@@ -408,19 +335,11 @@ class XMCClassifier(BaseEstimator):
         (``relative``, the default) or ``threshold`` itself: a label set of its own size per
         row, as a CSR matrix of those confidences.
 
-        The confidence is the HRR head's ``cos(p* ⊗ ŝ, c_i)`` (``|cos|`` with ``loss="abs"``),
-        the dense head's ``sigmoid(logit)``, the linear model's ``sigmoid(a · margin + b)``
-        (Platt-scaled on the validation margins when C was chosen on them, else ``a, b = 1, 0``),
-        an ensemble's mean of its members' confidences,
-        SOLAR's mean over its K chunks of the probability of the label's bucket (over every
-        label, not only its inverted index's candidates).
-
-        Appendix H of the HRR paper cuts the product ``c_i · (p* ⊗ ŝ)`` at 0.5, as the exact
-        HRR of a row's labels answers ≈ 1 for each present label and ≈ 0 for the others; a
-        network trained with the scale-free cosine loss answers in cosine: ``1/√k`` for each
-        of ``k`` equally present labels, so the relative cut divides that scale out
-        (README, "Label sets by a threshold": on Delicious, 19 labels a row, almost no cosine
-        reaches 0.5).
+        The confidence is the HRR head's ``cos(p* ⊗ ŝ, c_i)``, the dense head's
+        ``sigmoid(logit)``, the linear model's Platt-scaled ``sigmoid(a · margin + b)``, SOLAR's
+        mean bucket probability over its K chunks, an ensemble's mean. The cut is relative by
+        default because a cosine-trained network answers ``1/√k`` for each of ``k`` present
+        labels, not the ≈ 1 of the HRR paper's Appendix H cut at 0.5 (``docs/guide/models.md``).
 
         Shapes:
             X: ``(n, D)`` → CSR ``(n, L)`` float32, column indices sorted.
@@ -481,12 +400,11 @@ class XMCClassifier(BaseEstimator):
         """P@k, nDCG@k, PSP@k, PSnDCG@k (percent) of the top-k predictions against ``Y``
         (PSP with the training labels' propensities)."""
         self._check_fitted()
-        if not ks or not all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 1 for k in ks):
-            raise InputError(f"ks must be positive integers, got {ks!r}")
+        ks = check_ks(ks)
         X = self._check_X(X)
         Y = check_Y(Y, X.shape[0], n_labels=self.n_labels_)
         indices, _ = self.predict(X, k=min(max(ks), self.n_labels_))
-        return evaluate(pad_predictions(indices, max(ks)), Y, inv_prop=self.inv_prop_, ks=tuple(int(k) for k in ks))
+        return evaluate(pad_predictions(indices, max(ks)), Y, inv_prop=self.inv_prop_, ks=ks)
 
     def score(self, X: Any, Y: Any, *, metric: str = "P@1") -> float:
         """One metric of the top-k predictions against ``Y``, in percent (higher is better):
@@ -494,10 +412,7 @@ class XMCClassifier(BaseEstimator):
         The one number scikit-learn's model selection (``cross_val_score``, ``GridSearchCV``)
         expects; :meth:`evaluate` returns them all.
         """
-        match = re.fullmatch(r"(P|nDCG|PSP|PSnDCG)@([1-9][0-9]*)", metric) if isinstance(metric, str) else None
-        if match is None:
-            raise InputError(f"metric must be one of {list(SCORE_FAMILIES)} at a cut-off, such as 'P@1', got {metric!r}")
-        return float(self.evaluate(X, Y, ks=(int(match.group(2)),))[metric])
+        return float(self.evaluate(X, Y, ks=(check_score_metric(metric),))[metric])
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,7 +30,8 @@ from holoxmc.presets import BACKBONE_OPTIONS
 __all__ = ["NotFittedError", "Constraint", "Integer", "Real", "Options", "Instance", "RealPair", "IntegerSequence",
            "check_params", "check_finite_options", "check_X", "check_Y", "check_fitted", "check_batch_size",
            "check_label_statistics", "check_backbone_settings", "ESTIMATOR_CONSTRAINTS", "SETTING_NAMES",
-           "NOT_FOR_BACKBONE"]
+           "NOT_FOR_BACKBONE", "SKLEARN_NAMES", "check_head_settings", "check_fit_data",
+           "check_k", "check_ks", "check_score_metric", "SCORE_FAMILIES"]
 
 
 class NotFittedError(SklearnNotFittedError, InputError):
@@ -424,3 +426,116 @@ its sizes are head_options keywords: ['embed_dim', 'fc_size', 'hidden_size', 'ma
     if refused:
         raise InputError(f"{refused} do not apply to backbone {backbone!r} (they configure the fc backbone); "
                          f"its sizes are head_options keywords: {sorted(BACKBONE_OPTIONS.get(backbone, {}))}")
+
+
+#: scikit-learn's name of a setting -> (holoxmc's name, whether holoxmc's value may stand
+#: beside the scikit-learn one). Give one of each pair; a value both agree on passes.
+SKLEARN_NAMES: dict[str, tuple[str, Callable[[Any, Any], bool]]] = {
+    "n_jobs": ("workers", lambda workers, n_jobs: workers == 1),
+    "random_state": ("seed", lambda seed, random_state: seed in (0, random_state)),
+}
+
+
+class HeadFamily(Protocol):
+    """What :func:`check_head_settings` reads of a model family (:class:`holoxmc.models.registry.Family`)."""
+
+    @property
+    def head(self) -> str: ...
+
+    @property
+    def settings(self) -> frozenset[str]: ...
+
+    @property
+    def backbones(self) -> tuple[str, ...]: ...
+
+
+def check_head_settings(params: Mapping[str, Any], defaults: Mapping[str, Any], kind: HeadFamily,
+                        specific: Sequence[str]) -> None:
+    """Refuse settings that do not apply to the head's family ``kind``: a backbone it does not
+    take, a ``specific`` setting (:data:`holoxmc.models.registry.HEAD_SPECIFIC`) changed from
+    its default that it or the backbone does not use, and a setting given under both its
+    scikit-learn name and holoxmc's (:data:`SKLEARN_NAMES`). Nothing is ever ignored silently.
+
+    Args:
+        params: the estimator's ``get_params()``.
+        defaults: the estimator's default of each setting.
+        kind: the head's family.
+        specific: the settings that apply to some heads only.
+
+    Raises:
+        InputError: naming the settings and what applies instead.
+    """
+    check_finite_options(params.get("head_options") or {})
+    backbone = params["backbone"]
+    if backbone not in kind.backbones:
+        raise InputError(f"head {kind.head!r} takes sparse features (backbone "
+                         f"{' or '.join(map(repr, kind.backbones))}), not {backbone!r}")
+    given = [name for name in specific if params[name] != defaults[name]]
+    check_backbone_settings(backbone, given)
+    changed = [name for name in given if name not in kind.settings]
+    if changed:
+        raise InputError(f"{changed} do not apply to head {kind.head!r}: they configure or train a network it "
+                         f"does not have, or another head's (its settings: {sorted(kind.settings)}, head_options, "
+                         "val_fraction, seed, workers, ray_address)")
+    for alias, (name, compatible) in SKLEARN_NAMES.items():
+        if params[alias] is not None and not compatible(params[name], params[alias]):
+            raise InputError(f"{alias} is scikit-learn's name for {name}: give one of them, not "
+                             f"{alias}={params[alias]} and {name}={params[name]}")
+
+
+def check_fit_data(X: Any, Y: Any, X_val: Any, Y_val: Any, check_features: Callable[..., Any]) -> tuple[Any, ...]:
+    """The training data and the optional validation data, checked alike: ``check_features(X,
+    fitting=True)`` or ``check_features(X_val, known=<X's width>)``, and Y by :func:`check_Y`.
+
+    Returns:
+        ``(X, Y, X_val, Y_val)``, the validation pair ``None`` when not given.
+
+    Raises:
+        InputError: a bad matrix, or only one of ``X_val`` and ``Y_val``.
+    """
+    X = check_features(X, fitting=True)
+    Y = check_Y(Y, X.shape[0], n_labels=None)
+    if (X_val is None) != (Y_val is None):
+        raise InputError("give both X_val and Y_val, or neither")
+    if X_val is not None:
+        X_val = check_features(X_val, known=int(X.shape[1]) if sp.issparse(X) else int(X.max()) + 1)
+        Y_val = check_Y(Y_val, X_val.shape[0], n_labels=int(Y.shape[1]))
+    return X, Y, X_val, Y_val
+
+
+def check_k(k: Any, n_labels: int) -> int:
+    """A top-``k`` cut-off: an integer in ``[1, n_labels]``.
+
+    Example:
+        >>> check_k(0, 10)
+        Traceback (most recent call last):
+        ...
+        holoxmc.errors.InputError: k must be an integer in [1, 10], got 0
+    """
+    if not _is_integer(k) or not 1 <= k <= n_labels:
+        raise InputError(f"k must be an integer in [1, {n_labels}], got {k!r}")
+    return int(k)
+
+
+def check_ks(ks: Any) -> tuple[int, ...]:
+    """Metric cut-offs: a non-empty sequence of positive integers."""
+    if not ks or not all(_is_integer(k) and k >= 1 for k in ks):
+        raise InputError(f"ks must be positive integers, got {ks!r}")
+    return tuple(int(k) for k in ks)
+
+
+#: Metric families ``XMCClassifier.score`` can return (``metric="<family>@<k>"``).
+SCORE_FAMILIES = ("P", "nDCG", "PSP", "PSnDCG")
+
+
+def check_score_metric(metric: Any) -> int:
+    """The cut-off ``k`` of a metric name such as ``"P@1"`` or ``"nDCG@5"``.
+
+    Example:
+        >>> check_score_metric("nDCG@5")
+        5
+    """
+    match = re.fullmatch(r"(P|nDCG|PSP|PSnDCG)@([1-9][0-9]*)", metric) if isinstance(metric, str) else None
+    if match is None:
+        raise InputError(f"metric must be one of {list(SCORE_FAMILIES)} at a cut-off, such as 'P@1', got {metric!r}")
+    return int(match.group(2))
