@@ -55,6 +55,8 @@ __all__ = ["XMCClassifier", "NotFittedError", "MODELS", "DATASET_PRESETS", "HEAD
 
 #: decision_function refuses to build a score matrix larger than this many entries.
 MAX_DENSE_SCORES = 50_000_000
+#: The cuts :meth:`XMCClassifier.tune_threshold` tries by default.
+THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
 class XMCClassifier(BaseEstimator):
@@ -350,15 +352,8 @@ class XMCClassifier(BaseEstimator):
         """
         return label_sets.predict_above(self, X, threshold, relative=relative, batch_size=batch_size)
 
-    def tune_threshold(
-        self,
-        X_val: Any,
-        Y_val: Any,
-        thresholds: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
-        *,
-        relative: bool = True,
-        metric: str = "micro-F1",
-    ) -> tuple[float, dict[float, dict[str, float]]]:
+    def tune_threshold(self, X_val: Any, Y_val: Any, thresholds: Sequence[float] = THRESHOLDS, *, relative: bool = True,
+                       metric: str = "micro-F1") -> tuple[float, dict[float, dict[str, float]]]:
         """The :meth:`predict_above` threshold of ``thresholds`` whose label sets score best
         by ``metric`` (``"micro-F1"`` or ``"example-F1"``, :func:`holoxmc.metrics.label_set_f1`)
         on a validation set: pass one held out from the training data, never the test set.

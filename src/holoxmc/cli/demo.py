@@ -23,11 +23,13 @@ __all__ = ["register", "comparison_table", "DEMO_SETTINGS"]
 _LOG = logging.getLogger(__name__)
 
 DEMO_MODELS = ("fc", "hrr-fc")
-#: Per model, the epochs and learning rate of the demo (``--epochs`` overrides the epochs).
-#: The table's ``converged`` column reports, per run, whether they sufficed.
+#: Per model, the epochs and learning rate of the demo (``--epochs`` overrides the epochs),
+#: chosen on the synthetic training split's validation rows by
+#: ``benchmarks/tuning/demo_sweep.py`` (docs/tuning.md, "Demo settings"). The table's
+#: ``converged`` column reports, per run, whether they sufficed.
 DEMO_SETTINGS: dict[str, dict[str, float | int]] = {
-    "fc": {"epochs": 4, "lr": 1e-3},
-    "hrr-fc": {"epochs": 4, "lr": 1e-3},
+    "fc": {"epochs": 12, "lr": 1e-2},
+    "hrr-fc": {"epochs": 6, "lr": 1e-3},
 }
 
 
