@@ -45,7 +45,7 @@ from sklearn.svm import LinearSVC
 try:  # scikit-learn's liblinear binding (private; checked against LinearSVC before use)
     from sklearn.svm import _liblinear
 except ImportError:  # pragma: no cover
-    _liblinear = None  # type: ignore[assignment]
+    _liblinear = None
 
 from holoxmc.distributed import run_jobs
 from holoxmc.errors import InputError, check_number_types
