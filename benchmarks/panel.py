@@ -12,10 +12,10 @@ Sets (``--sets``; ``--quick`` swaps in tiny ones for the test suite):
   D = 20,000).
 
 Models (``--models``): ``holoxmc-default`` (``XMCClassifier()``, no arguments but
-``progress=False``: what a user gets), ``holoxmc-auto`` (``XMCClassifier(head="auto")``: the
-model chosen on a validation split within its time budget), ``holoxmc-linear`` (``XMCClassifier(head="linear")``),
-``holoxmc-rerank`` (``XMCClassifier(head="rerank")``, recorded as
-not run, with the reason, while holoxmc has no such head), and the library wrappers of ``benchmarks/baselines.py`` (``napkinxc-plt``, ``omikuji``,
+``progress=False``: what a user gets, ``head="auto"``: the model chosen on a validation split
+within its time budget), ``holoxmc-hrr`` (``XMCClassifier(head="hrr")``: HRR-FC at its library
+defaults), ``holoxmc-linear`` (``XMCClassifier(head="linear")``), ``holoxmc-rerank``
+(``XMCClassifier(head="rerank")``), and the library wrappers of ``benchmarks/baselines.py`` (``napkinxc-plt``, ``omikuji``,
 ``pecos-xrlinear``) at their defaults. Every (set, model) runs in a process of its own, so
 ``peak_rss_mb`` (``ru_maxrss``) is that model's peak with its data; metrics, fit and top-5
 times are those of ``baselines.measure``. PECOS pins numpy < 2, so its rows run under the
@@ -50,9 +50,9 @@ import scipy.sparse as sp
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "panel.json"
 PECOS_PYTHON = ROOT / ".venv-pecos" / "bin" / "python"
-MODELS = ("holoxmc-default", "holoxmc-auto", "holoxmc-linear", "holoxmc-rerank", "napkinxc-plt", "omikuji", "pecos-xrlinear")
+MODELS = ("holoxmc-default", "holoxmc-hrr", "holoxmc-linear", "holoxmc-rerank", "napkinxc-plt", "omikuji", "pecos-xrlinear")
 #: holoxmc rows and the XMCClassifier arguments they add to ``progress=False``
-HOLOXMC = {"holoxmc-default": {}, "holoxmc-auto": {"head": "auto"}, "holoxmc-linear": {"head": "linear"}, "holoxmc-rerank": {"head": "rerank"}}
+HOLOXMC = {"holoxmc-default": {}, "holoxmc-hrr": {"head": "hrr"}, "holoxmc-linear": {"head": "linear"}, "holoxmc-rerank": {"head": "rerank"}}
 BASELINE_MODELS = ("napkinxc-plt", "omikuji", "pecos-xrlinear")
 SETS = ("bibtex", "delicious", "debtags", "mlc-3k", "mlc-16k", "realistic-1k", "realistic-10k")
 QUICK_SETS = ("mlc-tiny", "realistic-tiny")

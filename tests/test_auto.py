@@ -36,14 +36,35 @@ def test_every_candidate_is_tried_and_the_best_on_validation_is_kept(chosen):
 def test_the_winner_is_refit_on_every_row(chosen):
     assert chosen.n_labels_ == 10 and len(chosen.inv_prop_) == 10
     result = chosen.fit_results_[0]
-    # a network's refit phase, or the linear model's refit fit
-    assert result.refit is not None or any(entry.get("refit") for entry in result.history)
+    # trained once more, with what validation chose and nothing left to choose: no validation share
+    assert result.refit is None and not any("val" in entry for entry in result.history)
+
+
+def test_the_refit_reuses_the_chosen_C_on_every_row_without_choosing_again():
+    """The linear winner retrains on every row with its C (not a second selection on the split):
+    its weights are those of the fixed-C model on all rows, its confidences keep the Platt scaling."""
+    train = DATA[0]
+    auto = XMCClassifier(head="auto", time_budget=0.0, progress=False).fit(train.X, train.Y)
+    (fit,) = auto.fit_results_[0].history
+    assert "val" not in fit and not fit.get("refit")
+    direct = XMCClassifier(head="linear", head_options={"C": fit["C"]}, progress=False).fit(train.X, train.Y)
+    assert (auto.linear_.weights != direct.linear_.weights).nnz == 0
+    assert auto.linear_.calibration != (1.0, 0.0)  # fitted on the selection's validation rows
+
+
+def test_a_network_winner_trains_its_best_epoch_count_on_every_row():
+    from types import SimpleNamespace
+
+    from holoxmc.models.auto import refit_settings
+
+    network = SimpleNamespace(head="dense", fit_results_=[SimpleNamespace(best_epoch=0)])
+    assert refit_settings(network) == {"epochs": 1, "val_fraction": 0.0}
 
 
 def test_a_zero_budget_trains_only_the_first_candidate():
     train = DATA[0]
     clf = XMCClassifier(head="auto", time_budget=0.0, progress=False).fit(train.X, train.Y)
-    assert [trial.val_p1 is None for trial in clf.selection_] == [False, True, True]
+    assert [trial.val_p1 is None for trial in clf.selection_] == [False, True]
     assert all("skipped (budget" in trial.note for trial in clf.selection_[1:])
     assert clf.head_ == "linear"
 

@@ -17,7 +17,7 @@ from holoxmc.data import load, make_synthetic
 from holoxmc.data.dataset import holdout_split
 from holoxmc.estimator import XMCClassifier
 
-SMALL = ["--hidden", "16", "--epochs", "2", "--quiet"]
+SMALL = ["--model", "hrr-fc", "--hidden", "16", "--epochs", "2", "--quiet"]
 
 
 def _write_svm(path: Path, dataset) -> Path:
@@ -112,15 +112,17 @@ def test_a_folder_pairs_svmlight_files_by_name(svm_pair, tmp_path, suffix):
 def test_train_with_no_flags_is_the_estimator_with_no_arguments(svm_pair, tmp_path, capsys):
     """Same model, same settings, same data: the CLI's predictions are the API's."""
     run_dir = tmp_path / "r"
-    code, output = _run(["train", str(svm_pair[0].parent), "--out", str(run_dir), "--epochs", "2", "--quiet"],
-                        capsys)
+    code, output = _run(["train", str(svm_pair[0].parent), "--out", str(run_dir), "--quiet"], capsys)
     assert code == 0, output
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert metrics["settings"]["preset"] is None and metrics["settings"]["model"] == "hrr-fc"
+    assert metrics["settings"]["preset"] is None and metrics["settings"]["model"] == "auto"
     train, test = load(svm_pair[0].parent, "train"), load(svm_pair[0].parent, "test", widths=(40, 12))
-    api = XMCClassifier(epochs=2, progress=False).fit(train.X, train.Y)
-    cli = XMCClassifier.load(run_dir)
-    assert {key: value for key, value in cli.get_params().items() if key not in ("progress", "propensity")} == {
-        key: value for key, value in api.get_params().items() if key not in ("progress", "propensity")}
+    api = XMCClassifier(progress=False).fit(train.X, train.Y)
+    cli = XMCClassifier.load(run_dir)  # saved as the model auto chose, with the candidates tried
+    assert api.head == "auto" and cli.head == cli.head_ == api.head_
+    assert [trial.model for trial in cli.selection_] == [trial.model for trial in api.selection_]
+    ignored = ("head", "progress", "propensity")
+    assert {key: value for key, value in cli.get_params().items() if key not in ignored} == {
+        key: value for key, value in api.get_params().items() if key not in ignored}
     np.testing.assert_array_equal(cli.predict(test.X, k=5)[0], api.predict(test.X, k=5)[0])
     assert metrics["test"]["P@1"] == pytest.approx(api.evaluate(test.X, test.Y)["P@1"])

@@ -166,9 +166,9 @@ def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--chunks", "3"], "--model solar only"),
         (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--label-bias"], "needs ranking > 0"),
         (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--device", "gpu"], "not a device name"),
-        (["train", "{toy}", "--out", "{tmp}/run", "--sparse-updates", "--weight-decay", "0.01"], "no weight decay"),
+        (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--sparse-updates", "--weight-decay", "0.01"], "no weight decay"),
         (["train", "{toy}", "--out", "{tmp}/run", "--n-models", "0"], "--n-models: must be a positive integer"),
-        (["train", "{toy}", "--out", "{tmp}/run", "--workers", "2"], "--n-models above 1"),
+        (["train", "{toy}", "--model", "hrr-fc", "--out", "{tmp}/run", "--workers", "2"], "--n-models above 1"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--ray-address", "auto"], "--n-models above 1"),
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--n-models", "2"], "['n_models'] do not apply to head 'solar'"),
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--linear-width", "8"], "['linear_width'] do not apply to head 'solar'"),
@@ -315,7 +315,7 @@ def test_headerless_files_are_read_at_the_widths_of_train_and_of_the_model(tmp_p
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a machine without CUDA")
 def test_cuda_without_cuda_is_one_clear_error(toy, trained, tmp_path, capsys):
-    assert main(["train", str(toy), "--out", str(tmp_path / "run"), "--device", "cuda", "--quiet"]) == 2
+    assert main(["train", str(toy), "--model", "hrr-fc", "--out", str(tmp_path / "run"), "--device", "cuda", "--quiet"]) == 2
     assert not (tmp_path / "run").exists()
     assert main(["evaluate", str(trained), str(toy), "--device", "cuda:1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -214,8 +214,8 @@ def test_fewer_labels_than_the_metrics_cut_offs(head):
 def test_same_seed_same_model(data):
     train, _ = data
     params = SMALL | {"epochs": 2}
-    a = XMCClassifier(**params).fit(train.X, train.Y)
-    b = XMCClassifier(**params).fit(train.X, train.Y)
+    a = XMCClassifier(head="hrr", **params).fit(train.X, train.Y)
+    b = XMCClassifier(head="hrr", **params).fit(train.X, train.Y)
     for (name, x), (_, y) in zip(a.network_.state_dict().items(), b.network_.state_dict().items()):
         assert torch.equal(x, y), name
 
@@ -223,7 +223,7 @@ def test_same_seed_same_model(data):
 def test_label_lists_and_explicit_validation_set(data):
     train, _ = data
     label_lists = [train.Y.indices[a:b].tolist() for a, b in zip(train.Y.indptr[:-1], train.Y.indptr[1:])]
-    clf = XMCClassifier(**SMALL | {"epochs": 2}).fit(train.X[:500], label_lists[:500], train.X[500:], train.Y[500:])
+    clf = XMCClassifier(head="hrr", **SMALL | {"epochs": 2}).fit(train.X[:500], label_lists[:500], train.X[500:], train.Y[500:])
     assert clf.n_labels_ == max(max(r) for r in label_lists[:500]) + 1
     assert clf.fit_result_.history[0]["val"]["P@1"] >= 0
 
@@ -282,7 +282,7 @@ def test_fit_validation_and_unfitted_use(data, tmp_path):
     with pytest.raises(InputError, match="unknown head"):
         XMCClassifier(head="nope").fit(train.X, train.Y)
     with pytest.raises(InputError, match="rows"):
-        XMCClassifier(**SMALL).fit(train.X, train.Y[:10])
+        XMCClassifier(head="hrr", **SMALL).fit(train.X, train.Y[:10])
     with pytest.raises(InputError, match="not a saved model"):
         XMCClassifier.load(tmp_path)
 
@@ -310,8 +310,8 @@ def test_fit_validation_and_unfitted_use(data, tmp_path):
 def test_bad_settings_are_one_input_error_before_any_training(data, params, match):
     train, _ = data
     with pytest.raises(InputError, match=match):
-        XMCClassifier(**SMALL | params).fit(train.X, train.Y)
-    XMCClassifier(**SMALL | {"epochs": np.int64(1), "dim": np.int64(16), "lr": np.float32(0.01)}).fit(train.X, train.Y)
+        XMCClassifier(**{"head": "hrr"} | SMALL | params).fit(train.X, train.Y)
+    XMCClassifier(head="hrr", **SMALL | {"epochs": np.int64(1), "dim": np.int64(16), "lr": np.float32(0.01)}).fit(train.X, train.Y)
 
 
 def _broken_configs(config: dict) -> dict[str, tuple[bytes, str]]:
@@ -405,12 +405,12 @@ def test_ensemble_is_the_mean_of_the_networks_its_seeds_train_alone(tmp_path, da
 def test_ensemble_resumes_member_by_member(tmp_path, data):
     """A run stopped after two members continues with the third and ends as an uninterrupted one."""
     train, test = data
-    stopped = XMCClassifier(n_models=2, **ENSEMBLE).fit(train.X, train.Y, run_dir=tmp_path)
+    stopped = XMCClassifier(head="hrr", n_models=2, **ENSEMBLE).fit(train.X, train.Y, run_dir=tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["member-0", "member-1"]
-    resumed = XMCClassifier(n_models=3, **ENSEMBLE).fit(train.X, train.Y, run_dir=tmp_path, resume=True)
+    resumed = XMCClassifier(head="hrr", n_models=3, **ENSEMBLE).fit(train.X, train.Y, run_dir=tmp_path, resume=True)
     # the first two members come back from their checkpoints, timings included: not trained again
     assert [r.history for r in resumed.fit_results_[:2]] == [r.history for r in stopped.fit_results_]
-    whole = XMCClassifier(n_models=3, **ENSEMBLE).fit(train.X, train.Y)
+    whole = XMCClassifier(head="hrr", n_models=3, **ENSEMBLE).fit(train.X, train.Y)
     np.testing.assert_array_equal(resumed.decision_function(test.X), whole.decision_function(test.X))
     assert [untimed(r) for r in resumed.fit_results_] == [untimed(r) for r in whole.fit_results_]
 
@@ -421,10 +421,10 @@ def test_ensemble_networks_trained_in_worker_processes_and_ray_tasks_equal_those
     previous = torch.get_num_threads()
     torch.set_num_threads(threads_per_worker(2))  # what each of two workers gets
     try:
-        here = XMCClassifier(**params).fit(train.X, train.Y)
+        here = XMCClassifier(head="hrr", **params).fit(train.X, train.Y)
     finally:
         torch.set_num_threads(previous)
-    apart = XMCClassifier(**params | {"workers": 2}).fit(train.X, train.Y, run_dir=tmp_path / "apart")
+    apart = XMCClassifier(head="hrr", **params | {"workers": 2}).fit(train.X, train.Y, run_dir=tmp_path / "apart")
     assert sorted(p.name for p in (tmp_path / "apart").iterdir()) == ["member-0", "member-1"]
     assert_same_weights(weights(apart.network_), weights(here.network_))  # bit-identical: same seeds and threads
     assert [untimed(r) for r in apart.fit_results_] == [untimed(r) for r in here.fit_results_]
@@ -433,7 +433,7 @@ def test_ensemble_networks_trained_in_worker_processes_and_ray_tasks_equal_those
     ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'holoxmc[ray]'")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        remote = XMCClassifier(**params | {"workers": 2, "ray_address": "local"}).fit(train.X, train.Y)
+        remote = XMCClassifier(head="hrr", **params | {"workers": 2, "ray_address": "local"}).fit(train.X, train.Y)
     finally:
         ray.shutdown()
     assert_same_weights(weights(remote.network_), weights(here.network_))
@@ -461,13 +461,13 @@ def test_linear_path_trains_with_sparse_updates_and_round_trips(tmp_path, data, 
 def test_bad_linear_width_is_an_input_error(data, params, match):
     train, _ = data
     with pytest.raises(InputError, match=match):
-        XMCClassifier(**SMALL | params).fit(train.X, train.Y)
+        XMCClassifier(**{"head": "hrr"} | SMALL | params).fit(train.X, train.Y)
 
 
 def test_one_network_is_not_trained_apart(data):
     train, _ = data
     with pytest.raises(InputError, match="n_models > 1"):
-        XMCClassifier(**SMALL | {"workers": 2}).fit(train.X, train.Y)
+        XMCClassifier(head="hrr", **SMALL | {"workers": 2}).fit(train.X, train.Y)
 
 
 @pytest.mark.parametrize("n_models, head, match", [(0, "hrr", "positive integer"), (2.0, "dense", "positive integer"),

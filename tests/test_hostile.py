@@ -33,7 +33,7 @@ def saved(tmp_path_factory, data) -> dict[str, Path]:
     """One saved model folder per head kind (written by this version)."""
     root = tmp_path_factory.mktemp("saved")
     models = {
-        "hrr": XMCClassifier(dim=32, **SMALL),
+        "hrr": XMCClassifier(head="hrr", dim=32, **SMALL),
         "dense": XMCClassifier(head="dense", **SMALL),
         "solar": XMCClassifier(head="solar", hidden=(16,), epochs=2, progress=False,
                                head_options={"n_chunks": 2, "n_buckets": 4}),
@@ -134,12 +134,12 @@ def test_an_unedited_folder_still_loads_and_predicts_the_same(saved, data):
 ])
 def test_non_finite_or_bad_settings_are_refused_before_training(data, params, message):
     with pytest.raises(InputError, match=message):
-        XMCClassifier(**(SMALL | params)).fit(data.X, data.Y)
+        XMCClassifier(head="hrr", **(SMALL | params)).fit(data.X, data.Y)
 
 
 @pytest.mark.parametrize("flag", [["--lr", "inf"], ["--ranking", "nan"], ["--dropout", "nan"]])
 def test_the_cli_refuses_non_finite_settings(tiny, tmp_path, capsys, flag):
-    assert main(["train", str(tiny), "--epochs", "1", "--out", str(tmp_path / "r"), "--quiet", *flag]) == 2
+    assert main(["train", str(tiny), "--model", "hrr-fc", "--epochs", "1", "--out", str(tmp_path / "r"), "--quiet", *flag]) == 2
     assert not (tmp_path / "r" / "metrics.json").exists()
 
 
@@ -156,13 +156,13 @@ def test_predict_refuses_a_bad_batch_size(saved, data, batch_size):
 def test_a_huge_label_id_is_refused_before_allocating(data):
     Y = [[10**12]] + [[0]] * (data.X.shape[0] - 1)
     with pytest.raises(InputError, match="larger than holoxmc accepts"):
-        XMCClassifier(**SMALL).fit(data.X, Y)
+        XMCClassifier(head="hrr", **SMALL).fit(data.X, Y)
 
 
 def test_a_huge_token_id_is_refused_before_allocating():
     tokens = np.array([[1, 2, 3], [4, 10**12, 0]], dtype=np.int64)
     with pytest.raises(InputError, match="larger than holoxmc accepts"):
-        XMCClassifier(backbone="lstm", epochs=1, progress=False).fit(tokens, [[0], [1]])
+        XMCClassifier(head="hrr", backbone="lstm", epochs=1, progress=False).fit(tokens, [[0], [1]])
 
 
 def test_a_network_no_machine_holds_is_refused_before_building(data):
@@ -197,7 +197,7 @@ def test_sparse_inputs_with_nan_are_refused(data):
     X = data.X.copy().astype(np.float32)
     X.data[0] = np.nan
     with pytest.raises(InputError, match="NaN"):
-        XMCClassifier(**SMALL).fit(sp.csr_matrix(X), data.Y)
+        XMCClassifier(head="hrr", **SMALL).fit(sp.csr_matrix(X), data.Y)
 
 
 # ---------------------------------------------------------------- processes (defect 2, Ctrl-C)
@@ -292,7 +292,7 @@ def test_resume_never_writes_into_a_folder_holoxmc_did_not_start(tiny, tmp_path)
     project = tmp_path / "proj"
     project.mkdir()
     (project / "config.json").write_text("{}")
-    assert main(["train", str(tiny), "--epochs", "1", "--out", str(project), "--resume", "--quiet"]) == 2
+    assert main(["train", str(tiny), "--model", "hrr-fc", "--epochs", "1", "--out", str(project), "--resume", "--quiet"]) == 2
     assert (project / "config.json").read_text() == "{}" and sorted(p.name for p in project.iterdir()) == ["config.json"]
 
 
@@ -313,7 +313,7 @@ def test_a_bad_out_is_refused_before_any_work(tiny, tmp_path, capsys, make_out):
     else:
         (tmp_path / "file").write_text("x")
         out = tmp_path / "file" / "run"
-    assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), "--quiet"]) == 2
+    assert main(["train", str(tiny), "--model", "hrr-fc", "--epochs", "1", "--out", str(out), "--quiet"]) == 2
     assert "epoch" not in capsys.readouterr().err
 
 
@@ -322,16 +322,16 @@ def test_a_second_writer_of_a_run_folder_is_refused(tiny, tmp_path, capsys):
     out = tmp_path / "R"
     out.mkdir()
     with run_lock(out):  # as a running `train` holds it
-        assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), "--resume", "--quiet"]) == 2
+        assert main(["train", str(tiny), "--model", "hrr-fc", "--epochs", "1", "--out", str(out), "--resume", "--quiet"]) == 2
         assert "another holoxmc process" in capsys.readouterr().err
-        assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), "--quiet"]) == 2
-    assert main(["train", str(tiny), "--epochs", "1", "--hidden", "16", "--out", str(out), "--resume", "--quiet"]) == 0
+        assert main(["train", str(tiny), "--model", "hrr-fc", "--epochs", "1", "--out", str(out), "--quiet"]) == 2
+    assert main(["train", str(tiny), "--model", "hrr-fc", "--epochs", "1", "--hidden", "16", "--out", str(out), "--resume", "--quiet"]) == 0
 
 
 @pytest.mark.parametrize("other", [{"dim": 64}, {"head": "dense"}, {"hidden": (32,)}])
 def test_resume_with_another_model_is_the_another_configuration_error(data, tmp_path, other):
     run = tmp_path / "R"
-    first = {"dim": 32, "hidden": (16,), "epochs": 2, "progress": False}
+    first = {"head": "hrr", "dim": 32, "hidden": (16,), "epochs": 2, "progress": False}
     XMCClassifier(**first).fit(data.X, data.Y, run_dir=run)  # leaves its checkpoint
     with pytest.raises(InputError, match="another configuration"):
         XMCClassifier(**(first | other)).fit(data.X, data.Y, run_dir=run, resume=True)
@@ -344,7 +344,7 @@ def test_a_tampered_trainer_state_is_one_input_error(data, tmp_path, field, valu
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file
     run = tmp_path / "R"
-    settings = {"dim": 32, "hidden": (16,), "epochs": 2, "progress": False}
+    settings = {"head": "hrr", "dim": 32, "hidden": (16,), "epochs": 2, "progress": False}
     XMCClassifier(**settings).fit(data.X, data.Y, run_dir=run)
     path = run / "checkpoint.safetensors"
     with safe_open(str(path), framework="pt") as f:
@@ -360,8 +360,8 @@ def test_a_tampered_trainer_state_is_one_input_error(data, tmp_path, field, valu
 
 def test_resume_of_a_finished_run_removes_checkpoints_a_kill_left(tiny, tmp_path):
     out = tmp_path / "R"
-    assert main(["train", str(tiny), "--epochs", "1", "--hidden", "16", "--out", str(out), "--quiet"]) == 0
+    assert main(["train", str(tiny), "--model", "hrr-fc", "--epochs", "1", "--hidden", "16", "--out", str(out), "--quiet"]) == 0
     (out / "checkpoint.safetensors").write_bytes(b"left by a kill")
     (out / "checkpoint.json").write_text("{}")
-    assert main(["train", str(tiny), "--epochs", "1", "--hidden", "16", "--out", str(out), "--resume", "--quiet"]) == 0
+    assert main(["train", str(tiny), "--model", "hrr-fc", "--epochs", "1", "--hidden", "16", "--out", str(out), "--resume", "--quiet"]) == 0
     assert not (out / "checkpoint.safetensors").exists() and not (out / "checkpoint.json").exists()

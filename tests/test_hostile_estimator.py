@@ -58,7 +58,7 @@ def no_training(monkeypatch):
 )
 def test_non_finite_settings_are_refused_naming_them(tiny, no_training, params, name):
     with pytest.raises(InputError, match=name):
-        XMCClassifier(**TINY | params).fit(tiny.X, tiny.Y)
+        XMCClassifier(**{"head": "hrr"} | TINY | params).fit(tiny.X, tiny.Y)
 
 
 @pytest.mark.parametrize("option, value", [("--lr", "inf"), ("--lr", "nan"), ("--dropout", "nan"),
@@ -111,7 +111,7 @@ def test_a_huge_token_id_is_refused_not_allocated(tiny, no_training, backbone, h
     tokens = np.arange(1, 1 + tiny.X.shape[0] * 4, dtype=np.int64).reshape(-1, 4) % 50 + 1
     tokens[3, 2] = huge
     with pytest.raises(InputError, match="vocabulary size"):
-        XMCClassifier(backbone=backbone, **TINY | {"hidden": None}).fit(tokens, tiny.Y)
+        XMCClassifier(head="hrr", backbone=backbone, **TINY | {"hidden": None}).fit(tokens, tiny.Y)
 
 
 def test_a_vocabulary_that_cannot_fit_is_refused_by_its_bytes(tiny, no_training):
@@ -119,7 +119,7 @@ def test_a_vocabulary_that_cannot_fit_is_refused_by_its_bytes(tiny, no_training)
     tokens = np.ones((tiny.X.shape[0], 3), dtype=np.int64)
     tokens[0, 0] = 2**31 - 2
     with pytest.raises(InputError, match="would need .* GiB"):
-        XMCClassifier(backbone="cnn", **TINY | {"hidden": None}).fit(tokens, tiny.Y)
+        XMCClassifier(head="hrr", backbone="cnn", **TINY | {"hidden": None}).fit(tokens, tiny.Y)
 
 
 SOLAR = dict(hidden=(8,), epochs=1, batch_size=16, lr=1e-2, seed=0, progress=False)

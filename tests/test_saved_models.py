@@ -51,7 +51,7 @@ def test_a_network_saves_dim_once_and_loads_it_back(tmp_path, n_models):
     rng = np.random.default_rng(0)
     X = sp.random(60, 20, density=0.3, format="csr", dtype=np.float32, random_state=1)
     Y = sp.csr_matrix((rng.random((60, 8)) < 0.3).astype(np.float32))
-    clf = XMCClassifier(dim=12, hidden=(8,), epochs=1, n_models=n_models, progress=False).fit(X, Y)
+    clf = XMCClassifier(head="hrr", dim=12, hidden=(8,), epochs=1, n_models=n_models, progress=False).fit(X, Y)
     config = json.loads((clf.save(tmp_path / "m") / "config.json").read_text())
     network = config["network"]["members"][0] if n_models > 1 else config["network"]
     assert "dim" not in config["params"] and network["dim"] == 12

@@ -26,7 +26,7 @@ def data():
 @pytest.fixture(scope="module")
 def fitted(data):
     train, _ = data
-    return XMCClassifier(**TINY).fit(train.X, train.Y)
+    return XMCClassifier(head="hrr", **TINY).fit(train.X, train.Y)
 
 
 def test_score_is_one_float_and_evaluate_has_every_metric(data, fitted):
@@ -44,9 +44,9 @@ def test_score_is_one_float_and_evaluate_has_every_metric(data, fitted):
 def test_cross_val_score_and_grid_search_run_on_a_dense_indicator_matrix(data):
     train, _ = data
     Y = train.Y.toarray().astype(np.int64)  # what scikit-learn's multilabel tools pass
-    scores = cross_val_score(XMCClassifier(**TINY), train.X, Y, cv=2)
+    scores = cross_val_score(XMCClassifier(head="hrr", **TINY), train.X, Y, cv=2)
     assert scores.shape == (2,) and np.all((0 <= scores) & (scores <= 100))
-    search = GridSearchCV(XMCClassifier(**TINY), {"lr": [1e-2, 3e-3]}, cv=2).fit(train.X, Y)
+    search = GridSearchCV(XMCClassifier(head="hrr", **TINY), {"lr": [1e-2, 3e-3]}, cv=2).fit(train.X, Y)
     assert search.best_params_["lr"] in (1e-2, 3e-3)
     assert search.best_estimator_.n_labels_ == Y.shape[1]
     assert search.score(train.X, Y) == search.best_estimator_.score(train.X, Y)
@@ -54,7 +54,7 @@ def test_cross_val_score_and_grid_search_run_on_a_dense_indicator_matrix(data):
 
 def test_not_fitted_is_scikit_learns_error_and_an_input_error(data, fitted):
     train, _ = data
-    clf = XMCClassifier(**TINY)
+    clf = XMCClassifier(head="hrr", **TINY)
     with pytest.raises(NotFittedError, match="not fitted"):
         clf.predict(train.X)
     assert issubclass(NotFittedError, sklearn.exceptions.NotFittedError) and issubclass(NotFittedError, InputError)
@@ -70,25 +70,25 @@ def test_svmlight_multilabel_float_tuples_are_label_ids(tmp_path, data):
     dump_svmlight_file(train.X, train.Y.astype(np.int64), str(tmp_path / "train.svm"), multilabel=True)
     X, Y = load_svmlight_file(str(tmp_path / "train.svm"), multilabel=True, n_features=train.X.shape[1])
     assert any(isinstance(label, float) for row in Y for label in row)  # (2.0, 5.0): floats
-    from_floats = XMCClassifier(**TINY).fit(X, Y)
-    from_ints = XMCClassifier(**TINY).fit(X, [list(row) for row in rows])
+    from_floats = XMCClassifier(head="hrr", **TINY).fit(X, Y)
+    from_ints = XMCClassifier(head="hrr", **TINY).fit(X, [list(row) for row in rows])
     assert from_floats.n_labels_ == from_ints.n_labels_
     np.testing.assert_array_equal(from_floats.predict(X, k=3)[0], from_ints.predict(X, k=3)[0])
     with pytest.raises(InputError, match="row 1: label ids must be integers"):
-        XMCClassifier(**TINY).fit(X[:3], [(1.0,), (2.5,), ()])
+        XMCClassifier(head="hrr", **TINY).fit(X[:3], [(1.0,), (2.5,), ()])
 
 
 def test_random_state_is_the_seed_and_n_jobs_the_workers(data):
     train, test = data
-    by_state = XMCClassifier(**TINY, random_state=5).fit(train.X, train.Y)
-    by_seed = XMCClassifier(**TINY, seed=5).fit(train.X, train.Y)
+    by_state = XMCClassifier(head="hrr", **TINY, random_state=5).fit(train.X, train.Y)
+    by_seed = XMCClassifier(head="hrr", **TINY, seed=5).fit(train.X, train.Y)
     np.testing.assert_array_equal(by_state.decision_function(test.X), by_seed.decision_function(test.X))
-    assert XMCClassifier(n_jobs=3).n_workers == 3 and XMCClassifier(workers=2).n_workers == 2
-    assert XMCClassifier(n_jobs=-1).n_workers >= 1
-    single = XMCClassifier(**TINY, n_jobs=2).fit(train.X, train.Y)  # one network: trains here
-    np.testing.assert_array_equal(single.predict(test.X)[0], XMCClassifier(**TINY).fit(train.X, train.Y).predict(test.X)[0])
+    assert XMCClassifier(head="hrr", n_jobs=3).n_workers == 3 and XMCClassifier(head="hrr", workers=2).n_workers == 2
+    assert XMCClassifier(head="hrr", n_jobs=-1).n_workers >= 1
+    single = XMCClassifier(head="hrr", **TINY, n_jobs=2).fit(train.X, train.Y)  # one network: trains here
+    np.testing.assert_array_equal(single.predict(test.X)[0], XMCClassifier(head="hrr", **TINY).fit(train.X, train.Y).predict(test.X)[0])
     for params, match in (({"n_jobs": 2, "workers": 3}, "n_jobs is scikit-learn's name for workers"),
                           ({"random_state": 1, "seed": 2}, "random_state is scikit-learn's name for seed"),
                           ({"n_jobs": 0}, "n_jobs must be"), ({"random_state": -1}, "random_state must be")):
         with pytest.raises(InputError, match=match):
-            XMCClassifier(**TINY | params).fit(train.X, train.Y)
+            XMCClassifier(head="hrr", **TINY | params).fit(train.X, train.Y)

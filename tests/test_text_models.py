@@ -44,16 +44,16 @@ def test_the_debtags_fc_preset_is_not_applied_to_a_text_backbone(model):
 
 @pytest.mark.parametrize("backbone", ["cnn", "lstm"])
 def test_a_text_backbone_takes_its_own_defaults(backbone):
-    clf = XMCClassifier(backbone=backbone)
+    clf = XMCClassifier(head="hrr", backbone=backbone)
     for name, value in BACKBONE_DEFAULTS[backbone].items():
         assert clf.setting(name) == value
-    assert XMCClassifier(backbone=backbone, lr=0.5).setting("lr") == 0.5
-    assert XMCClassifier(backbone="fc").setting("epochs") == 20  # the head's default
+    assert XMCClassifier(head="hrr", backbone=backbone, lr=0.5).setting("lr") == 0.5
+    assert XMCClassifier(head="hrr", backbone="fc").setting("epochs") == 20  # the head's default
 
 
 def test_the_backbone_options_are_recorded_in_the_network_config():
     X, Y = _tokens()
-    clf = XMCClassifier(backbone="lstm", dim=16, epochs=1, progress=False,
+    clf = XMCClassifier(head="hrr", backbone="lstm", dim=16, epochs=1, progress=False,
                         head_options={"embed_dim": 8, "hidden_size": 6, "fc_size": 16}).fit(X, Y)
     config = clf.network_.config
     assert (config["embed_dim"], config["hidden_size"]) == (8, 6)
@@ -66,7 +66,7 @@ def test_the_backbone_options_are_recorded_in_the_network_config():
 def test_a_setting_of_the_fc_backbone_is_refused_for_a_text_backbone(backbone, setting):
     X, Y = _tokens()
     with pytest.raises(InputError, match=rf"\['{next(iter(setting))}'\] do not apply to backbone '{backbone}'"):
-        XMCClassifier(backbone=backbone, **setting).fit(X, Y)
+        XMCClassifier(head="hrr", backbone=backbone, **setting).fit(X, Y)
 
 
 @pytest.mark.parametrize("model", ["hrr-cnn", "lstm"])
@@ -147,15 +147,15 @@ def test_fit_starts_the_embedding_rows_from_the_word_vectors(backbone, tokenizer
     found = read_word_vectors(file, tokenizer, 8)
     X, Y = _tokens()
     options = TINY if backbone == "cnn" else TINY_LSTM
-    clf = XMCClassifier(backbone=backbone, dim=16, epochs=1, lr=1e-9, progress=False, head_options=options)
+    clf = XMCClassifier(head="hrr", backbone=backbone, dim=16, epochs=1, lr=1e-9, progress=False, head_options=options)
     clf.fit(X, Y, word_vectors=found)
     row = clf.network_.backbone.embedding.weight[int(found.ids[0])]
     assert torch.allclose(row, torch.full((8,), 0.25), atol=1e-4)
     with pytest.raises(InputError, match=r"shape \(1, 8\) for 1 ids; the embedding table is 6 wide"):
-        XMCClassifier(backbone=backbone, dim=16, epochs=1, head_options=options | {"embed_dim": 6},
+        XMCClassifier(head="hrr", backbone=backbone, dim=16, epochs=1, head_options=options | {"embed_dim": 6},
                       progress=False).fit(X, Y, word_vectors=found)
     with pytest.raises(InputError, match="text backbone"):
-        XMCClassifier(epochs=1).fit(np.eye(4), [[0], [1], [2], [3]], word_vectors=found)
+        XMCClassifier(head="hrr", epochs=1).fit(np.eye(4), [[0], [1], [2], [3]], word_vectors=found)
 
 
 # ---------------------------------------------------------------------------- the CLI

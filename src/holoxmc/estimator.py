@@ -64,7 +64,10 @@ class XMCClassifier(BaseEstimator):
     or a linear one-vs-rest model.
 
     Args:
-        head: ``"hrr"`` (``dim``-wide output, HRR loss), ``"dense"`` (``L`` logits, BCE),
+        head: ``"auto"`` (the default: the linear model, then the FC network while
+            ``time_budget`` lasts, the best on validation P@1 refit on every row and kept,
+            :mod:`holoxmc.models.auto`; any network or head setting is then refused: name the
+            head to set it), ``"hrr"`` (``dim``-wide output, HRR loss), ``"dense"`` (``L`` logits, BCE),
             ``"solar"`` (K independent chunk networks over B buckets each, trained with zero
             communication, decoded through an inverted index; ``backbone="fc"`` only) or
             ``"linear"`` (one L2-regularised linear SVM per label on the L2-normalised input,
@@ -119,7 +122,7 @@ class XMCClassifier(BaseEstimator):
         random_state: scikit-learn's name for ``seed`` (a non-negative integer): when given,
             it seeds everything ``seed`` does. Give one of them.
         time_budget: ``head="auto"``: seconds within which candidates are expected to end (the linear model,
-            then HRR-FC, then FC, each at its library defaults, chosen by validation P@1 and
+            then FC, each at its library defaults, chosen by validation P@1 and
             refit on every row; see :mod:`holoxmc.models.auto`); other heads ignore it.
 
     scikit-learn conformance: :meth:`score` returns one float (P@1 by default) for
@@ -142,14 +145,14 @@ class XMCClassifier(BaseEstimator):
         >>> import scipy.sparse as sp, numpy as np
         >>> X = sp.random(200, 50, density=0.1, format="csr", random_state=0, dtype=np.float32)
         >>> Y = (sp.random(200, 20, density=0.1, format="csr", random_state=1) > 0).astype(np.float32)
-        >>> clf = XMCClassifier(dim=32, hidden=(16,), epochs=2, progress=False).fit(X, Y)
+        >>> clf = XMCClassifier(head="hrr", dim=32, hidden=(16,), epochs=2, progress=False).fit(X, Y)
         >>> clf.predict(X[:3], k=4)[0].shape
         (3, 4)
     """
 
     def __init__(
         self,
-        head: str = "hrr",
+        head: str = "auto",
         backbone: str = "fc",
         *,
         dim: int = 400,

@@ -54,9 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--test-fraction", type=finite_float, metavar="F",
                        help="hold out this share of DATA's rows (one data file) as the test split, by --seed; "
                             "the rows held out are never trained on")
-    train.add_argument("--model", choices=MODEL_NAMES, default="hrr-fc",
-                       help="model (default hrr-fc); auto: the linear model, then HRR-FC and FC while "
-                            "--time-budget lasts, the best by validation P@1 refit on every row")
+    train.add_argument("--model", choices=MODEL_NAMES, default="auto",
+                       help="model (default auto: the linear model, then FC while "
+                            "--time-budget lasts, the best by validation P@1 refit on every row); "
+                            "any other name trains exactly that model")
     train.add_argument("--time-budget", type=finite_float, metavar="SECONDS",
                        help="--model auto: candidates start only within this many seconds (default 60)")
     train.add_argument("--preset", metavar="NAME",
@@ -245,6 +246,9 @@ def train_params(data: str, model: str, overrides: dict[str, Any], preset: str |
     name = Path(data).name if Path(data).exists() else data  # a folder's name, or the registry name
     if preset is not None and preset.lower() not in (*DATASET_PRESETS, "paper"):
         raise InputError(f"unknown preset {preset!r}; choose from {sorted(DATASET_PRESETS) + ['paper']}")
+    if preset is not None and model == "auto":
+        raise InputError(f"--preset {preset} sets a named model's settings: add --model (hrr-fc, fc, linear, solar, "
+                         "...); --model auto (the default) trains each candidate at its library defaults")
     params: dict[str, Any] = (dict(model_params(model)) if preset is None
                               else paper_params(name, model) if preset.lower() == "paper"
                               else preset_params(preset, model))
