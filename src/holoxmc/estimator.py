@@ -64,7 +64,7 @@ class XMCClassifier(BaseEstimator):
     or a linear one-vs-rest model.
 
     Args:
-        head: ``"auto"`` (the default: the linear model, then HRR-FC and FC while
+        head: ``"auto"`` (the default: the linear model, then the FC network while
             ``time_budget`` lasts, the best on validation P@1 refit on every row and kept,
             :mod:`holoxmc.models.auto`; any network or head setting is then refused: name the
             head to set it), ``"hrr"`` (``dim``-wide output, HRR loss), ``"dense"`` (``L`` logits, BCE),
@@ -122,7 +122,7 @@ class XMCClassifier(BaseEstimator):
         random_state: scikit-learn's name for ``seed`` (a non-negative integer): when given,
             it seeds everything ``seed`` does. Give one of them.
         time_budget: ``head="auto"``: seconds within which candidates are expected to end (the linear model,
-            then HRR-FC, then FC, each at its library defaults, chosen by validation P@1 and
+            then FC, each at its library defaults, chosen by validation P@1 and
             refit on every row; see :mod:`holoxmc.models.auto`); other heads ignore it.
 
     scikit-learn conformance: :meth:`score` returns one float (P@1 by default) for
