@@ -95,3 +95,10 @@ def test_preset_n_test_follows_n_points_unless_given():
     assert len(load("synthetic", "test", n_labels=50, n_features=30)) == SYNTHETIC_PRESETS["demo"]["n_test"]
     with pytest.raises(InputError, match="unknown synthetic preset"):
         load("synthetic", preset=["demo"])
+
+
+def test_the_splits_carry_the_name_given():
+    """The size checks' loop variable once shadowed ``name``: every set was 'noise_features'."""
+    train, test = make_synthetic(50, 5, 20, seed=0)
+    assert train.name == test.name == "synthetic"
+    assert make_synthetic(50, 5, 20, seed=0, name="mine")[0].name == "mine"

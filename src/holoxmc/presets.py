@@ -127,7 +127,9 @@ HEAD_OPTIONS: dict[str, dict[str, str]] = {
     "hrr": {"loss": "loss", "ranking": "ranking", "learn_pm": "learn_pm", "learn_labels": "learn_labels",
             "label_bias": "label_bias",
             "label_code": "code", "code_cache": "cache_codes"},
-    "solar": {"chunks": "n_chunks", "buckets": "n_buckets"},
+    "solar": {"chunks": "n_chunks", "buckets": "n_buckets", "code_method": "code_method", "feature_dim": "feature_dim",
+              "top_buckets": "top_buckets", "min_freq": "min_freq", "min_freq_mode": "min_freq_mode",
+              "scoring": "scoring"},
     "linear": {"C": "C"},
 }
 

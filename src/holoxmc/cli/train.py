@@ -25,7 +25,7 @@ from holoxmc.errors import InputError
 from holoxmc.presets import HEAD_OPTIONS as _HEAD_OPTIONS
 
 __all__ = ["register", "metrics_table", "train_params", "TEXT_ENCODER_FILE", "HISTORY_FILE", "MODEL_NAMES",
-           "format_prediction", "parse_prediction"]
+           "format_prediction", "parse_prediction", "solar_settings", "SOLAR_DECODING"]
 
 #: the run's :class:`~holoxmc.data.text.TextEncoder`, written when it was trained on raw text
 TEXT_ENCODER_FILE = "text_encoder.json"
@@ -108,6 +108,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "from 0.1, 0.3, 1, 3)")
     train.add_argument("--chunks", type=positive_int, metavar="K", help="SOLAR: independent chunk models")
     train.add_argument("--buckets", type=positive_int, metavar="B", help="SOLAR: buckets per chunk")
+    train.add_argument("--code-method", choices=["balanced", "murmur"],
+                       help="SOLAR: label-to-bucket codes with equal bucket loads (balanced, the default) or the "
+                            "paper's hash (murmur)")
+    train.add_argument("--feature-dim", type=positive_int, metavar="D",
+                       help="SOLAR: hash each chunk's input to D features (default: no hashing up to 2**17 features)")
+    add_solar_decoding_options(train)
     train.add_argument("--workers", type=positive_int,
                        help="SOLAR's chunks, the linear model's label blocks, or an ensemble's networks, "
                             "trained in parallel local processes")
@@ -132,6 +138,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                "scored whole")
     evaluate.add_argument("--output", type=Path, metavar="FILE", help="JSON output (default RUN_DIR/eval-<DATA>-<split>.json)")
     evaluate.add_argument("--device", help="override the saved device")
+    add_solar_decoding_options(evaluate, saved=True)
     add_threshold_options(evaluate, "also the F1 of the label sets that predict --threshold T makes")
     add_data_options(evaluate)
     evaluate.set_defaults(run=run_evaluate)
@@ -154,6 +161,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "the lines back)")
     predict.add_argument("--output", type=Path, metavar="FILE", help="output file (default: stdout)")
     predict.add_argument("--device", help="override the saved device")
+    add_solar_decoding_options(predict, saved=True)
     add_data_options(predict)
     predict.set_defaults(run=run_predict)
 
@@ -164,6 +172,55 @@ def add_threshold_options(parser: argparse.ArgumentParser, threshold_help: str) 
     parser.add_argument("--absolute", action="store_true",
                         help="with --threshold: compare the confidences with T itself (the HRR paper's "
                              "appendix H cuts at 0.5), not with T times the best")
+
+
+#: SOLAR's decoding options (``SolarConfig`` fields of the same names): set by ``train``,
+#: overridden for one call by ``evaluate`` and ``predict``.
+SOLAR_DECODING = ("top_buckets", "min_freq", "min_freq_mode", "scoring")
+
+
+def add_solar_decoding_options(parser: argparse.ArgumentParser, *, saved: bool = False) -> None:
+    """``--top-buckets``, ``--min-freq``, ``--min-freq-mode`` and ``--scoring``: how SOLAR
+    decodes (``saved``: for a trained model, instead of the settings it was saved with)."""
+
+    def default(value: str) -> str:
+        return "(default: the run's setting)" if saved else f"(default: {value})"
+
+    parser.add_argument("--top-buckets", type=positive_int, metavar="M",
+                        help=f"SOLAR: buckets each chunk retrieves {default('10')}")
+    parser.add_argument("--min-freq", type=positive_int, metavar="N",
+                        help=f"SOLAR: a label is a candidate when at least N of the K chunks retrieve it "
+                             f"{default('K // 2')}")
+    parser.add_argument("--min-freq-mode", choices=["relaxed", "strict"],
+                        help="SOLAR: relaxed lowers --min-freq per point to its k-th best hit count when fewer than "
+                             "k labels would pass; strict is the paper's filter as it stands (a point may get fewer "
+                             f"than k labels; --min-freq at most K) {default('relaxed')}")
+    parser.add_argument("--scoring", choices=["prob", "logprob", "logit"],
+                        help="SOLAR: a candidate's score, summed over the K chunks: its bucket's probability, its "
+                             f"log, or the logit {default('prob')}")
+
+
+def _solar_decoding(args: argparse.Namespace, clf: Any) -> dict[str, Any]:
+    """The SOLAR decoding options given to ``evaluate`` or ``predict``; when there are any,
+    ``clf`` (a loaded run) decodes with them for this call (its saved files are untouched).
+
+    Raises:
+        InputError: options given for a run that is no SOLAR model, or invalid for it.
+    """
+    given = {key: getattr(args, key) for key in SOLAR_DECODING if getattr(args, key) is not None}
+    if given and clf.head_ != "solar":
+        raise InputError(f"--{next(iter(given)).replace('_', '-')} applies to SOLAR runs only; {args.run_dir} holds "
+                         f"a {clf.head_!r} model")
+    if given:
+        clf.model_ = clf.solar_.with_decoding(**given)
+    return given
+
+
+def solar_settings(config: Any) -> dict[str, Any]:
+    """The settings of a trained :class:`~holoxmc.train.solar.SolarConfig` that its command-line
+    options set, resolved (``min_freq``'s ``K // 2``, the bucket count, ...), as JSON values."""
+    names = ("n_chunks", "n_buckets", "code_method", "feature_dim", *SOLAR_DECODING)
+    return {name: getattr(config, name) for name in names}
 
 
 def _check_threshold_options(args: argparse.Namespace) -> None:
@@ -352,6 +409,8 @@ def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_
                        "source": str(args.data), "options": load_options}
     metrics["evaluation"] = evaluation
     metrics["settings"] = {"model": args.model, "preset": args.preset, "params": _json_params(clf)}
+    if clf.head_ == "solar":
+        metrics["settings"]["solar"] = solar_settings(clf.solar_.config)
     clf.save(run_dir)
     if train.encoder is not None:
         train.encoder.save(run_dir / TEXT_ENCODER_FILE)
@@ -506,18 +565,23 @@ def run_evaluate(args: argparse.Namespace) -> int:
     output = args.output or args.run_dir / f"eval-{Path(str(args.data)).name}-{args.split}.json"
     _check_output_file(output)  # before any work: a read-only run folder is refused now, not after scoring
     clf = XMCClassifier.load(args.run_dir, device=args.device)
+    overridden = _solar_decoding(args, clf)
     options = _options_for(args.run_dir, args.data, data_options(args))
     inputs, Y, name, _ = _run_inputs(args.run_dir, clf, args.data, args.split, options, labels=True)
     metrics = clf.evaluate(inputs, Y)
     scored = "every row of the file" if Path(str(args.data)).is_file() else f"its {args.split} split"
     report: dict[str, Any] = {"data": str(args.data), "split": "file" if Path(str(args.data)).is_file() else args.split,
                               "rows": int(Y.shape[0]), "metrics": metrics}
+    if clf.head_ == "solar":  # how it decoded, and which settings this call overrode
+        report["settings"] = {"solar": solar_settings(clf.solar_.config), "overridden": sorted(overridden)}
     sets = None
     if args.threshold is not None:
         sets = label_set_f1(clf.predict_above(inputs, args.threshold, relative=not args.absolute), Y)
         report["label_sets"] = {"threshold": args.threshold, "relative": not args.absolute, **sets}
     atomic_write_json(output, report)
     print(metrics_table(metrics, title=f"{args.run_dir} on {name} ({scored}, {Y.shape[0]} rows)"))
+    if overridden:
+        print("SOLAR decoding for this call: " + ", ".join(f"{key}={value}" for key, value in overridden.items()))
     if sets is not None:
         cut = f"> {args.threshold}" + ("" if args.absolute else " x best")
         print(f"\nlabel sets {cut}: micro-F1 {sets['micro-F1']:.2f}, example-F1 {sets['example-F1']:.2f}, "
@@ -605,6 +669,7 @@ def run_predict(args: argparse.Namespace) -> int:
     if args.output is not None:
         _check_output_file(args.output)
     clf = XMCClassifier.load(args.run_dir, device=args.device)
+    _solar_decoding(args, clf)
     options = _options_for(args.run_dir, args.input, data_options(args))
     inputs, _, _, encoder = _run_inputs(args.run_dir, clf, args.input, "test", options, labels=False)
     if args.label_names and encoder is None:

@@ -98,10 +98,10 @@ def make_synthetic(
     )
     if n_test is None:
         n_test = n_points // 5
-    for name, value, minimum in (("n_points", n_points, 1), ("n_labels", n_labels, 1), ("n_features", n_features, 1),
-                                 ("signature_size", signature_size, 1), ("n_test", n_test, 0),
-                                 ("noise_features", noise_features, 0)):
-        check_size(name, value, minimum=minimum)
+    for size_name, value, minimum in (("n_points", n_points, 1), ("n_labels", n_labels, 1), ("n_features", n_features, 1),
+                                      ("signature_size", signature_size, 1), ("n_test", n_test, 0),
+                                      ("noise_features", noise_features, 0)):
+        check_size(size_name, value, minimum=minimum)
     if not 1.0 <= labels_per_point <= n_labels:
         raise InputError(f"labels_per_point must lie in [1, n_labels={n_labels}], got {labels_per_point}")
     if not 0 <= seed < 2**32:

@@ -4,7 +4,9 @@ A chunk model predicts B bucket logits. Its training target is the OR of the buc
 present labels, built per batch from the :class:`LabelBatch` (never an L-wide vector).
 Decoding takes every chunk's top-m buckets, collects their labels through the inverted index,
 counts in how many chunks each candidate was hit, drops candidates hit fewer than
-``min_freq`` times, scores the rest by summing a per-chunk score of their bucket over all K
+``min_freq`` times (``"relaxed"``: per point at most down to the k-th best hit count, so
+that k candidates remain where k were retrieved; ``"strict"``: the paper's filter as it
+stands), scores the rest by summing a per-chunk score of their bucket over all K
 chunks and keeps the top k — batched over points with sort/scatter ops, no Python loop over
 candidates.
 """
@@ -22,7 +24,7 @@ from holoxmc.data.batch import LabelBatch
 from holoxmc.errors import InputError
 from holoxmc.heads.dense import DenseHead
 
-__all__ = ["SolarChunkHead", "bucket_label_batch", "solar_decode", "SCORINGS", "SCORE_OF_LOGIT"]
+__all__ = ["SolarChunkHead", "bucket_label_batch", "solar_decode", "SCORINGS", "SCORE_OF_LOGIT", "MIN_FREQ_MODES"]
 
 Scoring = Literal["prob", "logprob", "logit"]
 #: A chunk's bucket logit → the score it adds to each of the bucket's labels, per ``Scoring``.
@@ -30,6 +32,10 @@ SCORE_OF_LOGIT: dict[str, Callable[[Tensor], Tensor]] = {
     "prob": torch.sigmoid, "logprob": F.logsigmoid, "logit": torch.clone,
 }
 SCORINGS: tuple[str, ...] = tuple(SCORE_OF_LOGIT)
+MinFreqMode = Literal["relaxed", "strict"]
+#: How decoding applies ``min_freq``: ``"relaxed"`` lowers it per point to the k-th best hit
+#: count when fewer than k candidates would pass; ``"strict"`` never does (SOLAR's paper).
+MIN_FREQ_MODES: tuple[str, ...] = ("relaxed", "strict")
 
 
 def bucket_label_batch(labels: LabelBatch, bucket_of_label: Tensor, n_buckets: int) -> LabelBatch:
@@ -129,13 +135,15 @@ def solar_decode(
     top_buckets: int = 50,
     min_freq: int = 1,
     scoring: Scoring = "prob",
+    min_freq_mode: MinFreqMode = "relaxed",
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Top-k labels from K chunks' bucket logits through the inverted index.
 
     1. per chunk, the ``top_buckets`` (m) best buckets; 2. their labels from ``index_table``;
     3. hit count of every distinct candidate (in how many chunks it was retrieved);
-    4. keep candidates with ``>= min_freq`` hits — per point the threshold is lowered to the
-    k-th largest hit count when fewer than k would remain; 5. score = sum over all K chunks of
+    4. keep candidates with ``>= min_freq`` hits — with ``min_freq_mode="relaxed"`` the
+    threshold is lowered per point to the k-th largest hit count when fewer than k would
+    remain; ``"strict"`` (the paper's filter) keeps it, so a point may get fewer than k labels; 5. score = sum over all K chunks of
     ``sigmoid`` (``"prob"``), ``logsigmoid`` (``"logprob"``) or the raw logit (``"logit"``) of
     the candidate's bucket; 6. top-k by score.
 
@@ -149,11 +157,12 @@ def solar_decode(
         top_buckets: m, buckets kept per chunk.
         min_freq: least number of chunks that must retrieve a candidate.
         scoring: ``"prob"``, ``"logprob"`` or ``"logit"``.
+        min_freq_mode: ``"relaxed"`` or ``"strict"`` (see step 4).
 
     Shapes:
         logits ``(n, K, B)``; index_table ``(K, B, S)``; buckets ``(K, L)`` →
         scores ``(n, k)``, labels ``(n, k)`` int64 (``-1`` with score ``-inf`` where a point
-        has fewer than k candidates at all), candidates ``(n,)`` int64 — candidates kept after
+        has fewer than k candidates left), candidates ``(n,)`` int64 — candidates kept after
         the ``min_freq`` filter.
     """
     n, n_chunks, n_buckets = logits.shape
@@ -168,6 +177,8 @@ def solar_decode(
     device = logits.device
     if scoring not in SCORINGS:
         raise InputError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
+    if min_freq_mode not in MIN_FREQ_MODES:
+        raise InputError(f"min_freq_mode must be one of {MIN_FREQ_MODES}, got {min_freq_mode!r}")
     if n == 0:
         empty = torch.empty(0, k, device=device)
         return empty.to(logits.dtype), empty.long(), torch.zeros(0, dtype=torch.int64, device=device)
@@ -186,13 +197,8 @@ def solar_decode(
     rows = pairs // (n_labels + 1)
     hits = hits.masked_fill(pairs - rows * (n_labels + 1) == n_labels, 0)  # padding is no candidate
 
-    # per point, lower min_freq to the k-th largest hit count when fewer than k would remain:
-    # at_least[i, h - 1] = candidates of point i hit >= h times (1 <= h <= K)
-    histogram = torch.bincount(rows * (n_chunks + 1) + hits, minlength=n * (n_chunks + 1)).view(n, -1)
-    at_least = histogram[:, 1:].flip(1).cumsum(1).flip(1)
-    hit_counts = torch.arange(1, n_chunks + 1, device=device)
-    kth_hits = ((at_least >= min(k, retrieved.shape[1])) * hit_counts).amax(1)  # 0: fewer than k candidates
-    threshold = torch.clamp(torch.clamp(kth_hits, max=min_freq), min=1)
+    threshold = (_relaxed_threshold(rows, hits, n, n_chunks, min(k, retrieved.shape[1]), min_freq)
+                 if min_freq_mode == "relaxed" else torch.full((n,), min_freq, dtype=hits.dtype, device=device))
     kept_pairs = pairs[(hits >= threshold[rows]).nonzero().squeeze(1)]  # row-major, labels ascending
     rows, labels = kept_pairs // (n_labels + 1), kept_pairs % (n_labels + 1)
     kept = torch.bincount(rows, minlength=n)
@@ -212,3 +218,18 @@ def solar_decode(
         top_scores = F.pad(top_scores, (0, k - top_scores.shape[1]), value=-torch.inf)
         top_labels = F.pad(top_labels, (0, k - top_labels.shape[1]), value=-1)
     return top_scores, top_labels, kept
+
+
+def _relaxed_threshold(rows: Tensor, hits: Tensor, n: int, n_chunks: int, k: int, min_freq: int) -> Tensor:
+    """Per point, ``min_freq`` lowered to the k-th largest hit count when fewer than k
+    candidates would reach it (at least 1).
+
+    Shapes:
+        rows, hits: ``(pairs,)`` point and hit count of every (point, label) pair → ``(n,)``.
+    """
+    # at_least[i, h - 1] = candidates of point i hit >= h times (1 <= h <= K)
+    histogram = torch.bincount(rows * (n_chunks + 1) + hits, minlength=n * (n_chunks + 1)).view(n, -1)
+    at_least = histogram[:, 1:].flip(1).cumsum(1).flip(1)
+    hit_counts = torch.arange(1, n_chunks + 1, device=hits.device)
+    kth_hits = ((at_least >= k) * hit_counts).amax(1)  # 0: fewer than k candidates
+    return torch.clamp(torch.clamp(kth_hits, max=min_freq), min=1)

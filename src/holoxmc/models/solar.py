@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from collections.abc import Iterator
@@ -20,13 +21,13 @@ from holoxmc.backbones.fc import FCBackbone
 from holoxmc.backbones.network import Network
 from holoxmc.codes.solar import FeatureHash, InvertedIndex, SolarLabelCode
 from holoxmc.errors import InputError
-from holoxmc.heads.solar import SCORE_OF_LOGIT, Scoring, SolarChunkHead, solar_decode
+from holoxmc.heads.solar import SCORE_OF_LOGIT, MinFreqMode, Scoring, SolarChunkHead, solar_decode
 from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
 from holoxmc.train.solar import (
-    CONFIG_FILE, FORMAT, INDEX_FILE, MODEL_FILE, SolarConfig, _checked_model_config, _chunk_network, _feature_hash,
-    _normalized, _read_json, _resolved, chunk_dir,
+    CONFIG_FILE, FORMAT, INDEX_FILE, INFERENCE_FIELDS, MODEL_FILE, SolarConfig, _checked_model_config, _chunk_network,
+    _feature_hash, _normalized, _read_json, _resolved, chunk_dir,
 )
 from holoxmc.trust import check_finite
 
@@ -187,6 +188,32 @@ class SolarModel:
         model._stacked = None
         return model
 
+    def with_decoding(self, **settings: Any) -> "SolarModel":
+        """This model with other decoding settings: a copy sharing the chunk networks, the
+        codes and the index (nothing retrains or is copied), with ``top_buckets``,
+        ``min_freq``, ``min_freq_mode`` or ``scoring`` replaced where given (``None``: kept).
+
+        Raises:
+            InputError: another setting (one that needs retraining), or an invalid value.
+
+        Example:
+            >>> strict = model.with_decoding(min_freq=3, min_freq_mode="strict")  # doctest: +SKIP
+            >>> strict.config.min_freq, model.config.min_freq_mode                # doctest: +SKIP
+            (3, 'relaxed')
+        """
+        config = self._decoding(**settings)
+        self._stacked_chunks()  # built once, shared with the copy
+        model = copy.copy(self)
+        model.config = config
+        return model
+
+    def _decoding(self, **settings: Any) -> SolarConfig:
+        """The config with the decoding ``settings`` given (not ``None``) replaced, checked."""
+        unknown = sorted(set(settings) - set(INFERENCE_FIELDS))
+        if unknown:
+            raise InputError(f"{unknown} are no decoding settings (those are {list(INFERENCE_FIELDS)})")
+        return replace(self.config, **{key: value for key, value in settings.items() if value is not None})
+
     # ---- the FittedModel protocol ------------------------------------------------------
     def predict_topk(self, X: sp.csr_matrix, k: int, *, batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`predict` without the candidate counts."""
@@ -216,9 +243,13 @@ class SolarModel:
         tensor: all chunks run at once, see :class:`_StackedChunks`)."""
         if self.config.normalize_rows:
             X = _normalized(X)
+        return self._stacked_chunks()(sp.csr_matrix(X, dtype=np.float32))
+
+    def _stacked_chunks(self) -> _StackedChunks:
+        """The chunk networks batched for inference, built at first use."""
         if self._stacked is None:
             self._stacked = _StackedChunks(self.hashers, self.networks, self.n_features)
-        return self._stacked(sp.csr_matrix(X, dtype=np.float32))
+        return self._stacked
 
     def label_score_chunks(
         self, X: sp.csr_matrix, scoring: Scoring | None = None, label_chunk: int = 16384
@@ -252,6 +283,7 @@ class SolarModel:
         top_buckets: int | None = None,
         min_freq: int | None = None,
         scoring: Scoring | None = None,
+        min_freq_mode: MinFreqMode | None = None,
         batch_size: int = 1024,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Top-k labels of every row of ``X`` via the inverted index.
@@ -259,7 +291,8 @@ class SolarModel:
         Args:
             X: ``(n, D)`` sparse features.
             k: labels per point.
-            top_buckets, min_freq, scoring: override the config's decoding settings.
+            top_buckets, min_freq, scoring, min_freq_mode: override the config's decoding
+                settings for this call (checked as :meth:`with_decoding` does).
             batch_size: rows decoded at once.
 
         Returns:
@@ -268,6 +301,8 @@ class SolarModel:
         """
         if not sp.issparse(X) or X.shape[1] != self.n_features:
             raise InputError(f"X must be sparse with {self.n_features} columns")
+        config = self._decoding(top_buckets=top_buckets, min_freq=min_freq, scoring=scoring,
+                                min_freq_mode=min_freq_mode)
         X = sp.csr_matrix(X, dtype=np.float32)
         n = X.shape[0]
         indices = np.full((n, k), -1, dtype=np.int64)
@@ -280,9 +315,10 @@ class SolarModel:
                 self._table,
                 self._buckets,
                 k,
-                top_buckets=top_buckets or self.config.top_buckets,
-                min_freq=min_freq or _resolved(self.config.min_freq, "min_freq"),
-                scoring=scoring or self.config.scoring,
+                top_buckets=config.top_buckets,
+                min_freq=_resolved(config.min_freq, "min_freq"),
+                scoring=config.scoring,
+                min_freq_mode=config.min_freq_mode,
             )
             indices[rows], scores[rows], candidates[rows] = top_labels.numpy(), top_scores.numpy(), kept.numpy()
         return indices, scores, candidates

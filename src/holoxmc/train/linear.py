@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import time
@@ -40,6 +41,11 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import normalize
 from sklearn.linear_model import LogisticRegression
 from sklearn.svm import LinearSVC
+
+try:  # scikit-learn's liblinear binding (private; checked against LinearSVC before use)
+    from sklearn.svm import _liblinear
+except ImportError:  # pragma: no cover
+    _liblinear = None
 
 from holoxmc.distributed import run_jobs
 from holoxmc.errors import InputError, check_number_types
@@ -137,6 +143,7 @@ def _fit_block(block: _Block, problem: _Problem) -> tuple[sp.csc_matrix, np.ndar
     that reached max_iter, seconds)``."""
     started = time.perf_counter()
     config, n = problem.config, problem.X.shape[0]
+    fit = _fit_label if _direct_liblinear_works() else _fit_label_sklearn
     columns, biases, unconverged = [], [], 0
     for label in range(block.start, block.stop):
         positives = problem.Y.indices[problem.Y.indptr[label] : problem.Y.indptr[label + 1]]
@@ -144,20 +151,87 @@ def _fit_block(block: _Block, problem: _Problem) -> tuple[sp.csc_matrix, np.ndar
             columns.append(sp.csc_matrix((problem.X.shape[1], 1), dtype=np.float32))
             biases.append(np.inf if len(positives) else -np.inf)
             continue
-        y = np.full(n, -1, dtype=np.int8)
-        y[positives] = 1
-        svm = LinearSVC(C=block.C, loss="squared_hinge", dual=True, tol=config.tol, max_iter=config.max_iter,
-                        random_state=config.seed)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ConvergenceWarning)
-            svm.fit(problem.X, y)
-        unconverged += any(issubclass(w.category, ConvergenceWarning) for w in caught)
-        w = svm.coef_.ravel()
+        y = np.zeros(n, dtype=np.float64)
+        y[positives] = 1.0
+        w, bias, converged = fit(problem.X, y, block.C, config)
+        unconverged += not converged
         keep = np.flatnonzero(np.abs(w) >= config.prune) if config.prune else np.flatnonzero(w)
         columns.append(sp.csc_matrix((w[keep].astype(np.float32), keep, [0, len(keep)]), shape=(len(w), 1)))
-        biases.append(float(svm.intercept_[0]))
+        biases.append(bias)
     weights = sp.hstack(columns, format="csc")
     return weights, np.asarray(biases, dtype=np.float32), unconverged, time.perf_counter() - started
+
+
+def _fit_label(X: sp.csr_matrix, y: np.ndarray, C: float, config: LinearConfig) -> tuple[np.ndarray, float, bool]:
+    """One label's SVM through scikit-learn's liblinear binding, as :class:`~sklearn.svm.LinearSVC`
+    calls it (``_fit_liblinear``: solver 1, bias feature 1 as ``intercept_scaling=1``, unit
+    class and sample weights, ``y`` as its label encoder codes 0/1, the seed drawn from
+    ``RandomState(seed)``) without its per-call input checks: ``(w, b, converged)``.
+
+    Args:
+        X: ``(n, D)`` float64 CSR with int32 indices; y: ``(n,)`` float64 0/1 (1 = present).
+        C: the label's C; config: tol, max_iter and seed.
+
+    Returns:
+        The ``(D,)`` float64 weights, the bias and whether liblinear stopped before max_iter.
+
+    Example:
+        >>> X = sp.csr_matrix(np.eye(4))
+        >>> w, b, ok = _fit_label(X, np.array([1.0, 0, 0, 0]), 1.0, LinearConfig(C=1.0))
+        >>> bool(w[0] > 0), ok
+        (True, True)
+    """
+    raw, n_iter = _liblinear.train_wrap(
+        X, y, True, _SOLVER_L2R_L2LOSS_SVC_DUAL, config.tol, _BIAS, C, _CLASS_WEIGHT, config.max_iter,
+        _liblinear_seed(config.seed), 0.1, np.ones(X.shape[0], dtype=np.float64))
+    return raw[0, :-1], float(_BIAS * raw[0, -1]), int(np.max(n_iter)) < config.max_iter
+
+
+def _fit_label_sklearn(X: sp.csr_matrix, y: np.ndarray, C: float,
+                       config: LinearConfig) -> tuple[np.ndarray, float, bool]:
+    """:func:`_fit_label` through :class:`~sklearn.svm.LinearSVC` itself (the fallback when the
+    direct binding is missing or differs from it)."""
+    svm = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=config.tol, max_iter=config.max_iter,
+                    random_state=config.seed)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        svm.fit(X, np.where(y > 0, 1, -1).astype(np.int8))
+    converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    return svm.coef_.ravel(), float(svm.intercept_[0]), converged
+
+
+#: liblinear's L2R_L2LOSS_SVC_DUAL (``LinearSVC(loss="squared_hinge", dual=True)``).
+_SOLVER_L2R_L2LOSS_SVC_DUAL = 1
+#: The bias feature's value (``LinearSVC``'s default ``intercept_scaling``).
+_BIAS = 1.0
+_CLASS_WEIGHT = np.ones(2, dtype=np.float64)
+
+
+@functools.lru_cache(maxsize=None)
+def _liblinear_seed(seed: int) -> int:
+    """The seed :class:`~sklearn.svm.LinearSVC` hands liblinear for ``random_state=seed``."""
+    return int(np.random.RandomState(seed).randint(np.iinfo("i").max))
+
+
+@functools.lru_cache(maxsize=1)
+def _direct_liblinear_works() -> bool:
+    """Whether :func:`_fit_label` trains exactly what ``LinearSVC`` trains, checked once per
+    process on a small problem (the binding is private to scikit-learn, so a release that
+    changes it falls back to ``LinearSVC`` instead of training something else)."""
+    if _liblinear is None:
+        return False
+    rng = np.random.default_rng(0)
+    X = sp.random(40, 8, density=0.5, format="csr", random_state=0, dtype=np.float64)
+    X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
+    y = (rng.random(40) < 0.4).astype(np.float64)
+    config = LinearConfig(C=1.0)
+    try:
+        _liblinear.set_verbosity_wrap(0)
+        direct = _fit_label(X, y, 1.0, config)
+    except Exception:  # any change of the private binding: use the public estimator
+        return False
+    reference = _fit_label_sklearn(X, y, 1.0, config)
+    return bool(np.array_equal(direct[0], reference[0]) and direct[1:] == reference[1:])
 
 
 def _train(X: sp.csr_matrix, Y: sp.csr_matrix, Cs: Sequence[float], config: LinearConfig, workers: int,
@@ -168,6 +242,8 @@ def _train(X: sp.csr_matrix, Y: sp.csr_matrix, Cs: Sequence[float], config: Line
     L = Y.shape[1]
     starts = range(0, L, config.label_block)
     blocks = [_Block(start, min(start + config.label_block, L), float(C)) for C in Cs for start in starts]
+    if X.nnz < np.iinfo(np.int32).max:  # liblinear's index type
+        X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape)
     parts = run_jobs(_fit_block, blocks, _Problem(X, sp.csc_matrix(Y), config), workers=workers,
                      ray_address=ray_address, gpu=False)
     models = []

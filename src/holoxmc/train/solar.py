@@ -34,7 +34,7 @@ from holoxmc.backbones.network import Network
 from holoxmc.codes.solar import CodeMethod, FeatureHash, SolarLabelCode, chunk_seed
 from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.errors import InputError, check_number_types
-from holoxmc.heads.solar import SCORINGS, Scoring, SolarChunkHead
+from holoxmc.heads.solar import MIN_FREQ_MODES, SCORINGS, MinFreqMode, Scoring, SolarChunkHead
 from holoxmc.io import atomic_write_json, to_json
 from holoxmc.limits import check_allocation, check_size
 from holoxmc.train.checkpoint import (
@@ -57,7 +57,7 @@ DONE_FILE = "done.json"
 INDEX_FILE = "index.safetensors"
 CONFIG_FILE = "solar.json"
 # Fields that only change decoding: editing them never retrains a chunk.
-_INFERENCE_FIELDS = ("top_buckets", "min_freq", "scoring")
+INFERENCE_FIELDS = ("top_buckets", "min_freq", "min_freq_mode", "scoring")
 
 
 @dataclass
@@ -75,8 +75,11 @@ class SolarConfig:
         hidden: hidden widths of each chunk's FC backbone (one layer by default).
         dropout: dropout after hidden activations.
         top_buckets: m, buckets per chunk retrieved at inference.
-        min_freq: least number of chunks that must retrieve a label (relaxed per point when
-            fewer than k survive); ``None`` = ``K // 2``, the paper's choice.
+        min_freq: least number of chunks that must retrieve a label; ``None`` = ``K // 2``,
+            the paper's choice.
+        min_freq_mode: ``"relaxed"`` lowers ``min_freq`` per point to its k-th best hit count
+            when fewer than k labels would pass; ``"strict"`` is the paper's filter as it
+            stands (a point may get fewer than k labels; ``min_freq`` at most ``n_chunks``).
         scoring: ``"prob"`` (sum of probabilities), ``"logprob"`` or ``"logit"``.
         seed: seeds codes, hashing, initialisation, validation split and shuffling.
         device: ``"auto"`` trains on CUDA when the job sees a GPU, else CPU.
@@ -97,6 +100,7 @@ class SolarConfig:
     dropout: float = 0.0
     top_buckets: int = 10
     min_freq: int | None = None
+    min_freq_mode: MinFreqMode = "relaxed"
     scoring: Scoring = "prob"
     seed: int = 0
     device: str = "auto"
@@ -118,6 +122,11 @@ class SolarConfig:
                 raise InputError(f"{name} must be >= 1 or None, got {value}")
         if self.scoring not in SCORINGS:
             raise InputError(f"scoring must be one of {SCORINGS}, got {self.scoring!r}")
+        if self.min_freq_mode not in MIN_FREQ_MODES:
+            raise InputError(f"min_freq_mode must be one of {MIN_FREQ_MODES}, got {self.min_freq_mode!r}")
+        if self.min_freq_mode == "strict" and (self.min_freq or 0) > self.n_chunks:
+            raise InputError(f"min_freq ({self.min_freq}) exceeds n_chunks ({self.n_chunks}): the strict filter "
+                             "would keep no label")
         if not self.hidden or min(self.hidden) < 1:
             raise InputError(f"hidden widths must be positive, got {self.hidden}")
         if self.train.refit:
@@ -364,7 +373,7 @@ def fit_solar(
         X, Y, X_val, Y_val = X[train_rows], Y[train_rows], X[val_rows], Y[val_rows]
     code = config.label_code(Y.shape[1])
 
-    training = {k: v for k, v in config.to_dict().items() if k not in _INFERENCE_FIELDS}
+    training = {k: v for k, v in config.to_dict().items() if k not in INFERENCE_FIELDS}
     fingerprint = hashlib.sha256(
         to_json({"config": training, "data": data_digest(X, Y, X_val, Y_val)}, sort_keys=True).encode()
     ).hexdigest()
