@@ -21,13 +21,11 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
-import torch
 from sklearn.base import BaseEstimator
 
 from holoxmc.errors import InputError
@@ -35,9 +33,9 @@ from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
 from holoxmc.models import persist
 from holoxmc.models import thresholds as label_sets
 from holoxmc.models.auto import SELECTORS, check_auto_params
-from holoxmc.models.base import FittedModel
+from holoxmc.models.base import FittedModel, dense_scores
 from holoxmc.models.persist import CONFIG_FILE, CONFIG_KEYS, FORMAT, MODEL_FILE
-from holoxmc.models.network import MEMBER_DIR, NetworkPlan
+from holoxmc.models.network import MEMBER_DIR, NetworkPlan, with_word_vectors
 from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC, NETWORK_SETTINGS, FitData, family
 from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, MODELS, model_params, preset_params, \
     setting_defaults
@@ -46,8 +44,8 @@ from holoxmc.train import FitResult, TrainConfig
 from holoxmc.train.trainer import Precision, Schedule
 from holoxmc.validation import (
     ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_batch_size, check_fit_data, check_fitted,
-    check_head_settings, check_k, check_ks, check_label_statistics, check_params, check_score_metric, check_X,
-    check_Y,
+    check_head_settings, check_input, check_k, check_ks, check_label_statistics, check_params, check_score_metric,
+    check_Y, input_size,
 )
 
 __all__ = ["XMCClassifier", "NotFittedError", "MODELS", "DATASET_PRESETS", "HEAD_DEFAULTS", "NETWORK_SETTINGS",
@@ -255,14 +253,12 @@ class XMCClassifier(BaseEstimator):
         if self.head in SELECTORS:
             return self._fit_selected(X, Y, X_val, Y_val)
         kind = self._validate_params()
-        X, Y, X_val, Y_val = check_fit_data(X, Y, X_val, Y_val, self._check_X)
-        n_features, n_labels = (int(X.shape[1]) if sp.issparse(X) else int(X.max()) + 1), int(Y.shape[1])
+        X, Y, X_val, Y_val = check_fit_data(X, Y, X_val, Y_val, self.backbone)
+        n_features, n_labels = input_size(X), int(Y.shape[1])
         check_label_statistics(n_labels)
         plan = kind.plan(self, n_labels, n_features)
         if word_vectors is not None:  # rows of a text backbone's embedding table
-            if self.backbone == "fc" or not isinstance(plan, NetworkPlan):
-                raise InputError("word_vectors initialise the embeddings of a text backbone (cnn, lstm)")
-            plan = replace(plan, word_vectors=(word_vectors.ids, word_vectors.vectors))
+            plan = with_word_vectors(plan, word_vectors)
         self.n_features_, self.n_labels_, self.n_features_in_ = n_features, n_labels, int(X.shape[1])
         self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
         model, results = kind.fit(self, plan, FitData(X, Y, X_val, Y_val, run_dir, resume))
@@ -274,8 +270,8 @@ class XMCClassifier(BaseEstimator):
         serve it; ``selection_`` lists the candidates tried, ``head_`` the one kept."""
         check_params(self.get_params(), ESTIMATOR_CONSTRAINTS, SETTING_NAMES)
         check_auto_params(self)
-        X, Y, X_val, Y_val = check_fit_data(X, Y, X_val, Y_val, self._check_X)
-        winner, self.selection_ = SELECTORS[self.head](self, X, Y, X_val, Y_val)
+        X, Y, X_val, Y_val = check_fit_data(X, Y, X_val, Y_val, self.backbone)
+        winner, self.selection_ = SELECTORS[self.head].fit(self, X, Y, X_val, Y_val)
         for name in ("n_features_", "n_labels_", "n_features_in_", "inv_prop_"):
             setattr(self, name, getattr(winner, name))
         self._set_model(winner.model_, winner.fit_results_, head=winner.head)
@@ -379,17 +375,7 @@ class XMCClassifier(BaseEstimator):
         """
         self._check_fitted()
         batch_size = check_batch_size(batch_size)
-        X = self._check_X(X)
-        n = X.shape[0]
-        if n * self.n_labels_ > MAX_DENSE_SCORES:
-            raise InputError(f"{n} x {self.n_labels_} scores exceed {MAX_DENSE_SCORES:,} entries; "
-                             "use predict(X, k) or pass fewer rows")
-        out = np.empty((n, self.n_labels_), dtype=np.float32)
-        for start in range(0, n, batch_size):
-            rows = np.arange(start, min(start + batch_size, n))
-            chunks = self.model_.score_chunks(X[rows])
-            out[rows] = torch.cat([scores for _, scores in chunks], 1).float().cpu().numpy()
-        return out
+        return dense_scores(self.model_, self._check_X(X), self.n_labels_, batch_size, MAX_DENSE_SCORES)
 
     def evaluate(self, X: Any, Y: Any, *, ks: Sequence[int] = (1, 2, 3, 4, 5)) -> dict[str, float]:
         """P@k, nDCG@k, PSP@k, PSnDCG@k (percent) of the top-k predictions against ``Y``
@@ -433,11 +419,6 @@ class XMCClassifier(BaseEstimator):
         check_fitted(self)
 
     def _check_X(self, X: Any, *, fitting: bool = False, known: int | None = None) -> sp.csr_matrix | np.ndarray:
-        """Sparse float32 CSR for ``fc``; a 2-D int64 token matrix for text backbones; of
-        ``known`` features (or vocabulary), by default the fitted model's (any while ``fitting``)."""
-        if known is None and not fitting:
-            known = self.n_features_
-        if self.backbone == "fc":
-            return check_X(X, True, n_features=known)
-        return check_X(X, False, vocab_size=known)
-
+        """``X`` as the model reads it (:func:`~holoxmc.validation.check_input`), of ``known``
+        features (or vocabulary), by default the fitted model's (any while ``fitting``)."""
+        return check_input(X, self.backbone, self.n_features_ if known is None and not fitting else known)

@@ -30,7 +30,7 @@ from holoxmc.presets import BACKBONE_OPTIONS
 __all__ = ["NotFittedError", "Constraint", "Integer", "Real", "Options", "Instance", "RealPair", "IntegerSequence",
            "check_params", "check_finite_options", "check_X", "check_Y", "check_fitted", "check_batch_size",
            "check_label_statistics", "check_backbone_settings", "ESTIMATOR_CONSTRAINTS", "SETTING_NAMES",
-           "NOT_FOR_BACKBONE", "SKLEARN_NAMES", "check_head_settings", "check_fit_data",
+           "NOT_FOR_BACKBONE", "SKLEARN_NAMES", "check_head_settings", "check_fit_data", "check_input", "input_size",
            "check_k", "check_ks", "check_score_metric", "SCORE_FAMILIES"]
 
 
@@ -225,6 +225,33 @@ def check_X(X: Any, sparse_features: bool, *, n_features: int | None = None,
     if X.shape[0] == 0:
         raise InputError("X has no rows")
     return X
+
+
+def check_input(X: Any, backbone: str, known: int | None = None) -> sp.csr_matrix | np.ndarray:
+    """What a model of ``backbone`` reads: sparse float32 CSR features for ``fc``, a 2-D
+    int64 token matrix for the text backbones; of ``known`` features (or vocabulary;
+    ``None``: any), by :func:`check_X`.
+
+    Example:
+        >>> check_input(np.eye(2), "fc", known=3)
+        Traceback (most recent call last):
+        ...
+        holoxmc.errors.InputError: X has 2 features, the model expects 3
+    """
+    if backbone == "fc":
+        return check_X(X, True, n_features=known)
+    return check_X(X, False, vocab_size=known)
+
+
+def input_size(X: Any) -> int:
+    """The input size a checked ``X`` needs of a model: its features (sparse), else its
+    largest token id + 1.
+
+    Example:
+        >>> input_size(np.array([[3, 0], [1, 7]])), input_size(sp.csr_matrix((2, 5)))
+        (8, 5)
+    """
+    return int(X.shape[1]) if sp.issparse(X) else int(X.max()) + 1
 
 
 def _features(X: Any, n_features: int | None) -> sp.csr_matrix:
@@ -483,9 +510,10 @@ def check_head_settings(params: Mapping[str, Any], defaults: Mapping[str, Any], 
                              f"{alias}={params[alias]} and {name}={params[name]}")
 
 
-def check_fit_data(X: Any, Y: Any, X_val: Any, Y_val: Any, check_features: Callable[..., Any]) -> tuple[Any, ...]:
-    """The training data and the optional validation data, checked alike: ``check_features(X,
-    fitting=True)`` or ``check_features(X_val, known=<X's width>)``, and Y by :func:`check_Y`.
+def check_fit_data(X: Any, Y: Any, X_val: Any, Y_val: Any, backbone: str) -> tuple[Any, ...]:
+    """The training data and the optional validation data, checked alike: the inputs of
+    ``backbone`` by :func:`check_input` (``X_val`` against X's :func:`input_size`), and Y by
+    :func:`check_Y`.
 
     Returns:
         ``(X, Y, X_val, Y_val)``, the validation pair ``None`` when not given.
@@ -493,12 +521,12 @@ def check_fit_data(X: Any, Y: Any, X_val: Any, Y_val: Any, check_features: Calla
     Raises:
         InputError: a bad matrix, or only one of ``X_val`` and ``Y_val``.
     """
-    X = check_features(X, fitting=True)
+    X = check_input(X, backbone)
     Y = check_Y(Y, X.shape[0], n_labels=None)
     if (X_val is None) != (Y_val is None):
         raise InputError("give both X_val and Y_val, or neither")
     if X_val is not None:
-        X_val = check_features(X_val, known=int(X.shape[1]) if sp.issparse(X) else int(X.max()) + 1)
+        X_val = check_input(X_val, backbone, known=input_size(X))
         Y_val = check_Y(Y_val, X_val.shape[0], n_labels=int(Y.shape[1]))
     return X, Y, X_val, Y_val
 

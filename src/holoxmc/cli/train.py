@@ -235,6 +235,61 @@ _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "linear_width", "lr"
               "workers", "ray_address", "time_budget")
 
 
+#: ``train`` options that spread training over processes or a Ray cluster.
+_JOB_OPTIONS = ("workers", "ray_address")
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def _only(heads: set[str]) -> str:
+    """The command-line models of ``heads``, as an error names them: ``--model solar only``,
+    ``HRR models only (hrr-fc, hrr-cnn, hrr-lstm)``."""
+    from holoxmc.presets import MODELS
+
+    names = [name for name, (head, _) in MODELS.items() if head in heads]
+    if len(names) == 1:
+        return f"--model {names[0]} only"
+    return f"{'/'.join(sorted(head.upper() for head in heads))} models only ({', '.join(names)})"
+
+
+def _check_applies(model: str, params: dict[str, Any], overrides: dict[str, Any]) -> None:
+    """Refuse an option that does not apply to ``params["head"]``: read from its family
+    (:data:`holoxmc.models.registry.FAMILIES`: settings, d', independent jobs), the selectors
+    (:data:`holoxmc.models.auto.SELECTORS`) and the per-head options (:data:`HEAD_OPTIONS`).
+
+    Raises:
+        InputError: the first such option, naming the models it applies to.
+    """
+    from holoxmc.models.auto import SELECTORS
+    from holoxmc.models.registry import FAMILIES, NETWORK_SETTINGS
+
+    head = params["head"]
+    kind, selector = FAMILIES.get(head), SELECTORS.get(head)
+    network = [key for key in NETWORK_SETTINGS if key in overrides]
+    if kind is not None and network and not kind.settings & set(NETWORK_SETTINGS):
+        raise InputError(f"{_flag(network[0])} configures a network; --model {model} has none")
+    if "dim" in overrides and not (kind is not None and kind.code_dim):
+        raise InputError(f"--dim applies to {_only({name for name, f in FAMILIES.items() if f.code_dim})}")
+    for other, options in _HEAD_OPTIONS.items():
+        given = [key for key in options if key in overrides]
+        if other != head and given:
+            raise InputError(f"{_flag(given[0])} applies to {_only({other})}")
+    for name, other_selector in SELECTORS.items():
+        given = [key for key in sorted(other_selector.settings) if key in overrides]
+        if name != head and given:
+            raise InputError(f"{_flag(given[0])} applies to {_only({name})}")
+    apart = [key for key in _JOB_OPTIONS if key in overrides]
+    jobs_apart = (kind.jobs_apart if kind is not None else selector is not None and selector.jobs_apart) \
+        or overrides.get("n_models", params.get("n_models", 1)) > 1
+    if apart and not jobs_apart:
+        from holoxmc.presets import MODELS
+
+        models = ", ".join(f"--model {name}" for name, (h, _) in MODELS.items() if h in FAMILIES and FAMILIES[h].jobs_apart)
+        raise InputError(f"{_flag(apart[0])} applies to {models} and to --n-models above 1")
+
+
 def train_params(data: str, model: str, overrides: dict[str, Any], preset: str | None = None) -> dict[str, Any]:
     """The ``XMCClassifier`` keywords of a run: the library defaults of ``model`` (or the named
     ``preset`` over them), then the explicit ``overrides``; PSP@k's propensity follows the
@@ -252,29 +307,7 @@ def train_params(data: str, model: str, overrides: dict[str, Any], preset: str |
     params: dict[str, Any] = (dict(model_params(model)) if preset is None
                               else paper_params(name, model) if preset.lower() == "paper"
                               else preset_params(preset, model))
-    from holoxmc.estimator import NETWORK_SETTINGS
-
-    if params["head"] == "linear":
-        network_only = [key for key in NETWORK_SETTINGS if key in overrides]
-        if network_only:
-            raise InputError(f"--{network_only[0].replace('_', '-')} configures a network; --model linear has none")
-    elif "C" in overrides:
-        raise InputError("--C applies to --model linear only")
-    if params["head"] != "hrr" and "dim" in overrides:
-        raise InputError("--dim applies to HRR models only (hrr-fc, hrr-cnn, hrr-lstm)")
-    solar_only = [key for key in _HEAD_OPTIONS["solar"] if key in overrides]
-    if params["head"] != "solar" and solar_only:
-        raise InputError(f"--{solar_only[0].replace('_', '-')} applies to --model solar only")
-    apart = [key for key in ("workers", "ray_address") if key in overrides]
-    if "time_budget" in overrides and params["head"] != "auto":
-        raise InputError("--time-budget applies to --model auto only")
-    jobs_apart = params["head"] in ("solar", "linear", "auto") or overrides.get("n_models", params.get("n_models", 1)) > 1
-    if apart and not jobs_apart:
-        raise InputError(f"--{apart[0].replace('_', '-')} applies to --model solar, --model linear and to "
-                         "--n-models above 1")
-    hrr_only = [key for key in _HEAD_OPTIONS["hrr"] if key in overrides]
-    if params["head"] != "hrr" and hrr_only:
-        raise InputError(f"--{hrr_only[0].replace('_', '-')} applies to HRR models only (hrr-fc, hrr-cnn, hrr-lstm)")
+    _check_applies(model, params, overrides)
     head_options = {field: overrides.pop(key) for key, field in _HEAD_OPTIONS.get(params["head"], {}).items()
                     if key in overrides}
     if head_options:
@@ -316,7 +349,9 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
 
     options = (*_OVERRIDES, *(key for keys in _HEAD_OPTIONS.values() for key in keys))
     params = train_params(args.data, args.model, {key: getattr(args, key) for key in options}, preset=args.preset)
-    if world > 1 and params["head"] in ("solar", "linear"):
+    from holoxmc.models.registry import FAMILIES
+
+    if world > 1 and params["head"] in FAMILIES and FAMILIES[params["head"]].jobs_apart:
         raise InputError(f"--model {args.model} trains independent jobs: use --workers or --ray-address, not torchrun")
     params["progress"] = False if args.quiet else None
     if args.word_vectors is not None and params["backbone"] == "fc":

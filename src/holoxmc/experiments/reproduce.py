@@ -67,6 +67,8 @@ QUICK_TEXT_LENGTH = 64
 #: Toy sizes of the text backbones in tiny runs.
 _TINY_TEXT = {"cnn": {"embed_dim": 8, "n_filters": 4, "bottleneck": 16, "pooling_chunks": 2, "filter_sizes": (2, 3)},
               "lstm": {"embed_dim": 8, "hidden_size": 8, "fc_size": 16}}
+#: Caps of a head's options in tiny runs, per head (``None``: the option left to its default).
+_TINY_HEAD: dict[str, dict[str, int | None]] = {"solar": {"n_chunks": 4, "top_buckets": 4, "min_freq": None}}
 #: The set of the ablations (HRR Tables 4, 5, Figs. 2, 8; SOLAR Tables 2, 3, 6): the
 #: papers used Wiki10-31K and Amazon books / Amazon-670K, which are not here.
 ABLATION_SET = "delicious"
@@ -210,12 +212,14 @@ def model_settings(ctx: Context, name: str, model: str, preset: str, **changes: 
     """``XMCClassifier`` keywords of ``preset`` (``"paper"`` or ``"tuned"``) for a dataset
     and model, with ``changes``, sized for the run's mode (epochs capped in quick and tiny
     runs, one network and toy widths in tiny ones)."""
+    from holoxmc.models.registry import FAMILIES
     from holoxmc.presets import HEAD_DEFAULTS, paper_params, preset_params
 
     params = paper_params(name, model) if preset == "paper" else preset_params(name, model)
     options = dict(params.get("head_options") or {}) | changes.pop("head_options", {})
     params = params | changes | ({"head_options": options} if options else {})
-    if params["head"] == "hrr":  # the estimator's d' where a preset leaves it out
+    kind = FAMILIES[params["head"]]
+    if kind.code_dim:  # the estimator's d' where a preset leaves it out
         params.setdefault("dim", _ESTIMATOR_DIM)
     if params["backbone"] != "fc":  # the dataset presets' FC widths do not apply to a text backbone
         params = {key: value for key, value in params.items() if key not in ("hidden", "linear_width")}
@@ -225,14 +229,13 @@ def model_settings(ctx: Context, name: str, model: str, preset: str, **changes: 
         params["n_models"] = 1
     if ctx.tiny:
         params["dim"] = min(int(params.get("dim", 400)), 32)
-        if params["backbone"] == "fc" and params["head"] != "linear":
+        if params["backbone"] == "fc" and "hidden" in kind.settings:
             params["hidden"] = tuple(min(h, 32) for h in params.get("hidden") or (32,))
         if params["backbone"] in _TINY_TEXT:
             params["head_options"] = options = options | _TINY_TEXT[params["backbone"]]
-        if params["head"] == "solar":
-            params["head_options"] = options | {"n_chunks": min(options.get("n_chunks", 8), 4),
-                                                "top_buckets": min(options.get("top_buckets", 10), 4),
-                                                "min_freq": None}
+        if params["head"] in _TINY_HEAD:
+            params["head_options"] = options | {key: cap if cap is None or key not in options else min(options[key], cap)
+                                                for key, cap in _TINY_HEAD[params["head"]].items()}
     return params | {"seed": ctx.seed, "device": ctx.device, "progress": False}
 
 

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -27,9 +28,10 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from holoxmc.errors import InputError
+from holoxmc.models.registry import family
 
-__all__ = ["AUTO", "expected_seconds", "SELECTORS", "CANDIDATES", "Trial", "SHARED_SETTINGS", "check_auto_params", "fit_auto", "read_trials", "refit_settings",
-           "selection_table"]
+__all__ = ["AUTO", "expected_seconds", "Selector", "SELECTORS", "CANDIDATES", "Trial", "SHARED_SETTINGS",
+           "check_auto_params", "fit_auto", "read_trials", "refit_settings", "selection_table"]
 
 #: The head name that selects a model.
 AUTO = "auto"
@@ -150,8 +152,8 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
     X_all, Y_all = (X, Y) if X_val is None else (_stack(X, X_val), sp.vstack([Y, Y_val], format="csr"))
     winner = clone(clf).set_params(**(shared | dict(CANDIDATES)[best.model] | refit_settings(chosen)))
     winner.fit(X_all, Y_all)
-    if winner.head == "linear":  # its confidences keep the validation rows' Platt scaling
-        winner.model_.calibration = chosen.model_.calibration
+    for name in family(winner.head).kept_from_selection:  # as the linear model's Platt scaling
+        setattr(winner.model_, name, getattr(chosen.model_, name))
     best.note = "chosen, refit on every row"
     return winner, trials
 
@@ -162,24 +164,42 @@ def _stack(X: Any, X_val: Any) -> Any:
 
 def refit_settings(candidate: Any) -> dict[str, Any]:
     """The settings that retrain a fitted ``candidate`` on every row with what its
-    validation rows chose, without choosing again: the linear model's ``C``; a network's
-    best epoch as its number of epochs, trained without a validation share (the schedule
+    validation rows chose, without choosing again: its family's
+    :attr:`~holoxmc.models.registry.Family.refit_from` (the linear model's ``C``; a network's
+    best epoch as its number of epochs, trained without a validation share, so the schedule
     then ends at that epoch).
+
+    Raises:
+        InputError: a head whose family cannot be refit from a selection run.
 
     Example:
         >>> from types import SimpleNamespace as NS
         >>> refit_settings(NS(head="hrr", fit_results_=[NS(best_epoch=7)]))
         {'epochs': 7, 'val_fraction': 0.0}
     """
-    if candidate.head == "linear":
-        chosen = [fit for fit in candidate.fit_results_[0].history if "val" in fit]
-        best = max(chosen, key=lambda fit: fit["val"]["P@1"]) if chosen else candidate.fit_results_[0].history[-1]
-        return {"head_options": {"C": float(best["C"])}}
-    return {"epochs": max(1, int(candidate.fit_results_[0].best_epoch)), "val_fraction": 0.0}
+    refit_from = family(candidate.head).refit_from
+    if refit_from is None:
+        raise InputError(f"head {candidate.head!r} cannot be refit from a selection run")
+    return refit_from(candidate)
 
 
-#: Heads that choose a model rather than name one: ``head -> fit function``.
-SELECTORS = {AUTO: fit_auto}
+@dataclass(frozen=True)
+class Selector:
+    """A head that chooses a model rather than names one.
+
+    Attributes:
+        fit: ``(estimator, X, Y, X_val, Y_val) -> (fitted winner, trials)``.
+        settings: the estimator settings that apply to it alone.
+        jobs_apart: whether its candidates may train as independent jobs (``workers``, ``ray_address``).
+    """
+
+    fit: Callable[..., tuple[Any, list[Trial]]]
+    settings: frozenset[str] = frozenset()
+    jobs_apart: bool = False
+
+
+#: Heads that choose a model rather than name one: ``head -> Selector``.
+SELECTORS: dict[str, Selector] = {AUTO: Selector(fit_auto, frozenset({"time_budget"}), jobs_apart=True)}
 
 
 def selection_table(trials: list[Trial]) -> str:

@@ -7,9 +7,12 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+import torch
 from torch import Tensor
 
-__all__ = ["FittedModel"]
+from holoxmc.errors import InputError
+
+__all__ = ["FittedModel", "dense_scores"]
 
 
 @runtime_checkable
@@ -50,3 +53,33 @@ class FittedModel(Protocol):
     def parameter_counts(self) -> dict[str, int]:
         """``{"total": ..., "output_layer": ...}`` trainable (or stored) parameters."""
         ...
+
+
+def dense_scores(model: FittedModel, X: Any, n_labels: int, batch_size: int, limit: int) -> np.ndarray:
+    """Every label's score for every row of the checked ``X``, from ``model``'s score chunks,
+    ``batch_size`` rows at a time, as an ``(n, n_labels)`` float32 array.
+
+    Raises:
+        InputError: ``n · n_labels`` above ``limit`` entries (before anything is allocated).
+
+    Example:
+        >>> from holoxmc.models.linear import LinearModel
+        >>> import scipy.sparse as sp
+        >>> model = LinearModel(sp.eye(3, format="csr"), np.zeros(3))
+        >>> X = sp.eye(2, 3, format="csr", dtype=np.float32)
+        >>> dense_scores(model, X, 3, batch_size=1, limit=100)
+        array([[1., 0., 0.],
+               [0., 1., 0.]], dtype=float32)
+        >>> dense_scores(model, X, 3, batch_size=1, limit=5)
+        Traceback (most recent call last):
+        ...
+        holoxmc.errors.InputError: 2 x 3 scores exceed 5 entries; use predict(X, k) or pass fewer rows
+    """
+    n = X.shape[0]
+    if n * n_labels > limit:
+        raise InputError(f"{n} x {n_labels} scores exceed {limit:,} entries; use predict(X, k) or pass fewer rows")
+    out = np.empty((n, n_labels), dtype=np.float32)
+    for start in range(0, n, batch_size):
+        rows = np.arange(start, min(start + batch_size, n))
+        out[rows] = torch.cat([scores for _, scores in model.score_chunks(X[rows])], 1).float().cpu().numpy()
+    return out

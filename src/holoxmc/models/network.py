@@ -10,6 +10,7 @@ the member's seed, as the network's ``config``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,11 +26,12 @@ from holoxmc.data.batch import input_batch
 from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.distributed.data_parallel import process_group
 from holoxmc.errors import InputError
+from holoxmc.heads import HEAD_CLASSES
 from holoxmc.limits import check_allocation
 from holoxmc.train import FitResult, TrainConfig, Trainer, predict_topk
 
-__all__ = ["NetworkModel", "NetworkPlan", "network_options", "parameter_bytes", "fit_networks", "load_network",
-           "MEMBER_DIR"]
+__all__ = ["NetworkModel", "NetworkPlan", "network_options", "takes_code_dim", "with_word_vectors", "parameter_bytes",
+           "fit_networks", "load_network", "MEMBER_DIR"]
 
 #: Checkpoints of an ensemble's member ``m`` go to ``run_dir/member-m``.
 MEMBER_DIR = "member"
@@ -89,6 +91,17 @@ class NetworkModel:
 
 
 # ---------------------------------------------------------------------------- planning
+def takes_code_dim(head: str) -> bool:
+    """Whether the network head ``head`` has a label-code width d' (its class takes ``dim``).
+
+    Example:
+        >>> takes_code_dim("hrr"), takes_code_dim("dense"), takes_code_dim("solar")
+        (True, False, False)
+    """
+    head_class = HEAD_CLASSES.get(head)
+    return head_class is not None and "dim" in inspect.signature(head_class).parameters
+
+
 def network_options(backbone: str, head: str, *, hidden: Any, dropout: Any, linear_width: int, dim: int,
                     head_options: dict[str, Any] | None) -> dict[str, Any]:
     """The backbone and head keywords of one network, from the estimator's settings.
@@ -106,7 +119,7 @@ def network_options(backbone: str, head: str, *, hidden: Any, dropout: Any, line
         options["linear_width"] = int(linear_width)
     if backbone != "fc":
         options = {"dropout": dropout}
-    if head == "hrr":
+    if takes_code_dim(head):
         options["dim"] = dim
     return options | dict(head_options or {})
 
@@ -136,6 +149,18 @@ class NetworkPlan:
         return network
 
 
+def with_word_vectors(plan: Any, word_vectors: Any) -> NetworkPlan:
+    """``plan`` with its text backbone's embedding rows starting from ``word_vectors`` (a
+    :class:`~holoxmc.data.embeddings.WordVectors`).
+
+    Raises:
+        InputError: ``plan`` is no network plan of a text backbone (cnn, lstm).
+    """
+    if not isinstance(plan, NetworkPlan) or plan.build["backbone"] == "fc":
+        raise InputError("word_vectors initialise the embeddings of a text backbone (cnn, lstm)")
+    return replace(plan, word_vectors=(word_vectors.ids, word_vectors.vectors))
+
+
 def parameter_bytes(build: dict[str, Any]) -> int:
     """A lower bound on the float32 bytes of the network ``build`` describes: its input
     table (features or vocabulary × first width) and its output layer (last width × output
@@ -154,7 +179,7 @@ def parameter_bytes(build: dict[str, Any]) -> int:
     else:
         first = int(build.get("embed_dim", 300))
         last = int(build.get("bottleneck", build.get("fc_size", 512)))
-    if build["head"] == "hrr":
+    if takes_code_dim(build["head"]):
         dim = int(build.get("dim", 400))
         out = dim
         code = n_labels * 2 * dim if build.get("cache_codes", True) else 0

@@ -23,7 +23,7 @@ from holoxmc.errors import InputError
 from holoxmc.models.base import FittedModel
 from holoxmc.models.linear import LinearModel
 from holoxmc.models.network import MemberData, NetworkPlan, check_plan_fits, fit_networks, \
-    load_network, network_options, report_fields
+    load_network, network_options, report_fields, takes_code_dim
 from holoxmc.models.rerank import RerankModel
 from holoxmc.models.solar import SolarModel
 from holoxmc.presets import BACKBONE_OPTIONS, HEAD_DEFAULTS
@@ -70,6 +70,13 @@ class Family:
         load: ``(estimator, folder, config.json, tensors) -> model``.
         public: the object :attr:`attribute` shows (the network, or the model itself).
         report: ``fit results -> {"best_epoch", "sparse_updates", "epoch_seconds", ...}``.
+        code_dim: whether it has a label-code width d' (the ``dim`` setting).
+        jobs_apart: whether it trains as independent jobs (``workers``, ``ray_address``
+            spread them without an ensemble).
+        refit_from: ``fitted estimator -> settings`` that retrain it on every row with what
+            its validation rows chose (``None``: it cannot be refit so).
+        kept_from_selection: attributes of its served model that a refit winner keeps from
+            its selection run (the linear model's Platt calibration, fitted on validation rows).
     """
 
     head: str
@@ -82,6 +89,10 @@ class Family:
     load: Callable[[Any, Path, dict[str, Any], dict[str, Tensor]], FittedModel]
     public: Callable[[Any], Any]
     report: Callable[[list[FitResult]], dict[str, Any]]
+    code_dim: bool = False
+    jobs_apart: bool = False
+    refit_from: Callable[[Any], dict[str, Any]] | None = None
+    kept_from_selection: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------- networks
@@ -108,9 +119,16 @@ def _load_network(clf: Any, path: Path, config: dict[str, Any], tensors: dict[st
     return load_network(config["network"], tensors, config["n_labels"], clf.device, path / "model.safetensors")
 
 
+def _network_refit(candidate: Any) -> dict[str, Any]:
+    """A network's best epoch as its number of epochs, trained without a validation share
+    (the schedule then ends at that epoch)."""
+    return {"epochs": max(1, int(candidate.fit_results_[0].best_epoch)), "val_fraction": 0.0}
+
+
 def _network_family(head: str, settings: frozenset[str]) -> Family:
     return Family(head, HEAD_DEFAULTS[head], settings, ("fc", "cnn", "lstm"), "network_", _network_plan,
-                  _fit_networks, _load_network, lambda model: model.network, report_fields)
+                  _fit_networks, _load_network, lambda model: model.network, report_fields,
+                  code_dim=takes_code_dim(head), refit_from=_network_refit)
 
 
 # ---------------------------------------------------------------------------- SOLAR
@@ -189,6 +207,13 @@ def _load_linear(clf: Any, path: Path, config: dict[str, Any], tensors: dict[str
         raise InputError(f"{path / 'model.safetensors'}: {exc}") from None
 
 
+def _linear_refit(candidate: Any) -> dict[str, Any]:
+    """The ``C`` the candidate's validation rows chose (its last fit when none was scored)."""
+    chosen = [fit for fit in candidate.fit_results_[0].history if "val" in fit]
+    best = max(chosen, key=lambda fit: fit["val"]["P@1"]) if chosen else candidate.fit_results_[0].history[-1]
+    return {"head_options": {"C": float(best["C"])}}
+
+
 def _linear_report(results: list[FitResult]) -> dict[str, Any]:
     """No epochs: one liblinear fit per C tried, and the refit, under ``fits``."""
     return {"best_epoch": None, "sparse_updates": None, "epoch_seconds": [], "fits": results[0].history}
@@ -223,9 +248,10 @@ FAMILIES: dict[str, Family] = {
     "dense": _network_family("dense", _ALL),  # dim is the HRR head's; dense and SOLAR ignore it
     "solar": Family("solar", HEAD_DEFAULTS["solar"], _ALL - {"linear_width", "n_models", "refit"}, ("fc",),
                     "solar_", _solar_plan, _fit_solar, lambda clf, path, config, tensors: SolarModel.load(path),
-                    lambda model: model, _solar_report),
+                    lambda model: model, _solar_report, jobs_apart=True),
     "linear": Family("linear", HEAD_DEFAULTS["linear"], frozenset({"refit"}), ("fc",), "linear_", _linear_plan,
-                     _fit_linear, _load_linear, lambda model: model, _linear_report),
+                     _fit_linear, _load_linear, lambda model: model, _linear_report, jobs_apart=True,
+                     refit_from=_linear_refit, kept_from_selection=("calibration",)),
     "rerank": Family("rerank", HEAD_DEFAULTS["rerank"], frozenset(), ("fc",), "rerank_", _rerank_plan,
                      _fit_rerank, _load_rerank, lambda model: model,
                      lambda results: {"best_epoch": None, "sparse_updates": None, "epoch_seconds": []}),
