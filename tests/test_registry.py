@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import inspect
+import re
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import holoxmc
 from holoxmc import estimator, metrics, presets
 from holoxmc.cli import report
 from holoxmc.data import make_synthetic
 from holoxmc.errors import InputError
 from holoxmc.estimator import XMCClassifier
-from holoxmc.models.auto import SELECTORS
+from holoxmc.models.auto import SELECTORS, refit_settings
 from holoxmc.models.base import FittedModel
 from holoxmc.models.registry import FAMILIES, family
 
@@ -29,6 +33,26 @@ def test_every_head_of_the_presets_and_models_has_one_family():
 def test_the_estimator_does_not_branch_on_the_head_name():
     for module in (estimator, report):
         assert "head ==" not in inspect.getsource(module) and 'head in ("' not in inspect.getsource(module)
+
+
+def test_no_head_branch_remains_outside_the_registry():
+    branch = re.compile(r'head ==|head !=|"head"\] ==|"head"\] !=|head in \(')
+    root = Path(holoxmc.__file__).parent
+    found = [f"{path.relative_to(root)}:{number}" for path in sorted(root.rglob("*.py")) if path.name != "registry.py"
+             for number, line in enumerate(path.read_text().splitlines(), 1) if branch.search(line)]
+    assert found == []
+
+
+def test_what_the_cli_and_the_selection_read_of_a_family():
+    assert [head for head, kind in FAMILIES.items() if kind.code_dim] == ["hrr"]
+    assert [head for head, kind in FAMILIES.items() if kind.jobs_apart] == ["solar", "linear"]
+    assert SELECTORS["auto"].settings == {"time_budget"} and SELECTORS["auto"].jobs_apart
+    assert FAMILIES["linear"].kept_from_selection == ("calibration",)
+    fits = [{"C": 0.5, "val": {"P@1": 40.0}}, {"C": 2.0, "val": {"P@1": 45.0}}, {"C": 2.0}]
+    assert refit_settings(SimpleNamespace(head="linear", fit_results_=[SimpleNamespace(history=fits)])) == \
+        {"head_options": {"C": 2.0}}
+    with pytest.raises(InputError, match="head 'solar' cannot be refit"):
+        refit_settings(SimpleNamespace(head="solar", fit_results_=[]))
 
 
 def test_presets_and_propensities_have_one_home():
