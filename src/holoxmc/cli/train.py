@@ -264,6 +264,7 @@ def _check_applies(model: str, params: dict[str, Any], overrides: dict[str, Any]
     """
     from holoxmc.models.auto import SELECTORS
     from holoxmc.models.registry import FAMILIES, NETWORK_SETTINGS
+    from holoxmc.presets import MODELS
 
     head = params["head"]
     kind, selector = FAMILIES.get(head), SELECTORS.get(head)
@@ -284,8 +285,6 @@ def _check_applies(model: str, params: dict[str, Any], overrides: dict[str, Any]
     jobs_apart = (kind.jobs_apart if kind is not None else selector is not None and selector.jobs_apart) \
         or overrides.get("n_models", params.get("n_models", 1)) > 1
     if apart and not jobs_apart:
-        from holoxmc.presets import MODELS
-
         models = ", ".join(f"--model {name}" for name, (h, _) in MODELS.items() if h in FAMILIES and FAMILIES[h].jobs_apart)
         raise InputError(f"{_flag(apart[0])} applies to {models} and to --n-models above 1")
 
