@@ -208,12 +208,19 @@ def _solar_decoding(args: argparse.Namespace, clf: Any) -> dict[str, Any]:
         InputError: options given for a run that is no SOLAR model, or invalid for it.
     """
     given = {key: getattr(args, key) for key in SOLAR_DECODING if getattr(args, key) is not None}
-    if given and clf.head_ != "solar":
+    if given and not _redecodes(clf):
         raise InputError(f"--{next(iter(given)).replace('_', '-')} applies to SOLAR runs only; {args.run_dir} holds "
                          f"a {clf.head_!r} model")
     if given:
-        clf.model_ = clf.solar_.with_decoding(**given)
+        clf.model_ = clf.model_.with_decoding(**given)
     return given
+
+
+def _redecodes(clf: Any) -> bool:
+    """Whether ``clf``'s served model can decode with other settings without retraining (a
+    :class:`~holoxmc.models.solar.SolarModel`'s ``with_decoding``): a capability of the
+    model, not a branch on its head's name."""
+    return callable(getattr(clf.model_, "with_decoding", None))
 
 
 def solar_settings(config: Any) -> dict[str, Any]:
@@ -443,7 +450,7 @@ def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_
                        "source": str(args.data), "options": load_options}
     metrics["evaluation"] = evaluation
     metrics["settings"] = {"model": args.model, "preset": args.preset, "params": _json_params(clf)}
-    if clf.head_ == "solar":
+    if _redecodes(clf):
         metrics["settings"]["solar"] = solar_settings(clf.solar_.config)
     clf.save(run_dir)
     if train.encoder is not None:
@@ -606,7 +613,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     scored = "every row of the file" if Path(str(args.data)).is_file() else f"its {args.split} split"
     report: dict[str, Any] = {"data": str(args.data), "split": "file" if Path(str(args.data)).is_file() else args.split,
                               "rows": int(Y.shape[0]), "metrics": metrics}
-    if clf.head_ == "solar":  # how it decoded, and which settings this call overrode
+    if _redecodes(clf):  # how it decoded, and which settings this call overrode
         report["settings"] = {"solar": solar_settings(clf.solar_.config), "overridden": sorted(overridden)}
     sets = None
     if args.threshold is not None:
