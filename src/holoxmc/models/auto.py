@@ -133,7 +133,8 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
     X_fit, Y_fit, X_check, Y_check = (X, Y, X_val, Y_val) if X_val is not None else _validation_split(clf, X, Y)
     shared = {key: value for key, value in clf.get_params().items() if key in SHARED_SETTINGS - {"time_budget"}}
     trials: list[Trial] = []
-    fitted: dict[str, Any] = {}
+    best: Trial | None = None
+    chosen: Any = None  # only the leader's model is held, one candidate's at a time
     for name, keywords in CANDIDATES:
         spent = time.perf_counter() - started
         expected = expected_seconds([trial.seconds for trial in trials if trial.val_p1 is not None])
@@ -143,12 +144,13 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
             continue
         candidate = clone(clf).set_params(**(shared | keywords))
         begun = time.perf_counter()
-        fitted[name] = candidate.fit(X_fit, Y_fit, X_check, Y_check)
-        trials.append(Trial(name, candidate.score(X_check, Y_check), time.perf_counter() - begun))
-    scored = [trial for trial in trials if trial.val_p1 is not None]
-    best = max(scored, key=lambda trial: (trial.val_p1, -trials.index(trial)))
-    chosen = fitted.pop(best.model)
-    fitted.clear()  # the candidates that lost, released before the refit
+        candidate.fit(X_fit, Y_fit, X_check, Y_check)
+        p1 = candidate.score(X_check, Y_check)
+        trials.append(Trial(name, p1, time.perf_counter() - begun))
+        if best is None or p1 > (best.val_p1 or 0.0):  # ties: the earlier stays
+            best, chosen = trials[-1], candidate
+        del candidate
+    assert best is not None  # the linear model always runs
     X_all, Y_all = (X, Y) if X_val is None else (_stack(X, X_val), sp.vstack([Y, Y_val], format="csr"))
     winner = clone(clf).set_params(**(shared | dict(CANDIDATES)[best.model] | refit_settings(chosen)))
     winner.fit(X_all, Y_all)

@@ -29,7 +29,7 @@ from holoxmc.models.solar import SolarModel
 from holoxmc.presets import BACKBONE_OPTIONS, HEAD_DEFAULTS
 from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig
-from holoxmc.train.linear import LinearConfig, fit_linear
+from holoxmc.train.linear import SELECT_METRIC, LinearConfig, fit_linear
 from holoxmc.train.rerank import RerankConfig, fit_rerank
 from holoxmc.train.solar import DONE_FILE, SolarConfig, chunk_dir, fit_solar
 
@@ -210,7 +210,7 @@ def _load_linear(clf: Any, path: Path, config: dict[str, Any], tensors: dict[str
 def _linear_refit(candidate: Any) -> dict[str, Any]:
     """The ``C`` the candidate's validation rows chose (its last fit when none was scored)."""
     chosen = [fit for fit in candidate.fit_results_[0].history if "val" in fit]
-    best = max(chosen, key=lambda fit: fit["val"]["P@1"]) if chosen else candidate.fit_results_[0].history[-1]
+    best = max(chosen, key=lambda fit: fit["val"][SELECT_METRIC]) if chosen else candidate.fit_results_[0].history[-1]
     return {"head_options": {"C": float(best["C"])}}
 
 
