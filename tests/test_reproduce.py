@@ -19,7 +19,7 @@ from holoxmc.cli import main
 from holoxmc.cli.reproduce import EXPERIMENT_NAMES
 from holoxmc.errors import InputError
 from holoxmc.experiments import reproduce
-from holoxmc.experiments.reproduce import EXPERIMENTS, PAPER, recall_at_k, run_experiments
+from holoxmc.experiments.reproduce import EXPERIMENTS, PAPER, run_experiments
 from holoxmc.presets import DATASET_PRESETS, paper_params
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -108,11 +108,15 @@ def test_reproduce_help_does_not_import_torch():
     assert "--only NAME" in out and out.strip().splitlines()[-1] == "False"
 
 
-def test_recall_at_k():
+def test_the_solar_tables_take_recall_from_holoxmc_metrics():
+    class Fixed:  # a "model" whose decoding is given
+        def predict(self, X, k, **options):
+            return np.array([[1, 3, 0], [-1, -1, -1], [0, 1, 2]]), None, np.array([3.0, 0.0, 3.0])
+
     Y = sp.csr_matrix(np.array([[1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]], dtype=np.float32))
-    top = np.array([[1, 3, 0], [-1, -1, -1], [0, 1, 2]])
-    assert recall_at_k(top, Y, 1) == pytest.approx(100 * (0.5 + 0) / 2)  # the empty row is left out
-    assert recall_at_k(top, Y, 3) == pytest.approx(100 * (1.0 + 0) / 2)
+    scores = reproduce._solar_scores(Fixed(), np.zeros((3, 2)), Y, np.ones(4))
+    assert scores["Rec@100"] == pytest.approx(100 * (1.0 + 0) / 2)  # the row without labels is left out
+    assert not hasattr(reproduce, "recall_at_k")  # one home: holoxmc.metrics
 
 
 def _numbers(value):
@@ -183,3 +187,10 @@ def test_train_preset_paper_is_the_papers_configuration():
     params = train_params("delicious", "hrr-fc", {"epochs": 3}, preset="paper")
     assert params["head_options"]["ranking"] == 0.0 and params["hidden"] == (512, 512) and params["epochs"] == 3
     assert train_params("delicious", "hrr-fc", {}, preset="delicious")["head_options"]["ranking"] == 1.0
+
+
+def test_quick_caps_the_width_of_the_paper_solar_networks(tmp_path):
+    quick = reproduce.model_settings(reproduce.Context(out=tmp_path, quick=True), "delicious", "solar", "paper")
+    full = reproduce.model_settings(reproduce.Context(out=tmp_path), "delicious", "solar", "paper")
+    assert full["hidden"] == (4096,) and quick["hidden"] == (reproduce.QUICK_SOLAR_HIDDEN,)
+    assert quick["head_options"]["n_chunks"] == full["head_options"]["n_chunks"] == 16  # K stays the paper's

@@ -21,8 +21,6 @@ The papers' numbers (:data:`PAPER`) were transcribed from the texts in
 Example:
     >>> sorted(EXPERIMENTS)[:3]
     ['hrr_capacity', 'hrr_fig2', 'hrr_fig8']
-    >>> recall_at_k(np.array([[0, 1], [2, -1]]), sp.csr_matrix([[1, 0, 1], [0, 0, 1]]), 2)
-    75.0
 """
 
 from __future__ import annotations
@@ -49,7 +47,7 @@ from holoxmc.errors import HoloxmcError, InputError
 from holoxmc.io import atomic_write_bytes, atomic_write_text
 
 __all__ = ["Context", "Result", "Experiment", "EXPERIMENTS", "PAPER", "run_experiments", "check_names",
-           "recall_at_k", "NOT_REPORTED"]
+           "NOT_REPORTED"]
 
 log = logging.getLogger("holoxmc.reproduce")
 
@@ -64,6 +62,10 @@ _ESTIMATOR_DIM = 400
 #: Debtags' 15,668 texts of 256 tokens takes far longer than a quick run on 2 CPU cores).
 QUICK_TEXT_ROWS = 1000
 QUICK_TEXT_LENGTH = 64
+#: Hidden width cap of SOLAR's networks in quick runs: the paper's one layer of 4,096 units,
+#: over K = 16 chunks, took 828 s for one 2-epoch fit on Delicious on 2 loaded CPU cores
+#: (docs/results/reproduce.md); 1,024 units cut a fit's work about fourfold.
+QUICK_SOLAR_HIDDEN = 1024
 #: Toy sizes of the text backbones in tiny runs.
 _TINY_TEXT = {"cnn": {"embed_dim": 8, "n_filters": 4, "bottleneck": 16, "pooling_chunks": 2, "filter_sizes": (2, 3)},
               "lstm": {"embed_dim": 8, "hidden_size": 8, "fc_size": 16}}
@@ -227,6 +229,8 @@ def model_settings(ctx: Context, name: str, model: str, preset: str, **changes: 
     params["epochs"] = ctx.size(epochs, min(epochs, 2 if params["backbone"] == "fc" else 1), 1)
     if ctx.quick or ctx.tiny:
         params["n_models"] = 1
+    if ctx.quick and not ctx.tiny and params["head"] == "solar":
+        params["hidden"] = tuple(min(h, QUICK_SOLAR_HIDDEN) for h in params.get("hidden") or HEAD_DEFAULTS["solar"]["hidden"])
     if ctx.tiny:
         params["dim"] = min(int(params.get("dim", 400)), 32)
         if params["backbone"] == "fc" and "hidden" in kind.settings:
@@ -621,35 +625,17 @@ def hrr_fig8(ctx: Context) -> Result:
 
 
 # ---------------------------------------------------------------------------- SOLAR Tables 2, 3, 6
-def recall_at_k(indices: np.ndarray, Y: sp.spmatrix, k: int) -> float:
-    """Recall@k in percent: the share of each row's true labels among its first ``k``
-    predictions (``-1``: none), averaged over the rows that have labels.
-
-    Example:
-        >>> recall_at_k(np.array([[2, 0]]), sp.csr_matrix([[1, 1, 1, 0]]), 1)
-        33.33333333333333
-    """
-    Y = sp.csr_matrix(Y)
-    top = np.asarray(indices)[:, :k]
-    rows, cols = np.nonzero(top >= 0)
-    predicted = sp.csr_matrix((np.ones(rows.size, dtype=np.float32), (rows, top[rows, cols])), shape=Y.shape)
-    hits = np.asarray(predicted.multiply(Y).sum(axis=1)).ravel()
-    sizes = np.diff(Y.indptr)
-    has = sizes > 0
-    return float(100.0 * np.mean(hits[has] / sizes[has])) if has.any() else 0.0
-
-
 def _solar_scores(model: Any, X: Any, Y: Any, inv_prop: np.ndarray, **options: Any) -> dict[str, Any]:
-    """P@1/3/5/10, Recall@100, candidates and ms per point of a SOLAR model's decoding."""
+    """P@1/3/5/10, Recall@100 (:func:`holoxmc.metrics.evaluate`'s ``Recall@100``), candidates
+    and ms per point of a SOLAR model's decoding."""
     from holoxmc.metrics import evaluate, pad_predictions
 
-    k = min(100, Y.shape[1])
     started = time.perf_counter()
-    indices, _, candidates = model.predict(X, k, **options)
+    indices, _, candidates = model.predict(X, min(100, Y.shape[1]), **options)
     ms = 1000.0 * (time.perf_counter() - started) / X.shape[0]
-    metrics = evaluate(pad_predictions(indices, max(k, 10)), Y, inv_prop=inv_prop, ks=(1, 3, 5, 10))
+    metrics = evaluate(pad_predictions(indices, 100), Y, inv_prop=inv_prop, ks=(1, 3, 5, 10), recall_ks=(100,))
     return {key: _cell(metrics[key]) for key in ("P@1", "P@3", "P@5", "P@10")} | {
-        "Rec@100": _cell(recall_at_k(indices, Y, 100)), "candidates": _cell(float(candidates.mean()), 1),
+        "Rec@100": _cell(metrics["Recall@100"]), "candidates": _cell(float(candidates.mean()), 1),
         "ms/point": _cell(ms, 3)}
 
 
@@ -658,6 +644,14 @@ def _solar(ctx: Context, preset: str, **head_options: Any) -> tuple[Any, Any]:
     params = model_settings(ctx, ABLATION_SET, "solar", preset, head_options=head_options)
     _, test = dataset(ctx, ABLATION_SET)
     return fit(ctx, ABLATION_SET, params)["model"], test
+
+
+def _solar_quick_note(ctx: Context) -> list[str]:
+    """What a quick run changes in the SOLAR tables."""
+    if not ctx.quick or ctx.tiny:
+        return []
+    return [f"--quick: 2 epochs and at most {QUICK_SOLAR_HIDDEN:,} hidden units per chunk (the paper preset's "
+            "4,096 in the full run)."]
 
 
 def solar_table2(ctx: Context) -> Result:
@@ -672,8 +666,9 @@ def solar_table2(ctx: Context) -> Result:
                 f"paper {key}": _paper(paper[i] if paper else None)
                 for i, key in enumerate(("P@1", "P@5", "P@10", "Rec@100"))})
     notes = [f"On {ABLATION_SET}; paper: SOLAR Table 2 (Amazon books, 1.67M labels, K = 16, B = 30K, m = 100; not "
-             f"here). Recall@100 is computed in this experiment (`recall_at_k`). With few labels, m top buckets "
+             f"here). Recall@100 is `holoxmc.metrics`' Recall@k (over the rows with labels). With few labels, m top buckets "
              "per chunk can cover most labels: see the candidates column."]
+    notes += _solar_quick_note(ctx)
     return Result(f"SOLAR Table 2 on {ABLATION_SET}: scoring schemes", list(rows[0]), rows, notes)
 
 
@@ -692,6 +687,7 @@ def solar_table3(ctx: Context) -> Result:
     notes = [f"On {ABLATION_SET}; paper: SOLAR Table 3 (Amazon books, K = 16, m = 100, B = 30K). With "
              "the paper's strict filter (min_freq_mode='strict': a label needs d chunks, so a point can keep fewer "
              "than k labels; holoxmc's default relaxes d per point instead)."]
+    notes += _solar_quick_note(ctx)
     return Result(f"SOLAR Table 3 on {ABLATION_SET}: filtering candidates by min_freq", list(rows[0]), rows, notes)
 
 
@@ -716,6 +712,7 @@ def solar_table6(ctx: Context) -> Result:
     notes = [f"On {ABLATION_SET} (L = {L}): B at {', '.join(f'{f:.3g}' for f in fractions)} of L, m = 25 "
              "as in the paper (at most B); the paper's B = 10K-30K are 1.5-4.5 % of Amazon-670K's L, which "
              "would leave a handful of buckets here. Paper preset otherwise."]
+    notes += _solar_quick_note(ctx)
     return Result(f"SOLAR Table 6 on {ABLATION_SET}: effect of B and K", list(rows[0]), rows, notes)
 
 
