@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
 
 from holoxmc.backbones import AttentionLSTMBackbone, XMLCNNBackbone
@@ -58,6 +59,53 @@ def test_the_backbone_options_are_recorded_in_the_network_config():
     config = clf.network_.config
     assert (config["embed_dim"], config["hidden_size"]) == (8, 6)
     assert config["max_length"] == BACKBONE_OPTIONS["lstm"]["max_length"]
+
+
+# ---------------------------------------------------------------------------- the dense-head LSTM
+def _keyword_texts(n: int, seed: int, n_labels: int = 50) -> tuple[np.ndarray, list[list[int]]]:
+    """Texts of 4-11 filler words and one keyword naming the row's label; label 0 is the
+    most frequent (about a third of the rows)."""
+    rng = np.random.default_rng(seed)
+    X = np.zeros((n, 12), np.int64)
+    Y = []
+    for row in range(n):
+        length = int(rng.integers(4, 12))
+        X[row, :length] = rng.integers(2 + n_labels, 2 + n_labels + 300, length)
+        label = int(rng.integers(0, n_labels)) if rng.random() < 0.7 else 0
+        X[row, int(rng.integers(0, length))] = 2 + label
+        Y.append([label])
+    return X, Y
+
+
+def test_the_dense_lstm_learns_beyond_the_most_frequent_label():
+    """At its defaults the dense-head LSTM used to rank the most frequent label first for every
+    text (its backbone emitted one constant vector); it starts from the labels' priors now."""
+    X, Y = _keyword_texts(2000, seed=0)
+    X_test, Y_test = _keyword_texts(400, seed=1)
+    clf = XMCClassifier(head="dense", backbone="lstm", epochs=8, batch_size=64, progress=False).fit(X, Y)
+    assert clf.network_.config["prior_bias"] is True
+    top = clf.predict(X_test, k=1)[0][:, 0]
+    p_at_1 = np.mean(top == np.array([y[0] for y in Y_test]))
+    most_frequent = np.mean([y[0] == 0 for y in Y_test])
+    assert p_at_1 > most_frequent + 0.2
+
+
+def test_the_dense_head_starts_from_the_label_priors_only_when_asked():
+    from holoxmc.heads.dense import DenseHead
+
+    Y = sp.csr_matrix(np.array([[1, 0, 0], [1, 1, 0], [1, 0, 0], [0, 0, 0]], dtype=np.float32))
+    head = DenseHead(4, 3, prior_bias=True)
+    head.start_from_labels(Y)
+    share = (np.array([3, 1, 0]) + 0.5) / 5
+    np.testing.assert_allclose(head.linear.bias.detach().numpy(), np.log(share / (1 - share)), rtol=1e-6)
+    plain = DenseHead(4, 3)
+    before = plain.linear.bias.detach().clone()
+    plain.start_from_labels(Y)
+    assert torch.equal(plain.linear.bias.detach(), before)
+    with pytest.raises(InputError, match="columns"):
+        head.start_from_labels(sp.csr_matrix((2, 5)))
+    assert "prior_bias" not in XMCClassifier(head="hrr", backbone="lstm", dim=16, epochs=1, progress=False,
+                                              head_options=TINY_LSTM).fit(*_tokens()).network_.config
 
 
 # ---------------------------------------------------------------------------- refusals

@@ -22,7 +22,8 @@ from typing import Any
 from holoxmc.errors import InputError
 
 __all__ = ["HEAD_DEFAULTS", "HEAD_PRESETS", "DATASET_PRESETS", "MODELS", "HEAD_OPTIONS", "PROPENSITY_PRESETS",
-           "PROPENSITY_SETS", "DEFAULT_PROPENSITY", "BACKBONE_DEFAULTS", "BACKBONE_OPTIONS", "PAPER_PRESETS",
+           "PROPENSITY_SETS", "DEFAULT_PROPENSITY", "BACKBONE_DEFAULTS", "BACKBONE_OPTIONS", "PAIR_OPTIONS",
+           "network_defaults", "PAPER_PRESETS",
            "PAPER_DATASET_PRESETS", "PAPER_NOT_REPORTED", "model_params", "preset_params", "paper_params",
            "propensity_preset", "setting_defaults", "dataset_preset"]
 
@@ -49,6 +50,12 @@ BACKBONE_OPTIONS: dict[str, dict[str, Any]] = {
     "cnn": {"embed_dim": 128, "n_filters": 64, "bottleneck": 512, "max_length": 128},
     "lstm": {"embed_dim": 128, "hidden_size": 64, "fc_size": 256, "max_length": 96},
 }
+
+#: Head keywords of one (head, backbone) pair, beside :data:`BACKBONE_OPTIONS` and beneath
+#: ``head_options``: the dense-head LSTM starts its biases at the labels' prior
+#: (``DenseHead(prior_bias=True)``; without it, it ranks the most frequent label first for every
+#: text: docs/results/text-models.md, "The dense-head LSTM").
+PAIR_OPTIONS: dict[tuple[str, str], dict[str, Any]] = {("dense", "lstm"): {"prior_bias": True}}
 
 #: Settings of a head kind on every dataset, beneath the dataset presets.
 HEAD_PRESETS: dict[str, dict[str, Any]] = {"linear": {"refit": True}}
@@ -195,6 +202,17 @@ def preset_params(dataset: str, model: str = "hrr-fc") -> dict[str, Any]:
     head, presets = params["head"], DATASET_PRESETS.get(str(dataset).lower(), {})
     tuned = presets.get(model, presets.get(head, {}) if params["backbone"] == "fc" else {})
     return params | HEAD_PRESETS.get(head, {}) | tuned
+
+
+def network_defaults(backbone: str, head: str) -> dict[str, Any]:
+    """The network keywords a ``head`` on ``backbone`` starts from (``head_options`` go over
+    them): :data:`BACKBONE_OPTIONS` and :data:`PAIR_OPTIONS`.
+
+    Example:
+        >>> network_defaults("lstm", "dense")["prior_bias"], "prior_bias" in network_defaults("lstm", "hrr")
+        (True, False)
+    """
+    return dict(BACKBONE_OPTIONS.get(backbone, {})) | PAIR_OPTIONS.get((head, backbone), {})
 
 
 def setting_defaults(head_defaults: dict[str, Any], backbone: str) -> dict[str, Any]:

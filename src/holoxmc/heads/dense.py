@@ -4,7 +4,7 @@ This is the baseline the HRR paper compares against (its "FC" output layer) and 
 per-chunk output of SOLAR models.
 
 Example:
-    >>> import torch, scipy.sparse as sp
+    >>> import torch
     >>> from holoxmc.data.batch import LabelBatch
     >>> head = DenseHead(8, 5)
     >>> out = head(torch.randn(2, 8))
@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
+import numpy as np
+import scipy.sparse as sp
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -48,12 +50,19 @@ class DenseHead(nn.Module):
         in_features: width of the backbone output.
         n_labels: number of labels L (the output width).
         seed: seed of the weight initialisation (local generator).
+        prior_bias: :meth:`start_from_labels` sets the biases to the training labels' log-odds
+            (otherwise it does nothing). The mean BCE over ``L`` labels then starts near its
+            priors' value; with biases near 0 the first steps instead pull every logit toward
+            its prior through the backbone, which a backbone whose output varies little across
+            rows at initialisation (the attention-pooled LSTM) answers by emitting one constant
+            vector for every input, and does not leave (docs/results/text-models.md, "The
+            dense-head LSTM").
 
     Shapes:
         forward: ``(B, in_features)`` → ``(B, L)`` logits.
     """
 
-    def __init__(self, in_features: int, n_labels: int, *, seed: int = 0) -> None:
+    def __init__(self, in_features: int, n_labels: int, *, seed: int = 0, prior_bias: bool = False) -> None:
         super().__init__()
         if in_features < 1 or n_labels < 1:
             raise InputError(f"need in_features, n_labels >= 1; got {in_features}, {n_labels}")
@@ -61,6 +70,26 @@ class DenseHead(nn.Module):
         self.n_labels = int(n_labels)
         self.linear = nn.Linear(self.in_features, self.n_labels)
         reset_linear_(self.linear, local_generator(seed, Stream.HEAD_INIT))
+        self.prior_bias = bool(prior_bias)
+
+    def start_from_labels(self, Y: sp.spmatrix) -> None:
+        """With ``prior_bias``, set each label's bias to the log-odds of its smoothed share of
+        the rows of ``Y`` ``(n, L)``, ``(n_l + 0.5) / (n + 1)``, before training.
+
+        Example:
+            >>> head = DenseHead(4, 2, prior_bias=True)
+            >>> head.start_from_labels(sp.csr_matrix([[1, 0], [1, 0], [1, 1]]))
+            >>> [round(b, 2) for b in head.linear.bias.tolist()]
+            [1.95, -0.51]
+        """
+        if not self.prior_bias:
+            return
+        if Y.shape[1] != self.n_labels:
+            raise InputError(f"labels have {Y.shape[1]} columns, the head {self.n_labels}")
+        counts = np.asarray((sp.csr_matrix(Y) != 0).sum(axis=0), dtype=np.float64).ravel()
+        share = (counts + 0.5) / (Y.shape[0] + 1.0)
+        with torch.no_grad():
+            self.linear.bias.copy_(torch.as_tensor(np.log(share / (1.0 - share)), dtype=self.linear.bias.dtype))
 
     def forward(self, h: Tensor) -> Tensor:
         return self.linear(h)

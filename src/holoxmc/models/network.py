@@ -225,6 +225,9 @@ class MemberData:
 def train_member(job: MemberJob, data: MemberData) -> tuple[Network, FitResult]:
     """Build and train the network of seed ``job.seed`` (one network, or one member)."""
     network = data.plan.network(job.seed)
+    start_from_labels = getattr(network.head, "start_from_labels", None)  # the dense head's prior_bias
+    if start_from_labels is not None:
+        start_from_labels(data.Y)
     result = Trainer(replace(data.plan.train, seed=job.seed)).fit(
         network, data.X, data.Y, data.X_val, data.Y_val, run_dir=job.run_dir, resume=data.resume
     )

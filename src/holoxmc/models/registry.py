@@ -26,7 +26,7 @@ from holoxmc.models.network import MemberData, NetworkPlan, check_plan_fits, fit
     load_network, network_options, report_fields, takes_code_dim
 from holoxmc.models.rerank import RerankModel
 from holoxmc.models.solar import SolarModel
-from holoxmc.presets import BACKBONE_OPTIONS, HEAD_DEFAULTS
+from holoxmc.presets import HEAD_DEFAULTS, network_defaults
 from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig
 from holoxmc.train.linear import SELECT_METRIC, LinearConfig, fit_linear
@@ -99,7 +99,7 @@ class Family:
 def _network_plan(clf: Any, n_labels: int, n_features: int) -> NetworkPlan:
     options = network_options(clf.backbone, clf.head, hidden=clf.setting("hidden"), dropout=clf.setting("dropout"),
                               linear_width=clf.linear_width, dim=clf.dim,
-                              head_options=BACKBONE_OPTIONS.get(clf.backbone, {}) | (clf.head_options or {}))
+                              head_options=network_defaults(clf.backbone, clf.head) | (clf.head_options or {}))
     size = "n_features" if clf.backbone == "fc" else "vocab_size"
     build = {"backbone": clf.backbone, "head": clf.head, "n_labels": n_labels, size: n_features, **options}
     plan = NetworkPlan(build, clf.train_config(), str(clf.device))
