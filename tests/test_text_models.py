@@ -273,3 +273,15 @@ def test_the_unpacked_lstm_computes_what_packed_sequences_compute():
     assert torch.allclose(states * mask, expected, atol=1e-5)
     states.sum().backward()  # and it trains the nn.LSTM's own weights
     assert net.lstm.weight_hh_l1_reverse.grad is not None
+
+
+@pytest.mark.parametrize("head", ["hrr", "dense"])
+def test_a_saved_lstm_loads_and_scores_as_it_was(tmp_path, head):
+    """``max_length`` (96 by default) caps the tokens read; it is no tensor size, and a saved
+    LSTM used to be refused at load ("network size 96 matches no stored tensor")."""
+    X, Y = _tokens()
+    clf = XMCClassifier(head=head, backbone="lstm", dim=16, epochs=1, progress=False,
+                        head_options={"embed_dim": 8, "hidden_size": 6, "fc_size": 16}).fit(X, Y)
+    assert clf.network_.config["max_length"] == BACKBONE_OPTIONS["lstm"]["max_length"]
+    loaded = XMCClassifier.load(clf.save(tmp_path / "model"))
+    np.testing.assert_array_equal(loaded.predict(X, k=3)[0], clf.predict(X, k=3)[0])

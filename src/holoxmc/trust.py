@@ -29,7 +29,8 @@ from holoxmc.limits import check_allocation, check_size
 __all__ = ["tensor_shapes", "sizes_in", "check_network_config", "check_finite"]
 
 #: Keys of a network configuration that are not sizes (numbers that allocate nothing).
-NOT_SIZES = frozenset({"seed", "dropout", "ranking", "ranking_scale", "n_layers", "pooling_chunks", "filter_sizes"})
+NOT_SIZES = frozenset({"seed", "dropout", "ranking", "ranking_scale", "n_layers", "pooling_chunks", "filter_sizes",
+                       "max_length"})
 #: Largest value of a numeric setting that allocates per unit (label_chunk, ranking_candidates):
 #: they bound buffers of ``rows x value`` and are checked against this, not the stored tensors.
 MAX_CHUNK = 2**22
