@@ -8,11 +8,11 @@ Parts:
            biases: as before (U(+-1/sqrt(fan_in))), ``-log L`` and the labels' log-odds.
   heldout  A bag-of-words set (Bibtex, Delicious) read as sequences of its word ids: the dense
            LSTM with and without ``prior_bias``, P@1/P@5 on 10 % of the training rows held out
-           (never the test split).
+           (never the test split); each row's first ``--length`` word ids.
 
 Example:
     python benchmarks/dense_lstm.py steps --steps 60
-    python benchmarks/dense_lstm.py heldout bibtex
+    python benchmarks/dense_lstm.py heldout bibtex --length 48
 """
 
 from __future__ import annotations
@@ -96,16 +96,16 @@ def part_steps(steps: int) -> None:
     print(f"most frequent label's share of those 500 rows: {100 * Y[val_rows[:500], most].mean():.2f}")
 
 
-def part_heldout(name: str) -> None:
+def part_heldout(name: str, length: int) -> None:
     train = load(name, "train")
-    X, Y = _tokens_from_features(train.X.tocsr(), 96), train.Y.tocsr()
+    X, Y = _tokens_from_features(train.X.tocsr(), length), train.Y.tocsr()
     fit_rows, held_out = split_validation(X.shape[0], 0.1, 1)
     most = np.asarray(Y[fit_rows].sum(0)).ravel().argmax()
     print(f"{name}: {X.shape[0]} rows, {Y.shape[1]} labels; most frequent label's P@1 on the held-out rows "
           f"{100 * Y[held_out, most].mean():.2f}", flush=True)
     for prior in (False, True):
         started = time.perf_counter()
-        clf = XMCClassifier(head="dense", backbone="lstm", progress=False, head_options={"prior_bias": prior})
+        clf = XMCClassifier(head="dense", backbone="lstm", progress=False, head_options={"prior_bias": prior, "max_length": length})
         clf.fit(X[fit_rows], Y[fit_rows])
         metrics = evaluate(clf.predict(X[held_out], k=5)[0], Y[held_out])
         print(f"prior_bias={prior}: held-out P@1 {metrics['P@1']:.2f}, P@5 {metrics['P@5']:.2f}; "
@@ -118,9 +118,10 @@ def main() -> None:
     parser.add_argument("dataset", nargs="?", default="bibtex")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--length", type=int, default=48, help="heldout: word ids read per row")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    part_steps(args.steps) if args.part == "steps" else part_heldout(args.dataset)
+    part_steps(args.steps) if args.part == "steps" else part_heldout(args.dataset, args.length)
 
 
 if __name__ == "__main__":
