@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from holoxmc.data import load, make_realistic
-from holoxmc.models.rerank import RerankModel, l2_rows
+from holoxmc.models.rerank import RerankModel, top_columns, l2_rows
 from holoxmc.train.rerank import pifa_centroids
 
 KS = (50, 100, 200)
@@ -79,7 +79,7 @@ def fit_table(settings: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.cs
         top, _ = model.predict_topk(Xv[half:], 5)
         ms = 1000 * (time.perf_counter() - started) / (Xv.shape[0] - half)
         m = evaluate(pad_predictions(top, 5), Yv[half:], ks=(1, 5))
-        print(f"| {text} | {model.alpha} | {100 * m['P@1']:.2f} | {100 * m['P@5']:.2f} | {fit_s:.1f} | {ms:.2f} |",
+        print(f"| {text} | {model.alpha} | {m['P@1']:.2f} | {m['P@5']:.2f} | {fit_s:.1f} | {ms:.2f} |",
               flush=True)
 
 
@@ -134,7 +134,7 @@ def main() -> None:
             V = model.knn_votes(rows).toarray()
             seconds["knn"] += time.perf_counter() - started
             for name, a, b, c in VARIANTS:
-                parts[name].append(np.argsort(-(a * P + b * V + c * prior), axis=1, kind="stable")[:, :max(KS)])
+                parts[name].append(top_columns(a * P + b * V + c * prior, max(KS)))  # a copy: no (rows, L) base kept
         for name, *_ in VARIANTS:
             short = np.concatenate(parts[name])
             cost = seconds["knn" if name == "knn" else "pifa"] + (seconds["knn"] if "knn" in name[4:] else 0.0)

@@ -65,12 +65,12 @@ class RerankConfig:
     """
 
     shortlist: int = 50
-    C: float = 1.0
-    prune: float = 0.01
+    C: float = 0.5
+    prune: float = 0.05
     alpha: float | None = None
     knn: int = 0
     knn_weight: float = 1.0
-    negatives: int = 10
+    negatives: int = 30
     max_iter: int = 1000
     tol: float = 0.1
     label_block: int = 1024
@@ -92,7 +92,7 @@ class RerankConfig:
 
 
 #: ``alpha`` when it is ``None`` and no validation split is given.
-DEFAULT_ALPHA = 0.5
+DEFAULT_ALPHA = 0.25
 
 
 def pifa_centroids(X: sp.csr_matrix, Y: sp.csr_matrix) -> sp.csr_matrix:
