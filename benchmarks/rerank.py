@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -66,6 +67,7 @@ def fit_table(settings: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.cs
               workers: int) -> None:
     """Fit on ``(X, Y)`` with each setting, score on the validation rows: P@1, P@5, seconds."""
     from holoxmc.metrics import evaluate, pad_predictions
+    from holoxmc.train.linear import LinearConfig, fit_linear
     from holoxmc.train.rerank import RerankConfig, fit_rerank
 
     half = Xv.shape[0] // 2  # alpha is chosen on the first half, the scores are of the second
@@ -73,7 +75,12 @@ def fit_table(settings: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.cs
     print("|---|---|---|---|---|---|")
     for text in settings:
         started = time.perf_counter()
-        model = fit_rerank(X, Y, RerankConfig(**parse_settings(text)), Xv[:half], Yv[:half], workers=workers)
+        if text.startswith("linear"):  # the one-vs-all linear model, for comparison (C fixed, no refit)
+            linear = LinearConfig(**parse_settings(text.partition(",")[2]))  # type: ignore[arg-type]
+            model: Any = fit_linear(X, Y, linear, workers=workers)[0]
+            model.alpha = "-"
+        else:
+            model = fit_rerank(X, Y, RerankConfig(**parse_settings(text)), Xv[:half], Yv[:half], workers=workers)
         fit_s = time.perf_counter() - started
         started = time.perf_counter()
         top, _ = model.predict_topk(Xv[half:], 5)
@@ -94,7 +101,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fit", nargs="+", metavar="KEY=VALUE,...",
                         help="instead of recall: fit the re-rank model with each of these settings on the fitting "
-                             "rows and score it on the validation rows (e.g. shortlist=100,C=1 knn=50)")
+                             "rows and score it on the validation rows (e.g. shortlist=100,C=1 knn=50; "
+                             "linear,C=0.3: the one-vs-all linear model)")
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     options = {"n_points": args.points} if args.points else {}
