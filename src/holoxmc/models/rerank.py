@@ -1,10 +1,12 @@
-"""Shortlist and re-rank: a PIFA retriever proposes labels, per-label sparse linear scorers
+"""Shortlist and re-rank: a retriever proposes labels, per-label sparse linear scorers
 re-score them, and the ranking mixes both scores (the recipe of SLICE / Astec / DeepXML).
 
-A row's retriever score of label ``l`` is ``x · c_l`` (``c_l`` the L2-normalised mean feature
-row of ``l``'s training positives); its re-rank score is ``sigmoid(x · w_l + b_l)``; the final
-score is ``alpha * rerank + (1 - alpha) * retriever`` on the ``shortlist`` best labels by
-retriever score (labels off the shortlist are not ranked).
+Rows are L2-normalised. A row's retriever score of label ``l`` is ``x · c_l`` (``c_l`` the
+L2-normalised mean feature row of ``l``'s training positives, PIFA), plus, when the model
+holds them, the similarity-weighted label vote of the row's nearest training rows and a
+per-label constant; its re-rank score is ``sigmoid(x · w_l + b_l)``; the final score is
+``alpha * rerank + (1 - alpha) * retriever`` on the ``shortlist`` best labels by retriever
+score (labels off the shortlist are not ranked). See :class:`RerankModel`.
 
 Example:
     >>> import numpy as np, scipy.sparse as sp
