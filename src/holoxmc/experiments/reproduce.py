@@ -66,6 +66,8 @@ QUICK_TEXT_LENGTH = 64
 #: over K = 16 chunks, took 828 s for one 2-epoch fit on Delicious on 2 loaded CPU cores
 #: (docs/results/reproduce.md); 1,024 units cut a fit's work about fourfold.
 QUICK_SOLAR_HIDDEN = 1024
+#: Hidden width caps of quick runs, per head.
+_QUICK_HIDDEN: dict[str, int] = {"solar": QUICK_SOLAR_HIDDEN}
 #: Toy sizes of the text backbones in tiny runs.
 _TINY_TEXT = {"cnn": {"embed_dim": 8, "n_filters": 4, "bottleneck": 16, "pooling_chunks": 2, "filter_sizes": (2, 3)},
               "lstm": {"embed_dim": 8, "hidden_size": 8, "fc_size": 16}}
@@ -229,8 +231,9 @@ def model_settings(ctx: Context, name: str, model: str, preset: str, **changes: 
     params["epochs"] = ctx.size(epochs, min(epochs, 2 if params["backbone"] == "fc" else 1), 1)
     if ctx.quick or ctx.tiny:
         params["n_models"] = 1
-    if ctx.quick and not ctx.tiny and params["head"] == "solar":
-        params["hidden"] = tuple(min(h, QUICK_SOLAR_HIDDEN) for h in params.get("hidden") or HEAD_DEFAULTS["solar"]["hidden"])
+    cap = _QUICK_HIDDEN.get(params["head"]) if ctx.quick and not ctx.tiny else None
+    if cap is not None:
+        params["hidden"] = tuple(min(h, cap) for h in params.get("hidden") or HEAD_DEFAULTS[params["head"]]["hidden"])
     if ctx.tiny:
         params["dim"] = min(int(params.get("dim", 400)), 32)
         if params["backbone"] == "fc" and "hidden" in kind.settings:
