@@ -276,6 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     results = json.loads(args.out.read_text()) if args.out.exists() else {"cells": {}}
     if args.merge:
         merge(results, [json.loads(path.read_text()) for path in args.merge])
+        atomic_write_json(args.out, results)
         args.labels = []
     else:
         command = " ".join(["python benchmarks/scaling.py", *(argv if argv is not None else sys.argv[1:])])
