@@ -84,3 +84,23 @@ def test_table_and_plot_of_a_fake_result_file(tmp_path):
     path = tmp_path / "fake.png"
     scaling.plot(results, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_merge_joins_runs_into_one_result_file(tmp_path):
+    """``--merge`` writes the joined cells (JSON), the table and the plot, running no cell."""
+    pytest.importorskip("matplotlib")
+    scaling = _scaling_module()
+    parts = []
+    for n, (key, model) in enumerate((("10000", "omikuji"), ("100000", "holoxmc-hrr"))):
+        part = tmp_path / f"part{n}.json"
+        part.write_text(json.dumps({"cells": {key: {model: {"row": _fake_row(50.0 + n, 1.0), "load": [1.0, 1.0]}}},
+                                    "runs": [{"command": f"run {n}"}]}))
+        parts.append(str(part))
+    out = tmp_path / "scaling.json"
+    scaling.main(["--merge", *parts, "--out", str(out)])
+    joined = json.loads(out.read_text())
+    assert joined["cells"]["10000"]["omikuji"]["row"]["P@1"] == 50.0
+    assert joined["cells"]["100000"]["holoxmc-hrr"]["row"]["P@1"] == 51.0
+    assert joined["runs"] == [{"command": "run 0"}, {"command": "run 1"}]
+    assert "| 100,000 | 73000 / 23000 | holoxmc-hrr | 1.0 |" in out.with_suffix(".md").read_text()
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
