@@ -41,6 +41,8 @@ from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, 
     setting_defaults
 from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig
+from holoxmc.data.shards import is_sharded
+from holoxmc.train.streaming import evaluate_streamed, streamed_fit_data, streamed_input
 from holoxmc.train.trainer import Precision, Schedule
 from holoxmc.validation import (
     ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_batch_size, check_fit_data, check_fitted,
@@ -250,11 +252,12 @@ class XMCClassifier(BaseEstimator):
             InputError: a bad setting or input, or a model whose sizes cannot fit in memory,
                 before any training.
         """
+        streamed = streamed_fit_data(self, X, Y, X_val, Y_val)  # None: in memory
         if self.head in SELECTORS:
             return self._fit_selected(X, Y, X_val, Y_val)
         kind = self._validate_params()
-        X, Y, X_val, Y_val = check_fit_data(X, Y, X_val, Y_val, self.backbone)
-        n_features, n_labels = input_size(X), int(Y.shape[1])
+        X, Y, X_val, Y_val = streamed or check_fit_data(X, Y, X_val, Y_val, self.backbone)
+        n_features, n_labels = int(X.shape[1]) if streamed else input_size(X), int(Y.shape[1])
         check_label_statistics(n_labels)
         plan = kind.plan(self, n_labels, n_features)
         if word_vectors is not None:  # rows of a text backbone's embedding table
@@ -383,6 +386,8 @@ class XMCClassifier(BaseEstimator):
         self._check_fitted()
         ks = check_ks(ks)
         X = self._check_X(X)
+        if is_sharded(X):  # top-k and metrics batch by batch
+            return evaluate_streamed(self.model_, X, Y, inv_prop=self.inv_prop_, ks=ks, n_labels=self.n_labels_)
         Y = check_Y(Y, X.shape[0], n_labels=self.n_labels_)
         indices, _ = self.predict(X, k=min(max(ks), self.n_labels_))
         return evaluate(pad_predictions(indices, max(ks)), Y, inv_prop=self.inv_prop_, ks=ks)
@@ -421,4 +426,6 @@ class XMCClassifier(BaseEstimator):
     def _check_X(self, X: Any, *, fitting: bool = False, known: int | None = None) -> sp.csr_matrix | np.ndarray:
         """``X`` as the model reads it (:func:`~holoxmc.validation.check_input`), of ``known``
         features (or vocabulary), by default the fitted model's (any while ``fitting``)."""
+        if is_sharded(X):  # rows of a shard store: read batch by batch (network heads)
+            return streamed_input(X, getattr(self, "head_", self.head), self.backbone, self.n_features_)
         return check_input(X, self.backbone, self.n_features_ if known is None and not fitting else known)
