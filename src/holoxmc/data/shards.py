@@ -44,7 +44,7 @@ import scipy.sparse as sp
 from holoxmc.data.dataset import Dataset
 from holoxmc.errors import DataFormatError, InputError
 from holoxmc.io import atomic_write_bytes, atomic_write_json
-from holoxmc.limits import MAX_SIZE, check_size
+from holoxmc.limits import MAX_SIZE, check_allocation, check_size
 
 __all__ = ["write_shards", "open_shards", "ShardStore", "ShardedRows", "MANIFEST", "SHARD_FORMAT", "is_sharded"]
 
@@ -208,10 +208,7 @@ class ShardStore:
 
     def label_counts(self) -> np.ndarray:
         """``(n_labels,)`` number of rows of each label, counted shard by shard."""
-        counts = np.zeros(self.n_labels, dtype=np.int64)
-        for _, Y in self.chunks():
-            counts += np.bincount(Y.indices, minlength=self.n_labels)
-        return counts
+        return self.Y.column_counts()
 
     def _read_shard(self, index: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         info = self._shards[index]
@@ -306,6 +303,7 @@ class ShardedRows:
 
     def column_counts(self) -> np.ndarray:
         """Stored entries per column over this view's rows (a label's row count, for ``Y``)."""
+        check_allocation(8 * self.shape[1], f"counts of {self.shape[1]} columns")
         counts = np.zeros(self.shape[1], dtype=np.int64)
         for part in self.chunks():
             counts += np.bincount(self[part].indices, minlength=self.shape[1])
