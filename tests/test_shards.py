@@ -234,6 +234,14 @@ def test_a_checkpointed_run_resumes_on_its_store(store, tmp_path):
             other.X, other.Y, run_dir=tmp_path / "run", resume=True)
 
 
+def test_refit_on_a_store_holds_out_its_own_rows_and_refuses_a_second_store(data, store, tmp_path):
+    clf = XMCClassifier(head="dense", hidden=(8,), epochs=2, refit=True, progress=False).fit(store.X, store.Y)
+    assert clf.fit_result_.refit is not None and clf.fit_result_.refit.best_epoch >= 1
+    val = open_shards(write_shards(_dataset(n=20, seed=4), tmp_path / "val", rows_per_shard=10))
+    with pytest.raises(InputError, match="would join two shard stores"):
+        clf.fit(store.X, store.Y, val.X, val.Y)
+
+
 # ---------------------------------------------------------------------------- scoring
 def test_scoring_a_store_equals_scoring_in_memory(data, store, tmp_path):
     clf = XMCClassifier(head="hrr", dim=16, hidden=(8,), epochs=2, progress=False).fit(data.X, data.Y)

@@ -371,6 +371,9 @@ class Trainer:
             raise InputError(f"X_train has {X_train.shape[0]} rows but Y_train has {Y_train.shape[0]}")
         Y_train = as_labels(Y_train)  # shard-store rows stay on disk
         carved = X_val is None  # the validation rows are part of X_train
+        if cfg.refit and not carved and is_sharded(X_train):
+            raise InputError("refit trains on the training and validation rows together, which would join two "
+                             "shard stores: refit on one store with val_fraction instead")
         if cfg.refit and Y_val is not None and Y_val.shape[1] != Y_train.shape[1]:
             raise InputError(f"refit trains on the validation rows too, so their labels must be the training "
                              f"labels: Y_train has {Y_train.shape[1]} columns, Y_val {Y_val.shape[1]}")
@@ -482,9 +485,6 @@ class Trainer:
         if initial_state is not None and X_val is not None:
             network.load_state_dict(initial_state)
             if not carved:  # refit on the given training and validation sets together
-                if is_sharded(X_train):
-                    raise InputError("refit with a separate validation store would join two stores: "
-                                     "refit on one store with val_fraction instead")
                 both = [X_train, X_val]
                 X_train = sp.vstack(both, format="csr") if sp.issparse(X_train) else np.concatenate(both)
                 Y_train = sp.vstack([Y_train, Y_val], format="csr")
