@@ -70,6 +70,26 @@ def test_shards_are_memory_mapped_not_copied(store):
         assert not array.flags.owndata and not array.flags.writeable  # views of the mapped files
 
 
+def test_a_generator_of_blocks_writes_the_same_shards_as_the_dataset(data, store, tmp_path):
+    cuts = [0, 7, 7, 30, 31, 90, 103]  # uneven blocks, one empty
+    blocks = ((data.X[a:b], data.Y[a:b]) for a, b in zip(cuts[:-1], cuts[1:]))
+    folder = write_shards(blocks, tmp_path / "from-blocks", rows_per_shard=10, name="toy")
+    assert _manifest(folder) == _manifest(store.folder)
+    with pytest.raises(InputError, match="a block of 41 features and 12 labels after blocks of 40 and 12"):
+        write_shards(iter([(data.X, data.Y), (sp.csr_matrix((2, 41)), sp.csr_matrix((2, 12)))]), tmp_path / "bad")
+    with pytest.raises(InputError, match="0/1 label values"):
+        write_shards(iter([(data.X[:2], 2 * data.Y[:2])]), tmp_path / "bad")
+    with pytest.raises(InputError, match="no block"):
+        write_shards(iter([]), folder)
+    assert open_shards(folder).n_rows == 103  # the refused write left the store as it was
+
+
+def test_a_split_of_no_rows_is_a_store_of_no_shards(tmp_path):
+    empty = open_shards(write_shards(Dataset(sp.csr_matrix((0, 5)), sp.csr_matrix((0, 3)), "e"), tmp_path / "empty"))
+    assert (empty.n_rows, empty.n_features, empty.n_labels, empty.n_shards) == (0, 5, 3, 0)
+    assert empty.load().X.shape == (0, 5)
+
+
 def test_rewriting_a_store_drops_surplus_shards_and_refuses_other_folders(data, tmp_path):
     folder = write_shards(data, tmp_path / "store", rows_per_shard=10)
     write_shards(data, folder, rows_per_shard=50)

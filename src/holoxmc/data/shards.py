@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,45 +64,108 @@ OPEN_SHARDS = 2
 _SHARD_FILE = re.compile(r"shard-\d{5,}-(X_indptr|X_indices|X_data|Y_indptr|Y_indices)\.npy")
 
 
-def write_shards(dataset: Dataset, directory: str | os.PathLike, rows_per_shard: int = 65536) -> Path:
-    """Write ``dataset``'s ``X`` and ``Y`` as shards of ``rows_per_shard`` rows (the last
-    may be shorter) and the manifest, each file atomically, the manifest last; an earlier
-    store in ``directory`` is replaced (its manifest removed first, its surplus shards after).
+def write_shards(data: Dataset | Iterable[tuple[sp.spmatrix, sp.spmatrix]], directory: str | os.PathLike,
+                 rows_per_shard: int = 65536, *, name: str | None = None) -> Path:
+    """Write a split's ``X`` and ``Y`` as shards of ``rows_per_shard`` rows (the last may be
+    shorter) and the manifest, each file atomically, the manifest last; an earlier store in
+    ``directory`` is replaced (its manifest removed first, its surplus shards after).
 
     Args:
-        dataset: the split to write (texts, tokens and label names are not stored).
+        data: the split (texts, tokens and label names are not stored), or its rows as
+            consecutive ``(X, Y)`` blocks of any sizes (a generator: a split larger than
+            memory is written a block at a time), each checked as a :class:`Dataset` is.
         directory: the store's folder; created if missing. A folder that holds files but
             no manifest is refused.
         rows_per_shard: rows per shard, at least 1.
+        name: the dataset's name in the manifest (default: the Dataset's, or the folder's).
 
     Returns:
         the folder.
 
     Raises:
-        InputError: a bad ``rows_per_shard``, or a folder that is not a shard store.
+        InputError: a bad ``rows_per_shard``, blocks of different widths or bad values, no
+            block at all, or a folder that is not a shard store.
+
+    Example:
+        >>> import tempfile, scipy.sparse as sp
+        >>> blocks = ((sp.random(5, 4, density=0.5, format="csr"), sp.eye(5, 3, format="csr")) for _ in range(3))
+        >>> open_shards(write_shards(blocks, tempfile.mkdtemp(), rows_per_shard=4)).n_shards
+        4
     """
     rows_per_shard = check_size("rows_per_shard", rows_per_shard)
-    folder = Path(directory)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"{folder}: cannot make the shard folder ({exc.strerror or exc})") from None
-    if any(folder.iterdir()) and not (folder / MANIFEST).is_file():
-        raise InputError(f"{folder}: holds files but no {MANIFEST}: not a shard store, refusing to write into it")
-    (folder / MANIFEST).unlink(missing_ok=True)  # a reader never sees old and new shards mixed
-    shards = []
-    for index, start in enumerate(range(0, len(dataset), rows_per_shard)):
-        stop = min(start + rows_per_shard, len(dataset))
-        shards.append(_write_shard(folder, index, dataset.X[start:stop], dataset.Y[start:stop]))
-    manifest = {"format": SHARD_FORMAT, "version": SHARD_VERSION, "name": dataset.name, "n_rows": len(dataset),
-                "n_features": dataset.n_features, "n_labels": dataset.n_labels, "rows_per_shard": rows_per_shard,
-                "shards": shards}
+    blocks: Iterator[tuple[sp.csr_matrix, sp.csr_matrix]]
+    if isinstance(data, Dataset):
+        name, blocks = name or data.name, iter([(data.X, data.Y)])
+    else:
+        name = name or Path(directory).name
+        blocks = (_checked_block(X, Y, name) for X, Y in data)
+    first = next(blocks, None)
+    if first is None:
+        raise InputError("write_shards got no block: give a Dataset or at least one (X, Y) block")
+    widths = (first[0].shape[1], first[1].shape[1])
+    folder = _shard_folder(Path(directory))
+    shards = [_write_shard(folder, index, X, Y)
+              for index, (X, Y) in enumerate(_in_shards(itertools.chain([first], blocks), rows_per_shard, widths))]
+    manifest = {"format": SHARD_FORMAT, "version": SHARD_VERSION, "name": name,
+                "n_rows": sum(shard["rows"] for shard in shards), "n_features": widths[0], "n_labels": widths[1],
+                "rows_per_shard": rows_per_shard, "shards": shards}
     written = {entry["file"] for shard in shards for entry in shard["files"].values()}
     atomic_write_json(folder / MANIFEST, manifest)
     for stale in folder.glob("shard-*.npy"):
         if stale.name not in written:
             stale.unlink()
     return folder
+
+
+def _shard_folder(folder: Path) -> Path:
+    """``folder``, made if missing, its earlier manifest removed (so a reader never sees
+    old and new shards mixed); a folder of other files is refused."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{folder}: cannot make the shard folder ({exc.strerror or exc})") from None
+    if any(folder.iterdir()) and not (folder / MANIFEST).is_file():
+        raise InputError(f"{folder}: holds files but no {MANIFEST}: not a shard store, refusing to write into it")
+    (folder / MANIFEST).unlink(missing_ok=True)
+    return folder
+
+
+def _checked_block(X: Any, Y: Any, name: str) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """One ``(X, Y)`` block checked and converted as a :class:`Dataset` is."""
+    block = Dataset(X, Y, name)
+    return block.X, block.Y
+
+
+def _in_shards(blocks: Iterator[tuple[sp.csr_matrix, sp.csr_matrix]], rows_per_shard: int,
+               widths: tuple[int, int]) -> Iterator[tuple[sp.csr_matrix, sp.csr_matrix]]:
+    """``blocks`` cut and joined into shards of ``rows_per_shard`` rows (the last may be
+    shorter; no rows, no shard).
+
+    Raises:
+        InputError: a block whose widths are not ``widths`` (the first block's).
+    """
+    pending: list[tuple[sp.csr_matrix, sp.csr_matrix]] = []
+    count = 0
+    for X, Y in blocks:
+        if (X.shape[1], Y.shape[1]) != widths:
+            raise InputError(f"a block of {X.shape[1]} features and {Y.shape[1]} labels after blocks of "
+                             f"{widths[0]} and {widths[1]}")
+        start = 0
+        while start < X.shape[0]:
+            take = min(rows_per_shard - count, X.shape[0] - start)
+            pending.append((X[start:start + take], Y[start:start + take]))
+            count, start = count + take, start + take
+            if count == rows_per_shard:
+                yield _joined(pending)
+                pending, count = [], 0
+    if count:
+        yield _joined(pending)
+
+
+def _joined(parts: list[tuple[sp.csr_matrix, sp.csr_matrix]]) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    if len(parts) == 1:
+        return parts[0]
+    return sp.vstack([X for X, _ in parts], format="csr"), sp.vstack([Y for _, Y in parts], format="csr")
 
 
 def _write_shard(folder: Path, index: int, X: sp.csr_matrix, Y: sp.csr_matrix) -> dict[str, Any]:
