@@ -1,18 +1,24 @@
-"""Shortlist recall of candidate retrievers for a shortlist-and-re-rank model (issue 32 item 3).
+"""Shortlist recall of candidate retrievers for the shortlist-and-re-rank model (issue 32 item 3).
 
-On ``make_realistic`` data, each retriever proposes ``k`` labels per test row; recall@k is
-the share of the test rows' true labels that the shortlist holds, pooled over rows. The
-ceiling is the share of test labels seen in training (no retriever built from the training
-rows can propose a label it never saw). Retrievers:
+The training split of a ``make_realistic`` set is cut into fitting rows and validation rows
+(a seeded 20% share; the test split is never read). Each retriever proposes ``k`` labels per
+validation row; recall@k is the share of the validation rows' true labels that the shortlist
+holds, pooled over rows; the ceiling is the share of those labels seen in the fitting rows (no
+retriever built from them can propose another). A retriever scores label ``l`` for a unit row
+``x`` as ``x · c_l + w_knn * v_l(x) + w_prior * f_l``:
 
-* ``pifa-exact``: PIFA label centroids (the L2-normalised mean TF-IDF row of a label's
-  positive training rows), scored by a sparse product ``X @ C.T`` and a per-row top-k.
-* ``pifa-kmeans``: the same centroids clustered by MiniBatchKMeans into ``~sqrt(L)``
-  clusters; a row scores the cluster centres, keeps the best ``--beam`` clusters and scores
-  only their labels exactly.
+* ``c_l``: the PIFA centroid (L2-normalised mean row of ``l``'s positives);
+* ``v_l(x)``: the vote of the ``knn`` fitting rows nearest ``x`` by cosine (summed cosine of
+  the neighbours holding ``l`` over the summed cosine of all of them);
+* ``f_l = log(1 + n_l) / log(1 + max n)``, ``n_l`` the label's count in the fitting rows.
+
+Rows of the table are (w_knn, w_prior) pairs, with ``pifa`` alone as (0, 0) and ``knn`` alone
+as PIFA weighted 0. Memory is bounded by row batches (no dense ``N x N`` or ``N x L``).
 
 Usage:
-    python benchmarks/rerank.py --labels 10000 --points 30000 --features 20000 --beam 10
+    python benchmarks/rerank.py --preset realistic-10k
+    python benchmarks/rerank.py --preset realistic-100k --points 20000   # fewer rows
+    python benchmarks/rerank.py --make 20000 10000 20000 2     # panel.py's realistic-10k train split
 """
 
 from __future__ import annotations
@@ -22,87 +28,119 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.cluster import MiniBatchKMeans
-from sklearn.preprocessing import normalize
 
-from holoxmc.data import make_realistic
+from holoxmc.data import load, make_realistic
+from holoxmc.models.rerank import RerankModel, l2_rows
+from holoxmc.train.rerank import pifa_centroids
 
 KS = (50, 100, 200)
+#: (name, PIFA weight, kNN weight, prior weight)
+VARIANTS = (("pifa", 1.0, 0.0, 0.0), ("pifa+prior0.1", 1.0, 0.0, 0.1), ("pifa+prior0.3", 1.0, 0.0, 0.3),
+            ("knn", 0.0, 1.0, 0.0), ("pifa+knn0.5", 1.0, 0.5, 0.0), ("pifa+knn1", 1.0, 1.0, 0.0),
+            ("pifa+knn2", 1.0, 2.0, 0.0), ("pifa+knn1+prior0.1", 1.0, 1.0, 0.1))
 
 
-def pifa_centroids(X: sp.csr_matrix, Y: sp.csr_matrix) -> sp.csr_matrix:
-    """``(L, D)`` L2-normalised mean feature row of each label's positives (empty rows stay 0)."""
-    return normalize(sp.csr_matrix(Y.T @ X, dtype=np.float32), norm="l2", axis=1, copy=False)
+def split_rows(n: int, share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded (fitting rows, validation rows) of ``n``."""
+    order = np.random.default_rng(seed).permutation(n)
+    cut = int(round(n * (1 - share)))
+    return np.sort(order[:cut]), np.sort(order[cut:])
 
 
-def topk_rows(S: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` largest entries of each row of dense ``S``, best first."""
-    k = min(k, S.shape[1])
-    part = np.argpartition(-S, k - 1, axis=1)[:, :k]
-    order = np.argsort(-np.take_along_axis(S, part, axis=1), axis=1, kind="stable")
-    return np.take_along_axis(part, order, axis=1)
-
-
-def exact_shortlists(X: sp.csr_matrix, C: sp.csr_matrix, k: int, batch: int = 512) -> list[np.ndarray]:
-    """Top-``k`` labels of ``X @ C.T`` per row, in row batches."""
-    out: list[np.ndarray] = []
-    CT = C.T.tocsc()
-    for start in range(0, X.shape[0], batch):
-        S = (X[start:start + batch] @ CT).toarray()
-        out.extend(topk_rows(S, k))
-    return out
-
-
-def kmeans_shortlists(X: sp.csr_matrix, C: sp.csr_matrix, k: int, beam: int, seed: int) -> list[np.ndarray]:
-    """Top-``k`` labels among those of the ``beam`` best MiniBatchKMeans clusters per row."""
-    n_clusters = max(2, int(np.sqrt(C.shape[0])))
-    km = MiniBatchKMeans(n_clusters=n_clusters, random_state=seed, n_init=1, batch_size=2048).fit(C)
-    centres = normalize(km.cluster_centers_.astype(np.float32))
-    members = [np.flatnonzero(km.labels_ == c) for c in range(n_clusters)]
-    best = topk_rows(np.asarray(X @ centres.T), beam)
-    out: list[np.ndarray] = []
-    for i in range(X.shape[0]):
-        labels = np.concatenate([members[c] for c in best[i]])
-        scores = np.asarray((C[labels] @ X[i].T).todense()).ravel()
-        out.append(labels[topk_rows(scores[None, :], k)[0]])
-    return out
-
-
-def recall(shortlists: list[np.ndarray], Y: sp.csr_matrix, k: int) -> float:
+def recall(shortlists: np.ndarray, Y: sp.csr_matrix, k: int) -> float:
     """Pooled share of the true labels of ``Y``'s rows found in the first ``k`` shortlisted."""
-    hit = total = 0
-    for i, short in enumerate(shortlists):
-        truth = Y.indices[Y.indptr[i]:Y.indptr[i + 1]]
-        hit += np.isin(truth, short[:k]).sum()
-        total += len(truth)
-    return hit / max(total, 1)
+    hit = sum(np.isin(Y.indices[Y.indptr[i]:Y.indptr[i + 1]], shortlists[i, :k]).sum() for i in range(Y.shape[0]))
+    return hit / max(Y.nnz, 1)
+
+
+def parse_settings(text: str) -> dict[str, float | int]:
+    """``"shortlist=100,C=1"`` as ``{"shortlist": 100, "C": 1.0}`` (integers stay integers)."""
+    out: dict[str, float | int] = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        out[key] = int(value) if value.lstrip("-").isdigit() and key != "C" else float(value)
+    return out
+
+
+def fit_table(settings: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, Yv: sp.csr_matrix,
+              workers: int) -> None:
+    """Fit on ``(X, Y)`` with each setting, score on the validation rows: P@1, P@5, seconds."""
+    from holoxmc.metrics import evaluate, pad_predictions
+    from holoxmc.train.rerank import RerankConfig, fit_rerank
+
+    half = Xv.shape[0] // 2  # alpha is chosen on the first half, the scores are of the second
+    print("| settings | alpha | val P@1 | val P@5 | fit s | top-5 ms/pt |")
+    print("|---|---|---|---|---|---|")
+    for text in settings:
+        started = time.perf_counter()
+        model = fit_rerank(X, Y, RerankConfig(**parse_settings(text)), Xv[:half], Yv[:half], workers=workers)
+        fit_s = time.perf_counter() - started
+        started = time.perf_counter()
+        top, _ = model.predict_topk(Xv[half:], 5)
+        ms = 1000 * (time.perf_counter() - started) / (Xv.shape[0] - half)
+        m = evaluate(pad_predictions(top, 5), Yv[half:], ks=(1, 5))
+        print(f"| {text} | {model.alpha} | {100 * m['P@1']:.2f} | {100 * m['P@5']:.2f} | {fit_s:.1f} | {ms:.2f} |",
+              flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--labels", type=int, default=10_000)
-    parser.add_argument("--points", type=int, default=30_000)
-    parser.add_argument("--features", type=int, default=20_000)
-    parser.add_argument("--beam", type=int, default=10)
+    parser.add_argument("--preset", default="realistic-10k")
+    parser.add_argument("--points", type=int, help="training rows (the preset's when left out)")
+    parser.add_argument("--make", type=int, nargs=4, metavar=("POINTS", "LABELS", "FEATURES", "SEED"),
+                        help="make_realistic with default knobs instead of a preset (benchmarks/panel.py's sets)")
+    parser.add_argument("--knn", type=int, nargs="+", default=[50])
+    parser.add_argument("--val-share", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fit", nargs="+", metavar="KEY=VALUE,...",
+                        help="instead of recall: fit the re-rank model with each of these settings on the fitting "
+                             "rows and score it on the validation rows (e.g. shortlist=100,C=1 knn=50)")
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
-    train, test = make_realistic(args.points, args.labels, args.features, seed=args.seed)
-    seen = np.asarray(train.Y.sum(axis=0)).ravel() > 0
-    ceiling = seen[test.Y.indices].mean()
-    C = pifa_centroids(train.X, train.Y)
-    print(f"L={args.labels} n_train={args.points} n_test={test.X.shape[0]} D={args.features} "
-          f"ceiling={ceiling:.3f}")
-    print("| retriever | " + " | ".join(f"recall@{k} (/ceiling)" for k in KS) + " | shortlist s (all test rows) |")
-    print("|---|" + "---|" * (len(KS) + 1))
-    for name in ("pifa-exact", "pifa-kmeans"):
-        started = time.perf_counter()
-        if name == "pifa-exact":
-            short = exact_shortlists(test.X, C, KS[-1])
-        else:
-            short = kmeans_shortlists(test.X, C, KS[-1], args.beam, args.seed)
-        seconds = time.perf_counter() - started
-        row = [f"{recall(short, test.Y, k):.3f} ({recall(short, test.Y, k) / ceiling:.2f})" for k in KS]
-        print(f"| {name} | " + " | ".join(row) + f" | {seconds:.1f} |", flush=True)
+    options = {"n_points": args.points} if args.points else {}
+    if args.make:
+        points, labels, features, seed = args.make
+        train, _ = make_realistic(points, labels, features, n_test=1, seed=seed)
+        args.preset = f"make_realistic{tuple(args.make)}"
+    else:
+        train = load(args.preset, "train", **options)
+    fit, val = split_rows(train.X.shape[0], args.val_share, args.seed)
+    X, Y = l2_rows(train.X[fit]), sp.csr_matrix(train.Y[fit], dtype=np.float32)
+    Xv, Yv = l2_rows(train.X[val]), sp.csr_matrix(train.Y[val])
+    counts = np.asarray((Y > 0).sum(axis=0)).ravel()
+    ceiling = (counts > 0)[Yv.indices].mean()
+    prior = (np.log1p(counts) / np.log1p(max(counts.max(), 1))).astype(np.float32)
+    centroids = pifa_centroids(X, Y)
+    print(f"{args.preset}: L={Y.shape[1]} fitting rows={X.shape[0]} validation rows={Xv.shape[0]} "
+          f"D={X.shape[1]} ceiling={ceiling:.3f}")
+    if args.fit:
+        fit_table(args.fit, X, Y, Xv, Yv, args.workers)
+        return
+    print("| retriever | knn | " + " | ".join(f"recall@{k} (/ceiling)" for k in KS) + " | s per 1000 rows |")
+    print("|---|---|" + "---|" * (len(KS) + 1))
+    for knn in args.knn:
+        model = RerankModel(centroids, sp.csr_matrix((X.shape[1], Y.shape[1]), dtype=np.float32),
+                            np.zeros(Y.shape[1], np.float32), max(KS), 0.0, neighbours=X, neighbour_labels=Y,
+                            knn=knn, knn_weight=1.0)
+        step = model.batch_rows()
+        parts: dict[str, list[np.ndarray]] = {name: [] for name, *_ in VARIANTS}
+        seconds = {"pifa": 0.0, "knn": 0.0}
+        for start in range(0, Xv.shape[0], step):
+            rows = Xv[start:start + step]
+            started = time.perf_counter()
+            P = np.asarray((rows @ model.centroids_t).toarray(), dtype=np.float32)
+            seconds["pifa"] += time.perf_counter() - started
+            started = time.perf_counter()
+            V = model.knn_votes(rows).toarray()
+            seconds["knn"] += time.perf_counter() - started
+            for name, a, b, c in VARIANTS:
+                parts[name].append(np.argsort(-(a * P + b * V + c * prior), axis=1, kind="stable")[:, :max(KS)])
+        for name, *_ in VARIANTS:
+            short = np.concatenate(parts[name])
+            cost = seconds["knn" if name == "knn" else "pifa"] + (seconds["knn"] if "knn" in name[4:] else 0.0)
+            row = [f"{recall(short, Yv, k):.3f} ({recall(short, Yv, k) / ceiling:.2f})" for k in KS]
+            print(f"| {name} | {knn if 'knn' in name else '-'} | " + " | ".join(row)
+                  + f" | {1000 * cost / Xv.shape[0]:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

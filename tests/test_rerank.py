@@ -81,7 +81,7 @@ def test_hostile_tensors_are_refused(model, tamper):
 
 def test_bad_fit_input_is_one_error(data):
     train, _ = data
-    with pytest.raises(InputError, match="as many label rows"):
+    with pytest.raises(InputError, match="600 rows but Y has 10"):
         fit_rerank(train.X, train.Y[:10])
 
 

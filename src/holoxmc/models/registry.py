@@ -230,7 +230,9 @@ def _rerank_plan(clf: Any, n_labels: int, n_features: int) -> RerankConfig:
 
 
 def _fit_rerank(clf: Any, config: RerankConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
-    return fit_rerank(data.X, data.Y, config, data.X_val, data.Y_val), [FitResult(history=[])]
+    model = fit_rerank(data.X, data.Y, config, data.X_val, data.Y_val, workers=clf.n_workers,
+                       ray_address=clf.ray_address, run_dir=data.run_dir, resume=data.resume)
+    return model, [FitResult(history=[])]
 
 
 def _load_rerank(clf: Any, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
@@ -254,7 +256,7 @@ FAMILIES: dict[str, Family] = {
                      refit_from=_linear_refit, kept_from_selection=("calibration",)),
     "rerank": Family("rerank", HEAD_DEFAULTS["rerank"], frozenset(), ("fc",), "rerank_", _rerank_plan,
                      _fit_rerank, _load_rerank, lambda model: model,
-                     lambda results: {"best_epoch": None, "sparse_updates": None, "epoch_seconds": []}),
+                     lambda results: {"best_epoch": None, "sparse_updates": None, "epoch_seconds": []}, jobs_apart=True),
 }
 #: Every head kind.
 HEADS = tuple(FAMILIES)

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from holoxmc.errors import InputError
 
-__all__ = ["RerankModel", "csr_from_tensors", "csr_tensors"]
+__all__ = ["RerankModel", "csr_from_tensors", "csr_tensors", "l2_rows"]
 
 
 def csr_tensors(prefix: str, M: sp.csr_matrix) -> dict[str, Tensor]:
@@ -59,93 +59,183 @@ def csr_from_tensors(tensors: dict[str, Tensor], prefix: str, shape: tuple[int, 
     return sp.csr_matrix((data.astype(np.float32), indices, indptr), shape=shape)
 
 
+#: Entries of the dense ``(rows, labels)`` / ``(rows, neighbours)`` blocks one scoring batch
+#: holds at most (float32: 64 MiB); batches of rows are cut to fit.
+BLOCK_ENTRIES = 1 << 24
+
+
+def _top_columns(S: np.ndarray, k: int) -> np.ndarray:
+    """Column indices of the ``k`` largest entries of each row of dense ``S``, best first
+    (ties: the lower column first)."""
+    k = min(k, S.shape[1])
+    part = np.argpartition(-S, k - 1, axis=1)[:, :k] if k < S.shape[1] else np.tile(np.arange(S.shape[1]),
+                                                                                      (S.shape[0], 1))
+    part.sort(axis=1)
+    order = np.argsort(-np.take_along_axis(S, part, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(part, order, axis=1)
+
+
+def l2_rows(X: Any) -> sp.csr_matrix:
+    """``X`` as float32 CSR with unit-length rows (zero rows stay zero)."""
+    X = sp.csr_matrix(X, dtype=np.float32)
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel())
+    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    return sp.csr_matrix(sp.diags(scale.astype(np.float32)) @ X, dtype=np.float32)
+
+
 class RerankModel:
-    """PIFA shortlist + per-label sparse linear re-scoring.
+    """A retriever's shortlist, re-scored by per-label sparse linear scorers.
+
+    The retriever score of label ``l`` for a unit-length row ``x`` is
+    ``x · c_l + knn_weight * v_l(x) + prior_l``: ``c_l`` the label's PIFA centroid, ``v_l(x)``
+    the similarity-weighted vote of the ``knn`` training rows nearest ``x`` by cosine (the
+    summed cosine of the neighbours holding ``l`` over the summed cosine of all ``knn``), and
+    ``prior_l`` a per-label constant (zero unless given). The ``shortlist`` labels of best
+    retriever score are re-scored by ``sigmoid(x · w_l + b_l)``, and the final score is
+    ``alpha * rerank + (1 - alpha) * retriever``.
 
     Args:
-        centroids: ``(L, D)`` CSR label centroids (the retriever).
-        weights: ``(D, L)`` CSR pruned per-label weights.
+        centroids: ``(L, D)`` CSR label centroids.
+        weights: ``(D, L)`` sparse per-label weights.
         bias: ``(L,)`` per-label biases.
         shortlist: labels the retriever proposes per row.
         alpha: weight of the re-rank score in the mix, in ``[0, 1]``.
+        neighbours, neighbour_labels: ``(N, D)`` unit-length training rows and their ``(N, L)``
+            labels (the kNN retriever; ``None`` without it).
+        knn, knn_weight: neighbours per row and the weight of their vote (``0``: no kNN).
+        prior: ``(L,)`` per-label retriever constants (``None``: zeros).
+
+    Raises:
+        InputError: arrays whose sizes disagree, or settings out of range.
     """
 
-    def __init__(self, centroids: sp.csr_matrix, weights: sp.csr_matrix, bias: np.ndarray,
-                 shortlist: int, alpha: float) -> None:
+    def __init__(self, centroids: sp.csr_matrix, weights: sp.spmatrix, bias: np.ndarray, shortlist: int,
+                 alpha: float, *, neighbours: sp.spmatrix | None = None, neighbour_labels: sp.spmatrix | None = None,
+                 knn: int = 0, knn_weight: float = 0.0, prior: np.ndarray | None = None) -> None:
         self.n_labels, self.n_features = centroids.shape
         if weights.shape != (self.n_features, self.n_labels) or np.shape(bias) != (self.n_labels,):
             raise InputError("rerank weights, bias and centroids disagree on the sizes")
-        if not 1 <= shortlist or not 0.0 <= alpha <= 1.0:
-            raise InputError(f"rerank needs shortlist >= 1 and alpha in [0, 1], not {shortlist}, {alpha}")
+        if not 1 <= shortlist or not 0.0 <= alpha <= 1.0 or knn < 0 or not np.isfinite(knn_weight) or knn_weight < 0:
+            raise InputError(f"rerank needs shortlist >= 1, alpha in [0, 1], knn >= 0 and knn_weight >= 0, "
+                             f"not {shortlist}, {alpha}, {knn}, {knn_weight}")
+        if knn and (neighbours is None or neighbour_labels is None or neighbours.shape[1] != self.n_features
+                    or neighbour_labels.shape != (neighbours.shape[0], self.n_labels)):
+            raise InputError("the kNN retriever needs (N, D) neighbour rows and their (N, L) labels")
+        if prior is not None and np.shape(prior) != (self.n_labels,):
+            raise InputError(f"the label prior must hold {self.n_labels} values")
         self.centroids_t = sp.csc_matrix(centroids.T, dtype=np.float32)
         self.weights = sp.csc_matrix(weights, dtype=np.float32)
-        self.weights_rows = sp.csr_matrix(weights.T, dtype=np.float32)
         self.bias = np.asarray(bias, dtype=np.float32)
         self.shortlist = min(int(shortlist), self.n_labels)
         self.alpha = float(alpha)
+        self.knn, self.knn_weight = (int(knn), float(knn_weight)) if knn else (0, 0.0)
+        self.neighbours_t = sp.csc_matrix(neighbours.T, dtype=np.float32) if self.knn and neighbours is not None \
+            else None
+        self.neighbour_labels = sp.csr_matrix(neighbour_labels, dtype=np.float32) \
+            if self.knn and neighbour_labels is not None else None
+        self.prior = np.zeros(self.n_labels, np.float32) if prior is None else np.asarray(prior, np.float32)
 
-    def shortlists(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
-        """``(labels (n, s), retriever scores (n, s))``, best retriever score first."""
+    # ------------------------------------------------------------------ scoring
+    def batch_rows(self) -> int:
+        """Rows per scoring batch: dense blocks of at most :data:`BLOCK_ENTRIES` entries."""
+        width = max(self.n_labels, self.neighbours_t.shape[1] if self.neighbours_t is not None else 0, 1)
+        return max(1, min(1024, BLOCK_ENTRIES // width))
+
+    def knn_votes(self, X: sp.csr_matrix, exclude: np.ndarray | None = None) -> sp.csr_matrix:
+        """``(n, L)`` similarity-weighted label votes of each row's ``knn`` nearest training
+        rows (unit rows ``X``, one batch); ``exclude[i]`` is a neighbour row that row ``i`` may
+        not pick (itself, when scoring training rows)."""
+        assert self.neighbours_t is not None and self.neighbour_labels is not None
+        S = np.asarray((X @ self.neighbours_t).toarray(), dtype=np.float32)
+        if exclude is not None:
+            S[np.arange(S.shape[0]), exclude] = -np.inf
+        near = _top_columns(S, self.knn)
+        sims = np.maximum(np.take_along_axis(S, near, axis=1), 0.0)
+        total = sims.sum(axis=1, keepdims=True)
+        sims = np.divide(sims, total, out=np.zeros_like(sims), where=total > 0)
+        A = sp.csr_matrix((sims.ravel(), near.ravel(), np.arange(0, near.size + 1, near.shape[1])),
+                          shape=(S.shape[0], S.shape[1]))
+        return sp.csr_matrix(A @ self.neighbour_labels)
+
+    def retriever_scores(self, X: sp.csr_matrix, exclude: np.ndarray | None = None) -> np.ndarray:
+        """``(n, L)`` retriever score of every label (unit rows ``X``, one batch)."""
         S = np.asarray((X @ self.centroids_t).toarray(), dtype=np.float32)
-        s = self.shortlist
-        part = np.argpartition(-S, s - 1, axis=1)[:, :s] if s < S.shape[1] else np.tile(np.arange(S.shape[1]),
-                                                                                          (S.shape[0], 1))
-        order = np.argsort(-np.take_along_axis(S, part, axis=1), axis=1, kind="stable")
-        labels = np.take_along_axis(part, order, axis=1)
-        return labels.astype(np.int64), np.take_along_axis(S, labels, axis=1)
+        S += self.prior
+        if self.knn:
+            votes = self.knn_votes(X, exclude).tocoo()
+            np.add.at(S, (votes.row, votes.col), self.knn_weight * votes.data)
+        return S
+
+    def shortlists(self, X: sp.csr_matrix, exclude: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(labels (n, s), retriever scores (n, s))`` of unit rows ``X`` (one batch), best first."""
+        S = self.retriever_scores(X, exclude)
+        labels = _top_columns(S, self.shortlist).astype(np.int64)
+        return labels, np.take_along_axis(S, labels, axis=1)
+
+    def margins(self, X: sp.csr_matrix, labels: np.ndarray) -> np.ndarray:
+        """``(n, s)`` margins ``x · w_l + b_l`` of the given labels of each row only."""
+        rows = np.repeat(np.arange(X.shape[0]), labels.shape[1])
+        M = sp.csr_matrix(X @ self.weights)
+        picked = np.asarray(M[rows, labels.ravel()], dtype=np.float32).reshape(labels.shape)
+        return picked + self.bias[labels]
 
     def rescore(self, X: sp.csr_matrix, labels: np.ndarray) -> np.ndarray:
-        """``(n, s)`` re-rank scores ``sigmoid(x · w_l + b_l)`` of the given labels of each row only."""
-        out = np.empty(labels.shape, dtype=np.float32)
-        for i in range(X.shape[0]):
-            margins = np.asarray(self.weights_rows[labels[i]] @ X[i].T.toarray()).ravel()
-            out[i] = margins + self.bias[labels[i]]
-        return 1.0 / (1.0 + np.exp(-out))
+        """``(n, s)`` re-rank scores ``sigmoid(x · w_l + b_l)`` of the given labels of each row."""
+        return (1.0 / (1.0 + np.exp(-self.margins(X, labels)))).astype(np.float32)
 
     def mix(self, rerank: np.ndarray, retriever: np.ndarray) -> np.ndarray:
         """The final score of re-rank and retriever scores."""
         return (self.alpha * rerank + (1.0 - self.alpha) * retriever).astype(np.float32)
 
-    def full_scores(self, X: sp.csr_matrix) -> np.ndarray:
-        """``(n, L)`` mixed scores of every label (no shortlist): the reference the shortlist
-        path must agree with on the labels it scores."""
-        retriever = np.asarray((X @ self.centroids_t).toarray(), dtype=np.float32)
+    def full_scores(self, X: Any) -> np.ndarray:
+        """``(n, L)`` mixed scores of every label, computed densely (no shortlist): the
+        reference the shortlist path must agree with on the labels it scores."""
+        X = l2_rows(X)
+        retriever = self.retriever_scores(X)
         margins = np.asarray((X @ self.weights).toarray(), dtype=np.float32) + self.bias
         return self.mix(1.0 / (1.0 + np.exp(-margins)), retriever)
 
-    def shortlist_scores(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
-        """``(labels (n, s), mixed scores (n, s))`` of each row's shortlist."""
+    def shortlist_scores(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``(labels (n, s), mixed scores (n, s))`` of each row's shortlist (one batch)."""
+        X = l2_rows(X)
         labels, retriever = self.shortlists(X)
         return labels, self.mix(self.rescore(X, labels), retriever)
 
     def predict_topk(self, X: Any, k: int, *, batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` labels per row by mixed score; ranks past the shortlist hold ``-1`` / ``-inf``."""
         X = sp.csr_matrix(X, dtype=np.float32)
-        n = X.shape[0]
+        n, step = X.shape[0], max(1, min(batch_size, self.batch_rows()))
         indices = np.full((n, k), -1, dtype=np.int64)
         scores = np.full((n, k), -np.inf, dtype=np.float32)
-        for start in range(0, n, batch_size):
-            labels, mixed = self.shortlist_scores(X[start:start + batch_size])
+        for start in range(0, n, step):
+            labels, mixed = self.shortlist_scores(X[start:start + step])
             order = np.argsort(-mixed, axis=1, kind="stable")[:, :k]
             width = order.shape[1]
-            indices[start:start + batch_size, :width] = np.take_along_axis(labels, order, axis=1)
-            scores[start:start + batch_size, :width] = np.take_along_axis(mixed, order, axis=1)
+            indices[start:start + step, :width] = np.take_along_axis(labels, order, axis=1)
+            scores[start:start + step, :width] = np.take_along_axis(mixed, order, axis=1)
         return indices, scores
 
     def score_chunks(self, X: Any) -> Iterator[tuple[int, Tensor]]:
         """One chunk of every label's mixed score (off-shortlist labels scored too)."""
-        yield 0, torch.from_numpy(self.full_scores(sp.csr_matrix(X, dtype=np.float32)))
+        yield 0, torch.from_numpy(self.full_scores(X))
 
     def confidence_chunks(self, X: Any) -> Iterator[tuple[int, Tensor]]:
-        """The mixed scores, which lie in ``[0, 1]`` when retriever scores do (unit rows)."""
+        """The mixed scores (in ``[0, 1]`` without kNN and prior; up to ``1 + knn_weight + max
+        prior`` with them)."""
         yield from self.score_chunks(X)
 
+    # ------------------------------------------------------------------ storage
     def tensors(self) -> dict[str, Tensor]:
         """Every array of the model, for ``model.safetensors``."""
         out = csr_tensors("centroids", sp.csr_matrix(self.centroids_t.T))
         out.update(csr_tensors("weights", sp.csr_matrix(self.weights)))
         out["bias"] = torch.from_numpy(self.bias.copy())
-        out["settings"] = torch.tensor([float(self.shortlist), self.alpha], dtype=torch.float64)
+        out["prior"] = torch.from_numpy(self.prior.copy())
+        out["settings"] = torch.tensor([float(self.shortlist), self.alpha, float(self.knn), self.knn_weight],
+                                       dtype=torch.float64)
+        if self.neighbours_t is not None and self.neighbour_labels is not None:
+            out.update(csr_tensors("neighbours", sp.csr_matrix(self.neighbours_t.T)))
+            out.update(csr_tensors("neighbour_labels", self.neighbour_labels))
         return out
 
     def save_to(self, directory: Path) -> dict[str, Tensor]:
@@ -157,7 +247,7 @@ class RerankModel:
         """The model :meth:`tensors` wrote, checked against the sizes the config declares.
 
         Raises:
-            InputError: a missing tensor, or one whose sizes do not fit ``(n_features, n_labels)``.
+            InputError: a missing tensor, or one whose sizes or values do not fit ``(n_features, n_labels)``.
         """
         centroids = csr_from_tensors(tensors, "centroids", (n_labels, n_features))
         weights = csr_from_tensors(tensors, "weights", (n_features, n_labels))
@@ -165,14 +255,29 @@ class RerankModel:
             if name not in tensors:
                 raise InputError(f"missing tensor {name!r}")
         bias, settings = tensors["bias"].numpy(), tensors["settings"].numpy()
-        if bias.shape != (n_labels,) or settings.shape != (2,) or not np.all(np.isfinite(bias)):
-            raise InputError(f"the stored rerank bias/settings do not fit {n_labels} labels")
-        shortlist, alpha = settings.tolist()
+        prior = tensors["prior"].numpy() if "prior" in tensors else np.zeros(n_labels, np.float32)
+        if (bias.shape != (n_labels,) or prior.shape != (n_labels,) or settings.shape not in ((2,), (4,))
+                or not np.all(np.isfinite(bias)) or not np.all(np.isfinite(prior)) or not np.all(np.isfinite(settings))):
+            raise InputError(f"the stored rerank bias/prior/settings do not fit {n_labels} labels")
+        shortlist, alpha, knn, knn_weight = [*settings.tolist(), 0.0, 0.0][:4]
         if not (shortlist == int(shortlist) and 1 <= shortlist <= max(n_labels, 1)):
             raise InputError(f"the stored shortlist size {shortlist} is not in 1..{n_labels}")
-        return cls(centroids, weights, bias, int(shortlist), float(alpha))
+        neighbours = labels = None
+        if knn:
+            if "neighbours.indptr" not in tensors:
+                raise InputError("missing tensor 'neighbours.indptr'")
+            n_rows = tensors["neighbours.indptr"].shape[0] - 1
+            if not (knn == int(knn) and 1 <= knn <= max(n_rows, 1)):
+                raise InputError(f"the stored neighbour count {knn} is not in 1..{n_rows}")
+            neighbours = csr_from_tensors(tensors, "neighbours", (n_rows, n_features))
+            labels = csr_from_tensors(tensors, "neighbour_labels", (n_rows, n_labels))
+        return cls(centroids, weights, bias, int(shortlist), float(alpha), neighbours=neighbours,
+                   neighbour_labels=labels, knn=int(knn), knn_weight=float(knn_weight), prior=prior)
 
     def parameter_counts(self) -> dict[str, int]:
-        """Stored weights, biases and centroid entries."""
+        """Stored weights, biases, centroid entries and (with kNN) neighbour entries."""
         weights = int(self.weights.nnz) + self.n_labels
-        return {"total": weights + int(self.centroids_t.nnz), "output_layer": weights}
+        stored = int(self.centroids_t.nnz) + self.n_labels
+        if self.neighbours_t is not None and self.neighbour_labels is not None:
+            stored += int(self.neighbours_t.nnz) + int(self.neighbour_labels.nnz)
+        return {"total": weights + stored, "output_layer": weights}

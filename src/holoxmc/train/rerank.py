@@ -1,7 +1,14 @@
-"""Fit a :class:`~holoxmc.models.rerank.RerankModel`: PIFA centroids, training shortlists,
-then one sparse logistic scorer per label on its positives and the hard negatives its
-shortlist brings (rows that shortlist the label without having it), pruned; the mix weight
-is chosen on the validation split when one is given.
+"""Fit a :class:`~holoxmc.models.rerank.RerankModel`: the retriever (PIFA centroids, and the
+training rows as kNN neighbours when ``knn > 0``), each training row's shortlist (its own row
+left out of its neighbours), then one sparse linear scorer per label trained only on its
+positives and the hard negatives its shortlist brings (training rows that shortlist the label
+without having it) — so the cost grows with ``N x shortlist``, not ``N x L`` as the one-vs-all
+linear model's (the recipe of PECOS / SLICE). Each scorer is liblinear's squared-hinge SVM
+through :mod:`holoxmc.train.linear`'s direct binding, pruned; labels train in blocks, each a
+job of :func:`~holoxmc.distributed.run_jobs` (this process, local workers or Ray). With a
+``run_dir``, every finished block is written there (safetensors, fingerprinted by the data
+and settings), and a fit with ``resume`` reads those blocks instead of training them again.
+The mix weight ``alpha`` is chosen on the validation split when one is given.
 
 Example:
     >>> from holoxmc.data import make_realistic
@@ -12,19 +19,30 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.linear_model import LogisticRegression
+import torch
 from sklearn.preprocessing import normalize
 
-from holoxmc.errors import InputError
-from holoxmc.models.rerank import RerankModel
+from holoxmc.distributed import run_jobs
+from holoxmc.errors import InputError, check_number_types
+from holoxmc.models.rerank import RerankModel, l2_rows
+from holoxmc.train.checkpoint import data_digest, load_state_dict_file, save_state_dict
+from holoxmc.train.linear import LinearConfig, _direct_liblinear_works, _fit_label, _fit_label_sklearn, \
+    _training_rows
 
-__all__ = ["RerankConfig", "fit_rerank", "pifa_centroids"]
+__all__ = ["RerankConfig", "fit_rerank", "pifa_centroids", "training_shortlists", "ALPHAS", "BLOCK_FILE"]
 
-ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: Mix weights tried on the validation split when ``alpha`` is ``None``.
+ALPHAS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
+#: File name of a finished label block in ``run_dir`` (first and last label + 1).
+BLOCK_FILE = "rerank_block_{start:08d}_{stop:08d}.safetensors"
 
 
 @dataclass(frozen=True)
@@ -32,19 +50,49 @@ class RerankConfig:
     """Settings of the re-rank fit.
 
     Attributes:
-        shortlist: labels the retriever proposes per row.
-        C: inverse L2 regularisation of each label's logistic scorer.
+        shortlist: labels the retriever proposes per row (at training and at scoring).
+        C: inverse L2 regularisation of each label's SVM (rows are L2-normalised).
         prune: weights of smaller magnitude are dropped.
-        alpha: the mix weight; ``None`` picks it from :data:`ALPHAS` by P@1 on the validation split
-            (0.5 without one).
-        seed: the scorers' random state.
+        alpha: the mix weight of the re-rank score; ``None`` picks it from :data:`ALPHAS` by
+            P@1 on the validation split (:data:`DEFAULT_ALPHA` without one).
+        knn: nearest training rows whose labels the retriever adds (``0``: PIFA alone).
+        knn_weight: weight of the neighbours' vote in the retriever score.
+        negatives: random training rows added to each label's rows (seeded), so that a label
+            no other row shortlists still learns against some negatives.
+        max_iter, tol: liblinear's iteration limit and stopping tolerance per label.
+        label_block: labels per training job.
+        seed: liblinear's coordinate order.
     """
 
-    shortlist: int = 100
-    C: float = 4.0
+    shortlist: int = 50
+    C: float = 1.0
     prune: float = 0.01
     alpha: float | None = None
+    knn: int = 0
+    knn_weight: float = 1.0
+    negatives: int = 10
+    max_iter: int = 1000
+    tol: float = 0.1
+    label_block: int = 1024
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_number_types(self)
+        checks = {"shortlist": self.shortlist >= 1, "C": math.isfinite(self.C) and self.C > 0,
+                  "prune": math.isfinite(self.prune) and self.prune >= 0,
+                  "alpha": self.alpha is None or (math.isfinite(self.alpha) and 0 <= self.alpha <= 1),
+                  "knn": self.knn >= 0, "negatives": self.negatives >= 0, "knn_weight": math.isfinite(self.knn_weight) and self.knn_weight >= 0,
+                  "max_iter": self.max_iter >= 1, "tol": math.isfinite(self.tol) and self.tol > 0,
+                  "label_block": self.label_block >= 1}
+        bad = [name for name, ok in checks.items() if not ok]
+        if bad:
+            raise InputError(f"rerank setting {bad[0]}={getattr(self, bad[0])!r} is out of range (shortlist, knn, "
+                             "negatives, max_iter, label_block: positive integers (knn may be 0); C, tol: positive; prune, "
+                             "knn_weight: >= 0; alpha: in [0, 1] or None)")
+
+
+#: ``alpha`` when it is ``None`` and no validation split is given.
+DEFAULT_ALPHA = 0.5
 
 
 def pifa_centroids(X: sp.csr_matrix, Y: sp.csr_matrix) -> sp.csr_matrix:
@@ -52,64 +100,202 @@ def pifa_centroids(X: sp.csr_matrix, Y: sp.csr_matrix) -> sp.csr_matrix:
     return normalize(sp.csr_matrix(Y.T @ X, dtype=np.float32), norm="l2", axis=1, copy=False)
 
 
-def _label_rows(Y: sp.csc_matrix, shortlists: np.ndarray, n_labels: int) -> list[np.ndarray]:
-    """Per label, the training rows it learns from: positives and rows that shortlist it."""
-    rows = np.repeat(np.arange(shortlists.shape[0]), shortlists.shape[1])
-    S = sp.csc_matrix((np.ones(rows.size, dtype=np.int8), (rows, shortlists.ravel())),
-                      shape=(shortlists.shape[0], n_labels))
-    return [np.union1d(Y.indices[Y.indptr[j]:Y.indptr[j + 1]], S.indices[S.indptr[j]:S.indptr[j + 1]])
-            for j in range(n_labels)]
+def training_shortlists(retriever: RerankModel, X: sp.csr_matrix) -> np.ndarray:
+    """``(n, shortlist)`` labels the retriever proposes for each training row of unit rows
+    ``X``, in row batches; with kNN, a row is not its own neighbour."""
+    step = retriever.batch_rows()
+    parts = []
+    for start in range(0, X.shape[0], step):
+        rows = X[start:start + step]
+        exclude = np.arange(start, start + rows.shape[0]) if retriever.knn else None
+        parts.append(retriever.shortlists(rows, exclude)[0])
+    return np.concatenate(parts).astype(np.int32)
 
 
-def _fit_label(X: sp.csr_matrix, rows: np.ndarray, positive: np.ndarray, config: RerankConfig
-               ) -> tuple[np.ndarray, float]:
-    """Dense ``(D,)`` weights and bias of one label's scorer (constant when one class only)."""
-    target = np.isin(rows, positive)
-    if target.all() or not target.any():
-        return np.zeros(X.shape[1], dtype=np.float32), 4.0 if target.any() else -4.0
-    model = LogisticRegression(C=config.C, solver="liblinear", random_state=config.seed).fit(X[rows], target)
-    return model.coef_.ravel().astype(np.float32), float(model.intercept_[0])
+# ---------------------------------------------------------------------------- label blocks
+@dataclass(frozen=True)
+class _Block:
+    """Labels ``[start, stop)``."""
+
+    start: int
+    stop: int
 
 
-def _precision_at_1(model: RerankModel, X: sp.csr_matrix, Y: sp.csr_matrix) -> float:
-    top, _ = model.predict_topk(X, 1)
-    return float(np.mean([Y[i, t] > 0 for i, t in enumerate(top[:, 0]) if t >= 0] or [0.0]))
+@dataclass(frozen=True)
+class _Problem:
+    """What every block trains from: float64 unit rows with int32 indices (liblinear's types),
+    per label the rows it learns from (``rows``, CSC) and its positives (``Y``, CSC), the
+    settings, and where finished blocks go."""
+
+    X: sp.csr_matrix
+    rows: sp.csc_matrix
+    Y: sp.csc_matrix
+    config: RerankConfig
+    run_dir: str | None
+    fingerprint: str
 
 
-def fit_rerank(X: sp.csr_matrix, Y: sp.csr_matrix, config: RerankConfig = RerankConfig(),
-               X_val: sp.csr_matrix | None = None, Y_val: sp.csr_matrix | None = None) -> RerankModel:
+_Part = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _block_path(problem: _Problem, block: _Block) -> Path | None:
+    return None if problem.run_dir is None else Path(problem.run_dir) / BLOCK_FILE.format(start=block.start,
+                                                                                            stop=block.stop)
+
+
+def _read_block(path: Path | None, problem: _Problem, block: _Block) -> _Part | None:
+    """A finished block's ``(counts, indices, values, biases)`` from ``path``, or ``None`` when
+    it is absent, unreadable or from other data or settings."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        tensors, metadata = load_state_dict_file(path)
+    except InputError:
+        return None
+    part = tuple(tensors[name].numpy() for name in ("counts", "indices", "values", "bias") if name in tensors)
+    if metadata.get("fingerprint") != problem.fingerprint or len(part) != 4:
+        return None
+    counts, indices, values, bias = part
+    m = block.stop - block.start
+    if (counts.shape != (m,) or bias.shape != (m,) or counts.sum() != len(indices) or len(indices) != len(values)
+            or (len(indices) and (indices.min() < 0 or indices.max() >= problem.X.shape[1]))):
+        return None
+    return counts, indices, values, bias
+
+
+def _fit_block(block: _Block, problem: _Problem) -> _Part:
+    """One SVM per label of the block on its own rows: ``(nonzero weights per label, their
+    feature indices, their values, biases)``; read from ``run_dir`` when already done."""
+    path = _block_path(problem, block)
+    done = _read_block(path, problem, block)
+    if done is not None:
+        return done
+    config = problem.config
+    linear = LinearConfig(C=config.C, prune=config.prune, max_iter=config.max_iter, tol=config.tol, seed=config.seed)
+    fit = _fit_label if _direct_liblinear_works() else _fit_label_sklearn
+    counts, indices, values = [], [], []
+    bias = np.zeros(block.stop - block.start, np.float32)
+    for j, label in enumerate(range(block.start, block.stop)):
+        rows = problem.rows.indices[problem.rows.indptr[label]:problem.rows.indptr[label + 1]]
+        positives = problem.Y.indices[problem.Y.indptr[label]:problem.Y.indptr[label + 1]]
+        y = np.isin(rows, positives).astype(np.float64)
+        if y.all() or not y.any():  # one class: a constant score
+            counts.append(0)
+            bias[j] = 4.0 if y.any() else -4.0
+            continue
+        w, bias[j], _ = fit(problem.X[rows], y, config.C, linear)
+        keep = np.flatnonzero(np.abs(w) >= config.prune) if config.prune else np.flatnonzero(w)
+        counts.append(len(keep))
+        indices.append(keep.astype(np.int32))
+        values.append(w[keep].astype(np.float32))
+    part = (np.asarray(counts, np.int64), np.concatenate(indices) if indices else np.zeros(0, np.int32),
+            np.concatenate(values) if values else np.zeros(0, np.float32), bias)
+    if path is not None:
+        save_state_dict(path, {name: torch.from_numpy(np.ascontiguousarray(a))
+                               for name, a in zip(("counts", "indices", "values", "bias"), part)},
+                        metadata={"fingerprint": problem.fingerprint})
+    return part
+
+
+def _weights(parts: list[_Part], n_features: int, n_labels: int) -> tuple[sp.csc_matrix, np.ndarray]:
+    """The ``(D, L)`` CSC weights and ``(L,)`` biases of the blocks' parts, in label order."""
+    counts = np.concatenate([part[0] for part in parts])
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    indices = np.concatenate([part[1] for part in parts]).astype(np.int32)
+    values = np.concatenate([part[2] for part in parts]).astype(np.float32)
+    weights = sp.csc_matrix((values, indices, indptr), shape=(n_features, n_labels))
+    return weights, np.concatenate([part[3] for part in parts]).astype(np.float32)
+
+
+def _membership(shortlists: np.ndarray, Y: sp.csr_matrix, negatives: int, seed: int) -> sp.csc_matrix:
+    """``(n, L)`` CSC whose column ``l`` holds the rows label ``l`` learns from: its positives,
+    the rows that shortlist it and ``negatives`` random rows."""
+    n, s = shortlists.shape
+    n_labels = Y.shape[1]
+    S = sp.csr_matrix((np.ones(n * s, np.float32), shortlists.ravel(), np.arange(0, n * s + 1, s)), shape=Y.shape)
+    random_rows = np.random.default_rng(seed).integers(0, n, size=n_labels * negatives)
+    R = sp.csr_matrix((np.ones(len(random_rows), np.float32), (random_rows, np.repeat(np.arange(n_labels), negatives))),
+                      shape=Y.shape)
+    M = sp.csc_matrix(S + Y + R)
+    M.sort_indices()
+    return M
+
+
+# ---------------------------------------------------------------------------- the fit
+def _choose_alpha(model: RerankModel, X_val: sp.csr_matrix, Y_val: sp.csr_matrix) -> float:
+    """The :data:`ALPHAS` value of best validation P@1 (ties: the first)."""
+    hits = np.zeros(len(ALPHAS))
+    step = model.batch_rows()
+    for start in range(0, X_val.shape[0], step):
+        rows = l2_rows(X_val[start:start + step])
+        labels, retriever = model.shortlists(rows)
+        rerank = model.rescore(rows, labels)
+        truth = Y_val[start:start + step]
+        for a, alpha in enumerate(ALPHAS):
+            top = labels[np.arange(len(labels)), np.argmax(alpha * rerank + (1 - alpha) * retriever, axis=1)]
+            hits[a] += np.asarray(truth[np.arange(len(top)), top]).ravel().astype(bool).sum()
+    return float(ALPHAS[int(np.argmax(hits))])
+
+
+def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any = None, Y_val: Any = None, *,
+               workers: int = 1, ray_address: str | None = None, run_dir: str | Path | None = None,
+               resume: bool = False) -> RerankModel:
     """Train the retriever and the per-label scorers.
 
     Args:
-        X, Y: ``(n, D)`` features and ``(n, L)`` labels of the training rows.
+        X, Y: ``(n, D)`` features and ``(n, L)`` labels (nonzero entries present) of the training rows.
         config: see :class:`RerankConfig`.
         X_val, Y_val: the validation split that picks ``alpha`` when ``config.alpha`` is ``None``.
+        workers, ray_address: where the label blocks train (:func:`~holoxmc.distributed.run_jobs`).
+        run_dir: a folder for finished label blocks (none kept when ``None``).
+        resume: read the blocks a fit on the same data and settings left in ``run_dir``
+            instead of training them (without it, they are trained and written again).
 
     Returns:
         The fitted :class:`RerankModel`.
 
     Raises:
-        InputError: row counts that disagree, or a shortlist below 1.
+        InputError: row counts or sizes that disagree, or a bad setting.
+
+    Example:
+        >>> from holoxmc.data import make_realistic
+        >>> train, _ = make_realistic(300, 20, 200, seed=0)
+        >>> fit_rerank(train.X, train.Y, RerankConfig(shortlist=5, alpha=0.5)).alpha
+        0.5
     """
-    X, Y = sp.csr_matrix(X, dtype=np.float32), sp.csr_matrix(Y, dtype=np.float32)
-    if X.shape[0] != Y.shape[0] or config.shortlist < 1:
-        raise InputError(f"rerank needs as many label rows as feature rows and shortlist >= 1 "
-                         f"({X.shape[0]} vs {Y.shape[0]}, shortlist {config.shortlist})")
+    if not isinstance(config, RerankConfig):
+        raise InputError(f"config must be a RerankConfig, got {type(config).__name__}")
+    X64, Y = _training_rows(X, Y)
+    if (X_val is None) != (Y_val is None):
+        raise InputError("give both X_val and Y_val, or neither")
+    if X_val is not None:
+        X_val, Y_val = _training_rows(X_val, Y_val, "X_val", "Y_val")
+        if X_val.shape[1] != X64.shape[1] or Y_val.shape[1] != Y.shape[1]:
+            raise InputError(f"X_val, Y_val have {X_val.shape[1]} features and {Y_val.shape[1]} labels; "
+                             f"X, Y have {X64.shape[1]} and {Y.shape[1]}")
+    X = l2_rows(X64)
     n_labels = Y.shape[1]
     centroids = pifa_centroids(X, Y)
-    retriever = RerankModel(centroids, sp.csr_matrix((X.shape[1], n_labels), dtype=np.float32),
-                            np.zeros(n_labels, np.float32), config.shortlist, 0.0)
-    shortlists, _ = retriever.shortlists(X)
-    Yc = Y.tocsc()
-    columns, biases = [], np.zeros(n_labels, dtype=np.float32)
-    for label, rows in enumerate(_label_rows(Yc, shortlists, n_labels)):
-        w, biases[label] = _fit_label(X, rows, Yc.indices[Yc.indptr[label]:Yc.indptr[label + 1]], config)
-        w[np.abs(w) < config.prune] = 0.0
-        columns.append(sp.csc_matrix(w[:, None]))
-    weights = sp.csr_matrix(sp.hstack(columns, format="csc"), dtype=np.float32)
-    weights.eliminate_zeros()
-    alphas = [config.alpha] if config.alpha is not None else list(ALPHAS) if X_val is not None else [0.5]
-    best = max(alphas, key=lambda a: _precision_at_1(
-        RerankModel(centroids, weights, biases, config.shortlist, a), X_val, Y_val)
-        if X_val is not None and Y_val is not None and len(alphas) > 1 else 0.0)
-    return RerankModel(centroids, weights, biases, config.shortlist, best)
+    knn = {"neighbours": X, "neighbour_labels": Y, "knn": min(config.knn, X.shape[0] - 1),
+           "knn_weight": config.knn_weight} if config.knn and X.shape[0] > 1 else {}
+    empty = sp.csc_matrix((X.shape[1], n_labels), dtype=np.float32)
+    retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), config.shortlist, 0.0, **knn)
+    rows = _membership(training_shortlists(retriever, X), Y, config.negatives, config.seed)
+    X64 = sp.csr_matrix((X.data.astype(np.float64), X.indices.astype(np.int32), X.indptr.astype(np.int32)),
+                        shape=X.shape)
+    fingerprint = data_digest(X64, Y) + json.dumps(asdict(config) | {"alpha": None}, sort_keys=True)
+    if run_dir is not None:
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        if not resume:
+            for old in Path(run_dir).glob(BLOCK_FILE.split("{")[0] + "*.safetensors"):
+                old.unlink()
+    blocks = [_Block(start, min(start + config.label_block, n_labels)) for start in range(0, n_labels, config.label_block)]
+    problem = _Problem(X64, rows, sp.csc_matrix(Y), config, None if run_dir is None else str(run_dir), fingerprint)
+    parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
+    weights, bias = _weights(parts, X.shape[1], n_labels)
+    model = RerankModel(centroids, weights, bias, config.shortlist, DEFAULT_ALPHA, **knn)
+    if config.alpha is not None:
+        model.alpha = float(config.alpha)
+    elif X_val is not None and Y_val is not None:
+        model.alpha = _choose_alpha(model, X_val, Y_val)
+    return model
