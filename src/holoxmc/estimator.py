@@ -41,8 +41,7 @@ from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, 
     setting_defaults
 from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig
-from holoxmc.data.shards import is_sharded
-from holoxmc.train.streaming import evaluate_streamed, streamed_fit_data, streamed_input
+from holoxmc.train.streaming import evaluate_streamed, is_sharded, streamed_fit_data, streamed_input
 from holoxmc.train.trainer import Precision, Schedule
 from holoxmc.validation import (
     ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_batch_size, check_fit_data, check_fitted,

@@ -27,7 +27,7 @@ from holoxmc.errors import InputError
 from holoxmc.metrics import MetricAccumulator, pad_predictions
 
 __all__ = ["epoch_order", "take_rows", "as_labels", "check_streams", "streamed_fit_data", "streamed_input",
-           "evaluate_streamed", "STREAMING_HEADS"]
+           "evaluate_streamed", "is_sharded", "STREAMING_HEADS"]
 
 #: The heads that train and score from a shard store batch by batch.
 STREAMING_HEADS = ("hrr", "dense")
