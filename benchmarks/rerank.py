@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from holoxmc.data import load, make_realistic
-from holoxmc.models.rerank import RerankModel, l2_rows
+from holoxmc.models.rerank import RerankModel, top_columns, l2_rows
 from holoxmc.train.rerank import pifa_centroids
 
 KS = (50, 100, 200)
@@ -66,6 +67,7 @@ def fit_table(settings: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.cs
               workers: int) -> None:
     """Fit on ``(X, Y)`` with each setting, score on the validation rows: P@1, P@5, seconds."""
     from holoxmc.metrics import evaluate, pad_predictions
+    from holoxmc.train.linear import LinearConfig, fit_linear
     from holoxmc.train.rerank import RerankConfig, fit_rerank
 
     half = Xv.shape[0] // 2  # alpha is chosen on the first half, the scores are of the second
@@ -73,13 +75,18 @@ def fit_table(settings: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.cs
     print("|---|---|---|---|---|---|")
     for text in settings:
         started = time.perf_counter()
-        model = fit_rerank(X, Y, RerankConfig(**parse_settings(text)), Xv[:half], Yv[:half], workers=workers)
+        if text.startswith("linear"):  # the one-vs-all linear model, for comparison (C fixed, no refit)
+            linear = LinearConfig(**parse_settings(text.partition(",")[2]))  # type: ignore[arg-type]
+            model: Any = fit_linear(X, Y, linear, workers=workers)[0]
+            model.alpha = "-"
+        else:
+            model = fit_rerank(X, Y, RerankConfig(**parse_settings(text)), Xv[:half], Yv[:half], workers=workers)
         fit_s = time.perf_counter() - started
         started = time.perf_counter()
         top, _ = model.predict_topk(Xv[half:], 5)
         ms = 1000 * (time.perf_counter() - started) / (Xv.shape[0] - half)
         m = evaluate(pad_predictions(top, 5), Yv[half:], ks=(1, 5))
-        print(f"| {text} | {model.alpha} | {100 * m['P@1']:.2f} | {100 * m['P@5']:.2f} | {fit_s:.1f} | {ms:.2f} |",
+        print(f"| {text} | {model.alpha} | {m['P@1']:.2f} | {m['P@5']:.2f} | {fit_s:.1f} | {ms:.2f} |",
               flush=True)
 
 
@@ -94,7 +101,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fit", nargs="+", metavar="KEY=VALUE,...",
                         help="instead of recall: fit the re-rank model with each of these settings on the fitting "
-                             "rows and score it on the validation rows (e.g. shortlist=100,C=1 knn=50)")
+                             "rows and score it on the validation rows (e.g. shortlist=100,C=1 knn=50; "
+                             "linear,C=0.3: the one-vs-all linear model)")
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     options = {"n_points": args.points} if args.points else {}
@@ -134,7 +142,7 @@ def main() -> None:
             V = model.knn_votes(rows).toarray()
             seconds["knn"] += time.perf_counter() - started
             for name, a, b, c in VARIANTS:
-                parts[name].append(np.argsort(-(a * P + b * V + c * prior), axis=1, kind="stable")[:, :max(KS)])
+                parts[name].append(top_columns(a * P + b * V + c * prior, max(KS)))  # a copy: no (rows, L) base kept
         for name, *_ in VARIANTS:
             short = np.concatenate(parts[name])
             cost = seconds["knn" if name == "knn" else "pifa"] + (seconds["knn"] if "knn" in name[4:] else 0.0)

@@ -40,16 +40,37 @@ def test_the_winner_is_refit_on_every_row(chosen):
     assert result.refit is None and not any("val" in entry for entry in result.history)
 
 
-def test_the_refit_reuses_the_chosen_C_on_every_row_without_choosing_again():
-    """The linear winner retrains on every row with its C (not a second selection on the split):
-    its weights are those of the fixed-C model on all rows, its confidences keep the Platt scaling."""
+def test_the_refit_reuses_the_chosen_alpha_on_every_row_without_choosing_again():
+    """The re-rank winner retrains on every row with the mix weight its validation rows chose
+    (not a second choice): it is the fixed-alpha model on all rows, weight for weight."""
     train = DATA[0]
     auto = XMCClassifier(head="auto", time_budget=0.0, progress=False).fit(train.X, train.Y)
-    (fit,) = auto.fit_results_[0].history
-    assert "val" not in fit and not fit.get("refit")
-    direct = XMCClassifier(head="linear", head_options={"C": fit["C"]}, progress=False).fit(train.X, train.Y)
-    assert (auto.linear_.weights != direct.linear_.weights).nnz == 0
-    assert auto.linear_.calibration != (1.0, 0.0)  # fitted on the selection's validation rows
+    assert auto.head_ == "rerank"
+    direct = XMCClassifier(head="rerank", head_options={"alpha": auto.model_.alpha}, progress=False)
+    direct.fit(train.X, train.Y)
+    assert (auto.model_.weights != direct.model_.weights).nnz == 0
+    np.testing.assert_array_equal(auto.model_.bias, direct.model_.bias)
+
+
+def test_a_rerank_winner_is_refit_with_the_alpha_it_chose():
+    from types import SimpleNamespace
+
+    from holoxmc.models.auto import refit_settings
+
+    chosen = SimpleNamespace(head="rerank", model_=SimpleNamespace(alpha=0.75))
+    assert refit_settings(chosen) == {"head_options": {"alpha": 0.75}}
+
+
+def test_the_linear_refit_reuses_the_chosen_C():
+    """A linear model chosen on validation retrains with the C its validation run chose."""
+    from holoxmc.models.auto import refit_settings
+
+    train = DATA[0]
+    X_fit, Y_fit, X_val, Y_val = train.X[:240], train.Y[:240], train.X[240:], train.Y[240:]
+    linear = XMCClassifier(head="linear", progress=False).fit(X_fit, Y_fit, X_val, Y_val)
+    tried = [fit for fit in linear.fit_results_[0].history if "val" in fit]
+    best = max(tried, key=lambda fit: fit["val"]["P@1"])
+    assert refit_settings(linear) == {"head_options": {"C": float(best["C"])}}
 
 
 def test_a_network_winner_trains_its_best_epoch_count_on_every_row():
@@ -66,7 +87,7 @@ def test_a_zero_budget_trains_only_the_first_candidate():
     clf = XMCClassifier(head="auto", time_budget=0.0, progress=False).fit(train.X, train.Y)
     assert [trial.val_p1 is None for trial in clf.selection_] == [False, True]
     assert all("skipped (budget" in trial.note for trial in clf.selection_[1:])
-    assert clf.head_ == "linear"
+    assert clf.head_ == "rerank"
 
 
 def test_a_chosen_model_saves_as_the_winner_and_loads_identically(chosen, tmp_path):
@@ -112,11 +133,11 @@ def test_the_cli_prints_what_it_tried(tmp_path, capsys, toy):
 
 
 def test_a_candidate_expected_to_overrun_the_budget_is_skipped_before_it_starts():
-    """Budget just above what the linear model took: the next candidate, expected to cost at
+    """Budget just above what the first candidate took: the next, expected to cost at
     least as much again, would end past it, so it is skipped rather than started."""
     train, _ = make_synthetic(300, 12, 60, n_test=10, seed=1)
     probe = XMCClassifier(head="auto", time_budget=0.0, progress=False).fit(train.X, train.Y)
-    linear_seconds = probe.selection_[0].seconds
-    clf = XMCClassifier(head="auto", time_budget=1.2 * linear_seconds, progress=False).fit(train.X, train.Y)
-    assert clf.selection_[0].model == "linear" and clf.selection_[0].val_p1 is not None
+    first_seconds = probe.selection_[0].seconds
+    clf = XMCClassifier(head="auto", time_budget=1.2 * first_seconds, progress=False).fit(train.X, train.Y)
+    assert clf.selection_[0].model == "rerank" and clf.selection_[0].val_p1 is not None
     assert all(trial.val_p1 is None and "more expected" in trial.note for trial in clf.selection_[1:])

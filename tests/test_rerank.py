@@ -1,5 +1,6 @@
-"""The shortlist-and-re-rank model: shortlist scores agree with full scoring, save/load,
-re-ranking helps the retriever, and tampered tensors are refused."""
+"""The shortlist-and-re-rank model: shortlist scores agree with full scoring (with and without
+the kNN retriever), save/load, resume from finished label blocks, re-ranking helps the
+retriever, bad settings and tampered tensors are refused."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from safetensors.torch import load_file, save_file
 
 from holoxmc.data import make_realistic
 from holoxmc.errors import InputError
-from holoxmc.models.rerank import RerankModel
-from holoxmc.train.rerank import RerankConfig, fit_rerank
+from holoxmc.models.rerank import RerankModel, l2_rows
+from holoxmc.train import rerank as rerank_fit
+from holoxmc.train.rerank import BLOCK_FILE, RerankConfig, fit_rerank
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +26,12 @@ def data():
 def model(data):
     train, _ = data
     return fit_rerank(train.X, train.Y, RerankConfig(shortlist=10, alpha=0.5))
+
+
+@pytest.fixture(scope="module")
+def knn_model(data):
+    train, _ = data
+    return fit_rerank(train.X, train.Y, RerankConfig(shortlist=10, alpha=0.5, knn=7, knn_weight=0.8))
 
 
 def precision_at_1(top: np.ndarray, Y: sp.csr_matrix) -> float:
@@ -41,7 +49,39 @@ def test_shortlist_scores_equal_full_scores_on_shortlisted_labels(model, data):
     assert np.all(np.take_along_axis(retriever, labels, axis=1) >= kth[:, None] - 1e-6)
 
 
-def test_save_load_round_trip_predicts_identically(model, data, tmp_path):
+def test_knn_shortlist_scores_equal_full_scores_on_shortlisted_labels(knn_model, data):
+    _, test = data
+    knn_model = RerankModel.from_tensors(knn_model.tensors(), knn_model.n_features, knn_model.n_labels)
+    knn_model.prior = np.linspace(0, 0.1, knn_model.n_labels).astype(np.float32)
+    labels, mixed = knn_model.shortlist_scores(test.X)
+    full = knn_model.full_scores(test.X)
+    np.testing.assert_allclose(mixed, np.take_along_axis(full, labels, axis=1), rtol=1e-5, atol=1e-6)
+    # the shortlist is the retriever's best labels, computed densely here by hand
+    X = l2_rows(test.X).toarray()
+    neighbours = knn_model.neighbours_t.T.toarray()
+    S = X @ neighbours.T
+    near = np.argsort(-S, axis=1, kind="stable")[:, :7]
+    sims = np.take_along_axis(S, near, axis=1)
+    votes = np.einsum("nk,nkl->nl", sims / sims.sum(1, keepdims=True), knn_model.neighbour_labels.toarray()[near])
+    retriever = X @ knn_model.centroids_t.toarray() + 0.8 * votes + knn_model.prior
+    kth = np.sort(retriever, axis=1)[:, -10]
+    assert np.all(np.take_along_axis(retriever, labels, axis=1) >= kth[:, None] - 1e-5)
+
+
+def test_a_training_row_is_not_its_own_neighbour(knn_model):
+    X = sp.csr_matrix(knn_model.neighbours_t.T)[:5]
+    own = np.asarray((X @ knn_model.neighbours_t).toarray()).argmax(axis=1)
+    assert np.all(np.asarray(knn_model.knn_votes(X).sum(axis=1)).ravel() > 0)
+    kept = (X @ knn_model.neighbours_t).toarray()
+    votes_without = knn_model.knn_votes(X, exclude=np.arange(5)).toarray()
+    votes_with = knn_model.knn_votes(X).toarray()
+    assert np.all(own == np.arange(5)) and kept.shape[1] > 7
+    assert not np.allclose(votes_with, votes_without)
+
+
+@pytest.mark.parametrize("which", ["model", "knn_model"])
+def test_save_load_round_trip_predicts_identically(which, request, data, tmp_path):
+    model = request.getfixturevalue(which)
     _, test = data
     save_file(model.save_to(tmp_path), str(tmp_path / "model.safetensors"))
     stored = {name.removeprefix("rerank."): t for name, t in load_file(str(tmp_path / "model.safetensors")).items()}
@@ -83,6 +123,69 @@ def test_bad_fit_input_is_one_error(data):
     train, _ = data
     with pytest.raises(InputError, match="600 rows but Y has 10"):
         fit_rerank(train.X, train.Y[:10])
+    with pytest.raises(InputError, match="X_val, Y_val have 299 features"):
+        fit_rerank(train.X, train.Y, RerankConfig(shortlist=5), train.X[:5, :299], train.Y[:5])
+
+
+@pytest.mark.parametrize("setting", [{"shortlist": 0}, {"C": 0.0}, {"C": float("nan")}, {"prune": -1.0},
+                                     {"alpha": 1.5}, {"knn": -1}, {"knn_weight": -0.5}, {"negatives": -2},
+                                     {"max_iter": 0}, {"tol": 0.0}, {"label_block": 0}, {"shortlist": "50"},
+                                     {"knn": 2.5}, {"C": True}])
+def test_bad_settings_are_one_error(setting):
+    with pytest.raises(InputError):
+        RerankConfig(**setting)
+
+
+def test_estimator_refuses_an_unknown_option_as_one_error(data):
+    from holoxmc.estimator import XMCClassifier
+
+    train, _ = data
+    with pytest.raises(InputError, match="not accepted by head 'rerank'"):
+        XMCClassifier(head="rerank", head_options={"beam": 3}).fit(train.X, train.Y)
+
+
+def test_every_label_with_positives_learns_against_negatives(data):
+    """A label no other row shortlists got a constant score before random negatives."""
+    train, _ = data
+    fitted = fit_rerank(train.X, train.Y, RerankConfig(shortlist=3, alpha=1.0))
+    seen = np.flatnonzero(np.asarray(train.Y.sum(axis=0)).ravel() > 0)
+    weights = sp.csc_matrix(fitted.weights)
+    assert np.all(np.diff(weights.indptr)[seen] > 0)
+
+
+def test_resume_trains_only_the_missing_blocks_and_gives_the_same_model(data, tmp_path, monkeypatch):
+    train, test = data
+    config = RerankConfig(shortlist=8, alpha=0.5, label_block=16)
+    first = fit_rerank(train.X, train.Y, config, run_dir=tmp_path)
+    files = sorted(tmp_path.glob("rerank_block_*.safetensors"))
+    assert [f.name for f in files] == [BLOCK_FILE.format(start=s, stop=min(s + 16, 40)) for s in (0, 16, 32)]
+    files[1].unlink()  # as if the fit had stopped before that block
+    trained = []
+    fit_label = rerank_fit._fit_label
+
+    def counting(X, y, C, linear):
+        trained.append(1)
+        return fit_label(X, y, C, linear)
+
+    monkeypatch.setattr(rerank_fit, "_fit_label", counting)
+    monkeypatch.setattr(rerank_fit, "_fit_label_sklearn", counting)
+    resumed = fit_rerank(train.X, train.Y, config, run_dir=tmp_path, resume=True)
+    assert 0 < len(trained) <= 16
+    assert (first.weights != resumed.weights).nnz == 0
+    np.testing.assert_array_equal(first.bias, resumed.bias)
+    # other data: the kept blocks do not fit it, so every label trains again
+    trained.clear()
+    fit_rerank(train.X[:500], train.Y[:500], config, run_dir=tmp_path, resume=True)
+    assert len(trained) > 16
+
+
+def test_label_blocks_in_worker_processes_give_the_same_model(data):
+    train, _ = data
+    config = RerankConfig(shortlist=8, alpha=0.5, label_block=16)
+    one = fit_rerank(train.X, train.Y, config)
+    two = fit_rerank(train.X, train.Y, config, workers=2)
+    assert (one.weights != two.weights).nnz == 0
+    np.testing.assert_array_equal(one.bias, two.bias)
 
 
 def test_estimator_fits_saves_and_loads_head_rerank(data, tmp_path):

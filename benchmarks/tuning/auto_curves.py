@@ -25,7 +25,8 @@ from holoxmc.estimator import XMCClassifier  # noqa: E402
 from holoxmc.models.auto import _validation_split  # noqa: E402
 
 #: What was measured: the linear model and both networks, each at its library defaults.
-MEASURED = {"linear": {"head": "linear"}, "hrr-fc": {"head": "hrr"}, "fc": {"head": "dense"}}
+MEASURED = {"linear": {"head": "linear"}, "rerank": {"head": "rerank"}, "hrr-fc": {"head": "hrr"},
+            "fc": {"head": "dense"}}
 
 
 def curves(name: str, candidates: list[str]) -> dict:

@@ -66,7 +66,7 @@ class XMCClassifier(BaseEstimator):
     "Models" and "Training options"); the defaults are :data:`holoxmc.presets.HEAD_DEFAULTS`.
 
     Args:
-        head: ``"auto"`` (the default: the linear model, then the FC network within
+        head: ``"auto"`` (the default: the re-rank model, then the FC network within
             ``time_budget``, the best on validation P@1 refit on every row,
             :mod:`holoxmc.models.auto`; name a head to set its other settings), ``"hrr"``
             (``dim``-wide output, HRR loss), ``"dense"`` (``L`` logits, BCE), ``"solar"``

@@ -55,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="hold out this share of DATA's rows (one data file) as the test split, by --seed; "
                             "the rows held out are never trained on")
     train.add_argument("--model", choices=MODEL_NAMES, default="auto",
-                       help="model (default auto: the linear model, then FC while "
+                       help="model (default auto: the re-rank model, then FC while "
                             "--time-budget lasts, the best by validation P@1 refit on every row); "
                             "any other name trains exactly that model")
     train.add_argument("--time-budget", type=finite_float, metavar="SECONDS",

@@ -235,6 +235,11 @@ def _fit_rerank(clf: Any, config: RerankConfig, data: FitData) -> tuple[FittedMo
     return model, [FitResult(history=[])]
 
 
+def _rerank_refit(candidate: Any) -> dict[str, Any]:
+    """The mix weight ``alpha`` the candidate's validation rows chose (no second choice on every row)."""
+    return {"head_options": {"alpha": float(candidate.model_.alpha)}}
+
+
 def _load_rerank(clf: Any, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
     stored = {name.removeprefix("rerank."): value for name, value in tensors.items()}
     try:
@@ -256,7 +261,8 @@ FAMILIES: dict[str, Family] = {
                      refit_from=_linear_refit, kept_from_selection=("calibration",)),
     "rerank": Family("rerank", HEAD_DEFAULTS["rerank"], frozenset(), ("fc",), "rerank_", _rerank_plan,
                      _fit_rerank, _load_rerank, lambda model: model,
-                     lambda results: {"best_epoch": None, "sparse_updates": None, "epoch_seconds": []}, jobs_apart=True),
+                     lambda results: {"best_epoch": None, "sparse_updates": None, "epoch_seconds": []}, jobs_apart=True,
+                     refit_from=_rerank_refit),
 }
 #: Every head kind.
 HEADS = tuple(FAMILIES)

@@ -1,10 +1,12 @@
-"""Shortlist and re-rank: a PIFA retriever proposes labels, per-label sparse linear scorers
+"""Shortlist and re-rank: a retriever proposes labels, per-label sparse linear scorers
 re-score them, and the ranking mixes both scores (the recipe of SLICE / Astec / DeepXML).
 
-A row's retriever score of label ``l`` is ``x · c_l`` (``c_l`` the L2-normalised mean feature
-row of ``l``'s training positives); its re-rank score is ``sigmoid(x · w_l + b_l)``; the final
-score is ``alpha * rerank + (1 - alpha) * retriever`` on the ``shortlist`` best labels by
-retriever score (labels off the shortlist are not ranked).
+Rows are L2-normalised. A row's retriever score of label ``l`` is ``x · c_l`` (``c_l`` the
+L2-normalised mean feature row of ``l``'s training positives, PIFA), plus, when the model
+holds them, the similarity-weighted label vote of the row's nearest training rows and a
+per-label constant; its re-rank score is ``sigmoid(x · w_l + b_l)``; the final score is
+``alpha * rerank + (1 - alpha) * retriever`` on the ``shortlist`` best labels by retriever
+score (labels off the shortlist are not ranked). See :class:`RerankModel`.
 
 Example:
     >>> import numpy as np, scipy.sparse as sp
@@ -27,7 +29,7 @@ from torch import Tensor
 
 from holoxmc.errors import InputError
 
-__all__ = ["RerankModel", "csr_from_tensors", "csr_tensors", "l2_rows"]
+__all__ = ["RerankModel", "csr_from_tensors", "csr_tensors", "l2_rows", "top_columns"]
 
 
 def csr_tensors(prefix: str, M: sp.csr_matrix) -> dict[str, Tensor]:
@@ -64,7 +66,7 @@ def csr_from_tensors(tensors: dict[str, Tensor], prefix: str, shape: tuple[int, 
 BLOCK_ENTRIES = 1 << 24
 
 
-def _top_columns(S: np.ndarray, k: int) -> np.ndarray:
+def top_columns(S: np.ndarray, k: int) -> np.ndarray:
     """Column indices of the ``k`` largest entries of each row of dense ``S``, best first
     (ties: the lower column first)."""
     k = min(k, S.shape[1])
@@ -123,13 +125,14 @@ class RerankModel:
             raise InputError("the kNN retriever needs (N, D) neighbour rows and their (N, L) labels")
         if prior is not None and np.shape(prior) != (self.n_labels,):
             raise InputError(f"the label prior must hold {self.n_labels} values")
-        self.centroids_t = sp.csc_matrix(centroids.T, dtype=np.float32)
-        self.weights = sp.csc_matrix(weights, dtype=np.float32)
+        # (D, L) CSR: the products below are CSR @ CSR, with no conversion per batch
+        self.centroids_t = sp.csr_matrix(centroids.T, dtype=np.float32)
+        self.weights = sp.csr_matrix(weights, dtype=np.float32)
         self.bias = np.asarray(bias, dtype=np.float32)
         self.shortlist = min(int(shortlist), self.n_labels)
         self.alpha = float(alpha)
         self.knn, self.knn_weight = (int(knn), float(knn_weight)) if knn else (0, 0.0)
-        self.neighbours_t = sp.csc_matrix(neighbours.T, dtype=np.float32) if self.knn and neighbours is not None \
+        self.neighbours_t = sp.csr_matrix(neighbours.T, dtype=np.float32) if self.knn and neighbours is not None \
             else None
         self.neighbour_labels = sp.csr_matrix(neighbour_labels, dtype=np.float32) \
             if self.knn and neighbour_labels is not None else None
@@ -149,7 +152,7 @@ class RerankModel:
         S = np.asarray((X @ self.neighbours_t).toarray(), dtype=np.float32)
         if exclude is not None:
             S[np.arange(S.shape[0]), exclude] = -np.inf
-        near = _top_columns(S, self.knn)
+        near = top_columns(S, self.knn)
         sims = np.maximum(np.take_along_axis(S, near, axis=1), 0.0)
         total = sims.sum(axis=1, keepdims=True)
         sims = np.divide(sims, total, out=np.zeros_like(sims), where=total > 0)
@@ -169,15 +172,13 @@ class RerankModel:
     def shortlists(self, X: sp.csr_matrix, exclude: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(labels (n, s), retriever scores (n, s))`` of unit rows ``X`` (one batch), best first."""
         S = self.retriever_scores(X, exclude)
-        labels = _top_columns(S, self.shortlist).astype(np.int64)
+        labels = top_columns(S, self.shortlist).astype(np.int64)
         return labels, np.take_along_axis(S, labels, axis=1)
 
     def margins(self, X: sp.csr_matrix, labels: np.ndarray) -> np.ndarray:
         """``(n, s)`` margins ``x · w_l + b_l`` of the given labels of each row only."""
-        rows = np.repeat(np.arange(X.shape[0]), labels.shape[1])
-        M = sp.csr_matrix(X @ self.weights)
-        picked = np.asarray(M[rows, labels.ravel()], dtype=np.float32).reshape(labels.shape)
-        return picked + self.bias[labels]
+        M = np.asarray((X @ self.weights).toarray(), dtype=np.float32)
+        return np.take_along_axis(M, labels, axis=1) + self.bias[labels]
 
     def rescore(self, X: sp.csr_matrix, labels: np.ndarray) -> np.ndarray:
         """``(n, s)`` re-rank scores ``sigmoid(x · w_l + b_l)`` of the given labels of each row."""

@@ -65,12 +65,12 @@ class RerankConfig:
     """
 
     shortlist: int = 50
-    C: float = 1.0
-    prune: float = 0.01
+    C: float = 0.5
+    prune: float = 0.05
     alpha: float | None = None
     knn: int = 0
     knn_weight: float = 1.0
-    negatives: int = 10
+    negatives: int = 30
     max_iter: int = 1000
     tol: float = 0.1
     label_block: int = 1024
@@ -92,7 +92,7 @@ class RerankConfig:
 
 
 #: ``alpha`` when it is ``None`` and no validation split is given.
-DEFAULT_ALPHA = 0.5
+DEFAULT_ALPHA = 0.25
 
 
 def pifa_centroids(X: sp.csr_matrix, Y: sp.csr_matrix) -> sp.csr_matrix:
@@ -100,16 +100,36 @@ def pifa_centroids(X: sp.csr_matrix, Y: sp.csr_matrix) -> sp.csr_matrix:
     return normalize(sp.csr_matrix(Y.T @ X, dtype=np.float32), norm="l2", axis=1, copy=False)
 
 
-def training_shortlists(retriever: RerankModel, X: sp.csr_matrix) -> np.ndarray:
+def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, workers: int = 1,
+                        ray_address: str | None = None) -> np.ndarray:
     """``(n, shortlist)`` labels the retriever proposes for each training row of unit rows
-    ``X``, in row batches; with kNN, a row is not its own neighbour."""
+    ``X``; with kNN, a row is not its own neighbour. Row blocks are jobs of
+    :func:`~holoxmc.distributed.run_jobs` (as the label blocks), each scored in batches.
+
+    Example:
+        >>> C = sp.csr_matrix(np.eye(3, dtype=np.float32))
+        >>> m = RerankModel(C, sp.csr_matrix((3, 3), dtype=np.float32), np.zeros(3, np.float32), 1, 0.0)
+        >>> training_shortlists(m, C).ravel().tolist()
+        [0, 1, 2]
+    """
     step = retriever.batch_rows()
-    parts = []
-    for start in range(0, X.shape[0], step):
-        rows = X[start:start + step]
+    rows_per_job = step * max(1, -(-X.shape[0] // (step * max(1, workers) * 4)))
+    starts = range(0, X.shape[0], rows_per_job)
+    blocks = [_Block(start, min(start + rows_per_job, X.shape[0])) for start in starts]
+    parts = run_jobs(_shortlist_block, blocks, (retriever, X), workers=workers if len(blocks) > 1 else 1,
+                     ray_address=ray_address, gpu=False)
+    return np.concatenate(parts).astype(np.int32) if parts else np.zeros((0, retriever.shortlist), np.int32)
+
+
+def _shortlist_block(block: "_Block", shared: tuple[RerankModel, sp.csr_matrix]) -> np.ndarray:
+    """Shortlists of training rows ``[start, stop)``, in scoring batches."""
+    retriever, X = shared
+    step, parts = retriever.batch_rows(), []
+    for start in range(block.start, block.stop, step):
+        rows = X[start:min(start + step, block.stop)]
         exclude = np.arange(start, start + rows.shape[0]) if retriever.knn else None
         parts.append(retriever.shortlists(rows, exclude)[0])
-    return np.concatenate(parts).astype(np.int32)
+    return np.concatenate(parts)
 
 
 # ---------------------------------------------------------------------------- label blocks
@@ -280,7 +300,8 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
            "knn_weight": config.knn_weight} if config.knn and X.shape[0] > 1 else {}
     empty = sp.csc_matrix((X.shape[1], n_labels), dtype=np.float32)
     retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), config.shortlist, 0.0, **knn)
-    rows = _membership(training_shortlists(retriever, X), Y, config.negatives, config.seed)
+    shortlists = training_shortlists(retriever, X, workers=workers, ray_address=ray_address)
+    rows = _membership(shortlists, Y, config.negatives, config.seed)
     X64 = sp.csr_matrix((X.data.astype(np.float64), X.indices.astype(np.int32), X.indptr.astype(np.int32)),
                         shape=X.shape)
     fingerprint = data_digest(X64, Y) + json.dumps(asdict(config) | {"alpha": None}, sort_keys=True)
