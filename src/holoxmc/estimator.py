@@ -36,7 +36,7 @@ from holoxmc.models.auto import SELECTORS, check_auto_params
 from holoxmc.models.base import FittedModel, dense_scores
 from holoxmc.models.persist import CONFIG_FILE, CONFIG_KEYS, FORMAT, MODEL_FILE
 from holoxmc.models.network import MEMBER_DIR, NetworkPlan, with_word_vectors
-from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC, NETWORK_SETTINGS, FitData, family
+from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC, NETWORK_SETTINGS, FitData, family, streaming_heads
 from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, MODELS, model_params, preset_params, \
     setting_defaults
 from holoxmc.seeding import member_seeds
@@ -251,7 +251,7 @@ class XMCClassifier(BaseEstimator):
             InputError: a bad setting or input, or a model whose sizes cannot fit in memory,
                 before any training.
         """
-        streamed = streamed_fit_data(self, X, Y, X_val, Y_val)  # None: in memory
+        streamed = streamed_fit_data(self, X, Y, X_val, Y_val, streaming=streaming_heads())  # None: in memory
         if self.head in SELECTORS:
             return self._fit_selected(X, Y, X_val, Y_val)
         kind = self._validate_params()
@@ -426,5 +426,6 @@ class XMCClassifier(BaseEstimator):
         """``X`` as the model reads it (:func:`~holoxmc.validation.check_input`), of ``known``
         features (or vocabulary), by default the fitted model's (any while ``fitting``)."""
         if is_sharded(X):  # rows of a shard store: read batch by batch (network heads)
-            return streamed_input(X, getattr(self, "head_", self.head), self.backbone, self.n_features_)
+            return streamed_input(X, getattr(self, "head_", self.head), self.backbone, self.n_features_,
+                                  streaming_heads())
         return check_input(X, self.backbone, self.n_features_ if known is None and not fitting else known)

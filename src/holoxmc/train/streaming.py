@@ -27,10 +27,7 @@ from holoxmc.errors import InputError
 from holoxmc.metrics import MetricAccumulator, pad_predictions
 
 __all__ = ["epoch_order", "take_rows", "as_labels", "check_streams", "streamed_fit_data", "streamed_input",
-           "evaluate_streamed", "is_sharded", "STREAMING_HEADS"]
-
-#: The heads that train and score from a shard store batch by batch.
-STREAMING_HEADS = ("hrr", "dense")
+           "evaluate_streamed", "is_sharded"]
 
 
 def epoch_order(X: Any, rows: np.ndarray, seed: int, epoch: int) -> np.ndarray:
@@ -66,14 +63,19 @@ def as_labels(Y: Any) -> Any:
     return Y if isinstance(Y, ShardedRows) else sp.csr_matrix(Y)
 
 
-def check_streams(head: str, backbone: str = "fc") -> None:
+def check_streams(head: str, backbone: str, streaming: Sequence[str]) -> None:
     """Refuse a shard store for a head that cannot read it batch by batch.
+
+    Args:
+        head, backbone: the model's.
+        streaming: the heads that read a store batch by batch (the model registry's
+            :func:`~holoxmc.models.registry.streaming_heads`).
 
     Raises:
         InputError: naming the heads that stream.
     """
-    if head not in STREAMING_HEADS or backbone != "fc":
-        raise InputError(f"a shard store streams to the network heads {list(STREAMING_HEADS)} on the fc backbone, "
+    if head not in streaming or backbone != "fc":
+        raise InputError(f"a shard store streams to the network heads {list(streaming)} on the fc backbone, "
                          f"which read a batch of rows at a time; head {head!r} with backbone {backbone!r} reads "
                          "every row at once: load the split in memory instead (open_shards(...).load())")
 
@@ -85,7 +87,8 @@ def _rows_of(value: Any, name: str) -> ShardedRows | None:
     return value if isinstance(value, ShardedRows) else None
 
 
-def streamed_fit_data(clf: Any, X: Any, Y: Any, X_val: Any = None, Y_val: Any = None) -> tuple[Any, ...] | None:
+def streamed_fit_data(clf: Any, X: Any, Y: Any, X_val: Any = None, Y_val: Any = None, *,
+                      streaming: Sequence[str]) -> tuple[Any, ...] | None:
     """The training data checked when it comes from shard stores, or ``None`` when every
     part is in memory (the estimator then checks it as usual).
 
@@ -93,6 +96,7 @@ def streamed_fit_data(clf: Any, X: Any, Y: Any, X_val: Any = None, Y_val: Any = 
         clf: the :class:`~holoxmc.estimator.XMCClassifier` that fits (its head, backbone,
             and whether an ensemble would train in other processes).
         X, Y, X_val, Y_val: as given to ``fit``; from shards, ``store.X`` and ``store.Y``.
+        streaming: the heads that stream (:func:`check_streams`).
 
     Raises:
         InputError: shards mixed with in-memory matrices, features and labels of different
@@ -103,7 +107,7 @@ def streamed_fit_data(clf: Any, X: Any, Y: Any, X_val: Any = None, Y_val: Any = 
     sharded = {name: _rows_of(value, name) for name, value in parts.items() if value is not None}
     if not any(value is not None for value in sharded.values()):
         return None
-    check_streams(clf.head, clf.backbone)
+    check_streams(clf.head, clf.backbone, streaming)
     if clf.n_models > 1 and (clf.n_workers > 1 or clf.ray_address is not None):
         raise InputError("a shard store trains its networks in this process: leave workers and ray_address unset")
     if any(value is None for value in sharded.values()):
@@ -130,14 +134,14 @@ def _same_selection(a: np.ndarray | None, b: np.ndarray | None) -> bool:
     return (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))
 
 
-def streamed_input(X: ShardedRows, head: str, backbone: str, n_features: int) -> ShardedRows:
+def streamed_input(X: ShardedRows, head: str, backbone: str, n_features: int, streaming: Sequence[str]) -> ShardedRows:
     """Sharded features checked for scoring by a model of ``head`` fitted on ``n_features``.
 
     Raises:
         InputError: the head does not stream, labels given as features, or another width.
     """
     X = _rows_of(X, "X") or X
-    check_streams(head, backbone)
+    check_streams(head, backbone, streaming)
     if X.matrix != "X":
         raise InputError("pass store.X, the features, to score a shard store")
     if X.shape[1] != n_features:
