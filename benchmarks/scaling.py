@@ -35,7 +35,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 OUT = ROOT / "benchmarks" / "results" / "scaling.json"
 HOLOXMC = {"holoxmc-default": {}, "holoxmc-linear": {"head": "linear"}, "holoxmc-hrr": {"head": "hrr"},
-           "holoxmc-dense": {"head": "dense"}, "holoxmc-solar": {"head": "solar"}}
+           "holoxmc-dense": {"head": "dense"}, "holoxmc-solar": {"head": "solar"},
+           "holoxmc-rerank": {"head": "rerank"}}
 BASELINES = ("napkinxc-plt", "omikuji", "pecos-xrlinear")
 MODELS = (*HOLOXMC, *BASELINES)
 PRESET_OF_L = {10_000: "realistic-10k", 100_000: "realistic-100k", 670_000: "realistic-670k",
@@ -93,19 +94,22 @@ def model_fit(model: str, threads: int) -> Any:
     return fit
 
 
-def run_child(n_labels: int, model: str, threads: int) -> None:
-    """Generate the set, fit and score one model in this process; print the row as JSON."""
+def run_child(n_labels: int, model: str, threads: int, max_test: int | None = None) -> None:
+    """Generate the set, fit and score one model in this process (on the first ``max_test``
+    test rows, all by default); print the row as JSON."""
     import torch
 
     torch.set_num_threads(threads)
     from baselines import measure
 
-    from holoxmc.data import make_realistic
+    from holoxmc.data import Dataset, make_realistic
 
     stage("generate")
     started = time.perf_counter()
     train, test = make_realistic(**set_arguments(n_labels), name=f"realistic-L{n_labels}")
     generate_s = time.perf_counter() - started
+    if max_test is not None:
+        test = Dataset(test.X[:max_test], test.Y[:max_test], test.name)
     row = measure(model_fit(model, threads), train, test)
     stage("score")
     shape = {"n_train": len(train), "n_test": len(test), "n_features": train.n_features}
@@ -142,20 +146,23 @@ def run_cell(n_labels: int, model: str, args: argparse.Namespace) -> dict[str, A
     threads = str(args.threads)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
                OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
-    command = [python, str(Path(__file__).resolve()), "--child", str(n_labels), model, "--threads", threads]
+    command = [python, str(Path(__file__).resolve()), "--child", str(n_labels), model, "--threads", threads,
+               *(["--max-test", str(args.max_test)] if args.max_test is not None else [])]
     log = args.out.with_suffix(f".L{n_labels}.{model}.log")
     log.parent.mkdir(parents=True, exist_ok=True)
+    load = [round(os.getloadavg()[0], 2)]
     with open(log, "w") as stdout:
         child = subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
         reason = _watch(child, args.timeout, args.memory_gb * 1024)
+    load.append(round(os.getloadavg()[0], 2))
     lines = log.read_text().splitlines()
     reached = ([line[len(STAGE):] for line in lines if line.startswith(STAGE)] or ["start"])[-1]
     if reason is None and child.returncode == 0 and lines and lines[-1].startswith("{"):
         log.unlink()
-        return json.loads(lines[-1])
+        return {**json.loads(lines[-1]), "load": load}
     if reason is None:
         reason = f"exit {child.returncode}: {(lines or ['no output'])[-1][:200]}"
-    return {"error": reason, "stage": reached}
+    return {"error": reason, "stage": reached, "load": load}
 
 
 def _heads() -> tuple[str, ...]:
@@ -181,19 +188,27 @@ def _watch(child: subprocess.Popen, timeout: float, memory_mb: float) -> str | N
 
 def table(results: dict[str, Any]) -> str:
     """The Markdown table of every cell in ``results``."""
-    lines = ["| L | N train / test | model | fit s | peak MB | top-5 ms/pt | P@1 | P@5 |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| L | N train / test | model | fit s | peak MB | top-5 ms/pt | P@1 | P@5 | load |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for key in sorted(results["cells"], key=int):
         for model, cell in results["cells"][key].items():
-            shape = cell.get("shape", {})
-            size = f"{shape.get('n_train', '?')} / {shape.get('n_test', '?')}"
+            shape = cell.get("shape") or _planned_shape(int(key))
+            size = f"{shape['n_train']} / {shape['n_test']}"
             row = cell.get("row")
+            load = "-".join(f"{value:.1f}" for value in cell.get("load", [])) or "?"
             if row is None:
                 lines.append(f"| {int(key):,} | {size} | {model} | {cell['error']} (stopped at: {cell['stage']}) "
-                             "|||||")
+                             f"||||| {load} |")
                 continue
             lines.append(f"| {int(key):,} | {size} | {model} | {row['fit_seconds']:.1f} | {row['peak_rss_mb']:.0f} | "
-                         f"{row['predict_ms_per_point']:.3f} | {row['P@1']:.2f} | {row['P@5']:.2f} |")
+                         f"{row['predict_ms_per_point']:.3f} | {row['P@1']:.2f} | {row['P@5']:.2f} | {load} |")
     return "\n".join(lines)
+
+
+def _planned_shape(n_labels: int) -> dict[str, int]:
+    """The split sizes a cell at ``n_labels`` generates (for cells that stopped before saying)."""
+    arguments = set_arguments(n_labels)
+    return {"n_train": arguments["n_points"], "n_test": arguments["n_test"]}
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
@@ -224,6 +239,21 @@ def plot(results: dict[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
+def merge(results: dict[str, Any], others: list[dict[str, Any]]) -> None:
+    """Join the cells and runs of ``others`` into ``results`` (a later file's cell wins).
+
+    Example:
+        >>> mine = {"cells": {"10": {"a": {"row": 1}}}, "runs": ["x"]}
+        >>> merge(mine, [{"cells": {"10": {"b": {"row": 2}}, "20": {"a": {"row": 3}}}, "runs": ["y"]}])
+        >>> sorted(mine["cells"]), sorted(mine["cells"]["10"]), mine["runs"]
+        (['10', '20'], ['a', 'b'], ['x', 'y'])
+    """
+    for other in others:
+        for key, cells in other["cells"].items():
+            results["cells"].setdefault(key, {}).update(cells)
+        results.setdefault("runs", []).extend(run for run in other.get("runs", []) if run not in results["runs"])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--labels", nargs="+", type=int, default=[10_000, 100_000, 670_000, 3_000_000])
@@ -231,18 +261,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds for one cell")
     parser.add_argument("--memory-gb", type=float, default=16.0, help="resident memory limit of one cell")
+    parser.add_argument("--max-test", type=int, default=None, help="score the first N test rows only")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--pecos-python", type=Path, default=ROOT / ".venv-pecos" / "bin" / "python")
+    parser.add_argument("--merge", nargs="+", type=Path, default=[],
+                        help="result files of other runs whose cells join --out (run no cell)")
     parser.add_argument("--child", nargs=2, metavar=("L", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        run_child(int(args.child[0]), args.child[1], args.threads)
+        run_child(int(args.child[0]), args.child[1], args.threads, args.max_test)
         return
     from holoxmc.io import atomic_write_json, atomic_write_text
 
     results = json.loads(args.out.read_text()) if args.out.exists() else {"cells": {}}
-    results["command"] = " ".join(["python benchmarks/scaling.py", *(argv if argv is not None else sys.argv[1:])])
-    results["limits"] = {"timeout_s": args.timeout, "memory_gb": args.memory_gb, "threads": args.threads}
+    if args.merge:
+        merge(results, [json.loads(path.read_text()) for path in args.merge])
+        atomic_write_json(args.out, results)
+        args.labels = []
+    else:
+        command = " ".join(["python benchmarks/scaling.py", *(argv if argv is not None else sys.argv[1:])])
+        limits = {"timeout_s": args.timeout, "memory_gb": args.memory_gb, "threads": args.threads,
+                  "max_test": args.max_test}
+        results.setdefault("runs", []).append({"command": command, "limits": limits})
     for n_labels in args.labels:
         for model in args.models:
             cell = run_cell(n_labels, model, args)

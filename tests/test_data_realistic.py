@@ -150,7 +150,7 @@ def test_registry_names_load_the_presets():
     assert REALISTIC_PRESETS["realistic-3m"]["n_labels"] == 3_000_000
     small = {"n_points": 200, "n_test": 40, "n_labels": 30, "n_features": 100, "seed": 3}
     train, test = (load("Realistic-670K", split, **small) for split in ("train", "test"))
-    expected = make_realistic(**small, labels_per_point=5.45, zipf_exponent=0.7)
+    expected = make_realistic(**small, labels_per_point=5.45, zipf_exponent=0.7, noise=0.6)
     assert (train.n_labels, train.n_features, len(train), len(test)) == (30, 100, 200, 40)
     for got, want in zip((train, test), expected):
         assert (got.X != want.X).nnz == 0 and (got.Y != want.Y).nnz == 0
@@ -163,3 +163,25 @@ def test_registry_preset_refuses_unknown_options_and_tokens():
         load("realistic-10k", n_points=50, n_labels=10, n_features=20, bogus=1)
     with pytest.raises(InputError, match="raw text"):
         load("realistic-10k", features="tokens")
+
+
+@pytest.mark.parametrize("name, shrink", [("realistic-10k", 10), ("realistic-100k", 100), ("realistic-670k", 335)])
+def test_presets_at_a_small_scale_keep_the_label_tail(name, shrink):
+    """A preset shrunk at its own points-per-label ratio: the shares of labels never in training
+    and of labels with 1-5 training points are the Poisson expectation of its Zipf popularity
+    (Amazon-670K's kind of tail: about 1 in 8 unseen, about 7 in 10 with 1-5 points)."""
+    from scipy.stats import poisson
+
+    from holoxmc.data.realistic import REALISTIC_PRESETS, _zipf_cdf
+
+    preset = dict(REALISTIC_PRESETS[name])
+    for key in ("n_points", "n_test", "n_labels", "n_features"):
+        preset[key] = round(preset[key] / shrink)
+    train, test = make_realistic(**preset, seed=0)
+    counts = label_counts(train.Y)
+    rate = train.Y.sum() * np.diff(_zipf_cdf(preset["n_labels"], preset["zipf_exponent"]), prepend=0.0)
+    unseen, rare = (counts == 0).mean(), ((counts >= 1) & (counts <= 5)).mean()
+    assert abs(unseen - np.exp(-rate).mean()) < 0.05 and 0.05 < unseen < 0.25
+    assert abs(rare - (poisson.cdf(5, rate) - poisson.cdf(0, rate)).mean()) < 0.05 and rare > 0.6
+    assert 5.0 < train.stats().labels_per_point < 5.45  # distinct draws of popular labels collapse a little
+    assert label_counts(test.Y)[counts == 0].sum() > 0

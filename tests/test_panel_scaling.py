@@ -44,3 +44,63 @@ def test_a_cell_past_its_memory_limit_records_why_and_where(tmp_path):
     cell = json.loads(out.read_text())["cells"]["300"]["holoxmc-linear"]
     assert cell["error"].startswith("memory limit:") and cell["stage"] in ("start", "generate", "fit")
     assert "memory limit" in out.with_suffix(".md").read_text()
+
+
+def _scaling_module():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import scaling
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return scaling
+
+
+def _fake_row(p1: float, fit: float) -> dict:
+    return {"fit_seconds": fit, "peak_rss_mb": 512.0, "predict_ms_per_point": 0.25, "P@1": p1, "P@5": p1 / 3,
+            "generate_seconds": 1.0}
+
+
+def test_table_and_plot_of_a_fake_result_file(tmp_path):
+    """Finished and stopped cells side by side: one row each, as many cells as the header, the
+    stopped cell says why and where (with the planned split sizes), the plot is a PNG."""
+    pytest.importorskip("matplotlib")
+    scaling = _scaling_module()
+    results = {"cells": {
+        "100000": {"napkinxc-plt": {"row": _fake_row(45.5, 300.0), "shape": {"n_train": 73000, "n_test": 23000,
+                                                                               "n_features": 60000},
+                                    "load": [2.0, 3.5]},
+                   "holoxmc-solar": {"error": "time limit: not finished within 600 s", "stage": "fit",
+                                     "load": [2.5, 4.0]}},
+        "10000": {"napkinxc-plt": {"row": _fake_row(55.25, 10.0), "shape": {"n_train": 7300, "n_test": 2300,
+                                                                             "n_features": 20000}}}}}
+    lines = scaling.table(results).splitlines()
+    header_cells = lines[0].count("|")
+    assert all(line.count("|") == header_cells for line in lines)
+    assert lines[2] == "| 10,000 | 7300 / 2300 | napkinxc-plt | 10.0 | 512 | 0.250 | 55.25 | 18.42 | ? |"
+    assert lines[3].startswith("| 100,000 | 73000 / 23000 | napkinxc-plt | 300.0 |") and lines[3].endswith(
+        "| 2.0-3.5 |")
+    assert lines[4].startswith("| 100,000 | 73000 / 23000 | holoxmc-solar | time limit: not finished within 600 s "
+                               "(stopped at: fit) |")
+    path = tmp_path / "fake.png"
+    scaling.plot(results, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_merge_joins_runs_into_one_result_file(tmp_path):
+    """``--merge`` writes the joined cells (JSON), the table and the plot, running no cell."""
+    pytest.importorskip("matplotlib")
+    scaling = _scaling_module()
+    parts = []
+    for n, (key, model) in enumerate((("10000", "omikuji"), ("100000", "holoxmc-hrr"))):
+        part = tmp_path / f"part{n}.json"
+        part.write_text(json.dumps({"cells": {key: {model: {"row": _fake_row(50.0 + n, 1.0), "load": [1.0, 1.0]}}},
+                                    "runs": [{"command": f"run {n}"}]}))
+        parts.append(str(part))
+    out = tmp_path / "scaling.json"
+    scaling.main(["--merge", *parts, "--out", str(out)])
+    joined = json.loads(out.read_text())
+    assert joined["cells"]["10000"]["omikuji"]["row"]["P@1"] == 50.0
+    assert joined["cells"]["100000"]["holoxmc-hrr"]["row"]["P@1"] == 51.0
+    assert joined["runs"] == [{"command": "run 0"}, {"command": "run 1"}]
+    assert "| 100,000 | 73000 / 23000 | holoxmc-hrr | 1.0 |" in out.with_suffix(".md").read_text()
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -36,11 +36,12 @@ from holoxmc.models.auto import SELECTORS, check_auto_params
 from holoxmc.models.base import FittedModel, dense_scores
 from holoxmc.models.persist import CONFIG_FILE, CONFIG_KEYS, FORMAT, MODEL_FILE
 from holoxmc.models.network import MEMBER_DIR, NetworkPlan, with_word_vectors
-from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC, NETWORK_SETTINGS, FitData, family
+from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC, NETWORK_SETTINGS, FitData, family, streaming_heads
 from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, MODELS, model_params, preset_params, \
     setting_defaults
 from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig
+from holoxmc.train.streaming import evaluate_streamed, is_sharded, streamed_fit_data, streamed_input
 from holoxmc.train.trainer import Precision, Schedule
 from holoxmc.validation import (
     ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_batch_size, check_fit_data, check_fitted,
@@ -250,11 +251,12 @@ class XMCClassifier(BaseEstimator):
             InputError: a bad setting or input, or a model whose sizes cannot fit in memory,
                 before any training.
         """
+        streamed = streamed_fit_data(self, X, Y, X_val, Y_val, streaming=streaming_heads())  # None: in memory
         if self.head in SELECTORS:
             return self._fit_selected(X, Y, X_val, Y_val)
         kind = self._validate_params()
-        X, Y, X_val, Y_val = check_fit_data(X, Y, X_val, Y_val, self.backbone)
-        n_features, n_labels = input_size(X), int(Y.shape[1])
+        X, Y, X_val, Y_val = streamed or check_fit_data(X, Y, X_val, Y_val, self.backbone)
+        n_features, n_labels = int(X.shape[1]) if streamed else input_size(X), int(Y.shape[1])
         check_label_statistics(n_labels)
         plan = kind.plan(self, n_labels, n_features)
         if word_vectors is not None:  # rows of a text backbone's embedding table
@@ -383,6 +385,8 @@ class XMCClassifier(BaseEstimator):
         self._check_fitted()
         ks = check_ks(ks)
         X = self._check_X(X)
+        if is_sharded(X):  # top-k and metrics batch by batch
+            return evaluate_streamed(self.model_, X, Y, inv_prop=self.inv_prop_, ks=ks, n_labels=self.n_labels_)
         Y = check_Y(Y, X.shape[0], n_labels=self.n_labels_)
         indices, _ = self.predict(X, k=min(max(ks), self.n_labels_))
         return evaluate(pad_predictions(indices, max(ks)), Y, inv_prop=self.inv_prop_, ks=ks)
@@ -421,4 +425,7 @@ class XMCClassifier(BaseEstimator):
     def _check_X(self, X: Any, *, fitting: bool = False, known: int | None = None) -> sp.csr_matrix | np.ndarray:
         """``X`` as the model reads it (:func:`~holoxmc.validation.check_input`), of ``known``
         features (or vocabulary), by default the fitted model's (any while ``fitting``)."""
+        if is_sharded(X):  # rows of a shard store: read batch by batch (network heads)
+            return streamed_input(X, getattr(self, "head_", self.head), self.backbone, self.n_features_,
+                                  streaming_heads())
         return check_input(X, self.backbone, self.n_features_ if known is None and not fitting else known)

@@ -73,11 +73,15 @@ def inverse_propensity(Y_train: sp.spmatrix | np.ndarray, A: float = 0.55, B: fl
         >>> bool(w[1] > w[0])
         True
     """
-    Y = sp.csr_matrix(Y_train)
-    if Y.shape[0] < 1:
+    if hasattr(Y_train, "column_counts"):  # rows of a shard store, counted shard by shard
+        n_rows, counts = Y_train.shape[0], Y_train.column_counts()
+    else:
+        Y = sp.csr_matrix(Y_train)
+        n_rows, counts = Y.shape[0], np.bincount(Y.indices, minlength=Y.shape[1])
+    if n_rows < 1:
         raise InputError("inverse_propensity needs at least one training row")
-    counts = np.bincount(Y.indices, minlength=Y.shape[1]).astype(np.float64)
-    C = (np.log(Y.shape[0]) - 1.0) * (B + 1.0) ** A
+    counts = counts.astype(np.float64)
+    C = (np.log(n_rows) - 1.0) * (B + 1.0) ** A
     return 1.0 + C * (counts + B) ** (-A)
 
 

@@ -2,7 +2,8 @@
 
 ``holoxmc data info DATA`` prints points / features / labels / labels-per-point /
 points-per-label of each split of ``DATA`` (a registry name, a dataset folder or a file);
-a malformed file gives one error line and exit code 2.
+a malformed file gives one error line and exit code 2. ``holoxmc data shard DATA --out DIR``
+writes each split as a shard store (:mod:`holoxmc.data.shards`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from holoxmc.cli import positive_int
 from holoxmc.data import REGISTRY, Dataset, DatasetStats, load
 from holoxmc.data.readers import MAX_GZIP_RATIO
 from holoxmc.errors import InputError
@@ -68,6 +70,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     info.add_argument("data", metavar="DATA", help="registry name, folder or file")
     add_data_options(info)
     info.set_defaults(run=run_info)
+    shard = commands.add_parser(
+        "shard",
+        help="write each split of DATA as CSR shards that training and scoring read a shard at a time",
+        description="Write OUT/train and OUT/test (or OUT/file for one data file), each a folder of .npy "
+        "shards of --rows-per-shard rows and a manifest.json with their sizes and SHA-256 checksums "
+        "(holoxmc.data.open_shards reads them memory-mapped). DATA is read as by 'holoxmc data info'.",
+    )
+    shard.add_argument("data", metavar="DATA", help="registry name, folder or file")
+    shard.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder of the shard stores")
+    shard.add_argument("--rows-per-shard", type=positive_int, default=65536, metavar="N",
+                       help="rows per shard (default 65536)")
+    add_data_options(shard)
+    shard.set_defaults(run=run_shard)
+
+
+def run_shard(args: argparse.Namespace) -> int:
+    """Write every split of ``args.data`` as a shard store under ``args.out``."""
+    from holoxmc.data.shards import write_shards
+
+    for split, dataset in _splits_of(args.data, data_options(args)):
+        folder = write_shards(dataset, args.out / split, args.rows_per_shard)
+        print(f"{split}: {len(dataset)} rows -> {folder}")
+    return 0
 
 
 def _splits_of(data: str, options: dict[str, Any]) -> list[tuple[str, Dataset]]:

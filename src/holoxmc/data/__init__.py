@@ -1,5 +1,5 @@
 """Data layer: readers of the XMC formats, the dataset registry, the synthetic generator,
-text featurizers, the ``.npz`` cache and the mini-batch types handed to models."""
+text featurizers, the ``.npz`` cache, sharded CSR stores read a shard at a time and the mini-batch types handed to models."""
 
 from holoxmc.data.cache import load_npz, save_npz
 from holoxmc.data.dataset import Dataset, DatasetStats
@@ -16,6 +16,7 @@ from holoxmc.data.registry import (
     REGISTRY, DatasetInfo, StatisticsWarning, download, fetch, find_dataset_dir, load, text_split_file,
 )
 from holoxmc.data.realistic import make_realistic
+from holoxmc.data.shards import ShardedRows, ShardStore, open_shards, write_shards
 from holoxmc.data.synthetic import SYNTHETIC_PRESETS, make_synthetic
 from holoxmc.data.text import TextEncoder, Tokenizer, fit_tfidf
 
@@ -45,4 +46,8 @@ __all__ = [
     "fit_tfidf",
     "save_npz",
     "load_npz",
+    "write_shards",
+    "open_shards",
+    "ShardStore",
+    "ShardedRows",
 ]

@@ -9,6 +9,7 @@ a ragged list of label indices, so no L-wide vector is ever built.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -102,14 +103,16 @@ class LabelBatch:
         )
 
 
-def input_batch(X: sp.csr_matrix | np.ndarray, rows: np.ndarray) -> SparseBatch | Tensor:
+def input_batch(X: Any, rows: np.ndarray) -> SparseBatch | Tensor:
     """Select ``rows`` of a model input: CSR features → :class:`SparseBatch`,
-    token-id matrix → ``LongTensor (B, T)``."""
-    if sp.issparse(X):
-        return SparseBatch.from_csr(X[rows])
-    return torch.from_numpy(np.ascontiguousarray(X[rows]).astype(np.int64))
+    token-id matrix → ``LongTensor (B, T)``; rows of a shard store
+    (:class:`~holoxmc.data.shards.ShardedRows`) come back as CSR and are batched alike."""
+    part = X[rows]
+    if sp.issparse(part):
+        return SparseBatch.from_csr(part)
+    return torch.from_numpy(np.ascontiguousarray(part).astype(np.int64))
 
 
-def label_batch(Y: sp.csr_matrix, rows: np.ndarray) -> LabelBatch:
+def label_batch(Y: Any, rows: np.ndarray) -> LabelBatch:
     """Select ``rows`` of a binary label matrix as a :class:`LabelBatch`."""
     return LabelBatch.from_csr(Y[rows])

@@ -33,7 +33,7 @@ from holoxmc.train.linear import SELECT_METRIC, LinearConfig, fit_linear
 from holoxmc.train.rerank import RerankConfig, fit_rerank
 from holoxmc.train.solar import DONE_FILE, SolarConfig, chunk_dir, fit_solar
 
-__all__ = ["Family", "FitData", "FAMILIES", "HEADS", "NETWORK_SETTINGS", "family"]
+__all__ = ["Family", "FitData", "FAMILIES", "HEADS", "NETWORK_SETTINGS", "family", "streaming_heads"]
 
 #: Estimator keywords that configure or train a network (and ``refit``): each head kind
 #: names those that apply to it; changing another is refused.
@@ -77,6 +77,8 @@ class Family:
             its validation rows chose (``None``: it cannot be refit so).
         kept_from_selection: attributes of its served model that a refit winner keeps from
             its selection run (the linear model's Platt calibration, fitted on validation rows).
+        streams: whether it trains and scores from a shard store batch by batch (on the fc
+            backbone; :mod:`holoxmc.train.streaming`).
     """
 
     head: str
@@ -93,6 +95,7 @@ class Family:
     jobs_apart: bool = False
     refit_from: Callable[[Any], dict[str, Any]] | None = None
     kept_from_selection: tuple[str, ...] = ()
+    streams: bool = False
 
 
 # ---------------------------------------------------------------------------- networks
@@ -128,7 +131,7 @@ def _network_refit(candidate: Any) -> dict[str, Any]:
 def _network_family(head: str, settings: frozenset[str]) -> Family:
     return Family(head, HEAD_DEFAULTS[head], settings, ("fc", "cnn", "lstm"), "network_", _network_plan,
                   _fit_networks, _load_network, lambda model: model.network, report_fields,
-                  code_dim=takes_code_dim(head), refit_from=_network_refit)
+                  code_dim=takes_code_dim(head), refit_from=_network_refit, streams=True)
 
 
 # ---------------------------------------------------------------------------- SOLAR
@@ -266,6 +269,16 @@ FAMILIES: dict[str, Family] = {
 }
 #: Every head kind.
 HEADS = tuple(FAMILIES)
+
+
+def streaming_heads() -> tuple[str, ...]:
+    """The heads that train and score from a shard store.
+
+    Example:
+        >>> streaming_heads()
+        ('hrr', 'dense')
+    """
+    return tuple(head for head, kind in FAMILIES.items() if kind.streams)
 
 
 def family(head: Any) -> Family:

@@ -79,7 +79,8 @@ def read_share(X: sp.csr_matrix | np.ndarray, order: np.ndarray, batch_size: int
     shares = []
     for start in range(0, min(len(order), n_batches * batch_size), batch_size):
         rows = order[start : start + batch_size]
-        ids = X[rows].indices if sp.issparse(X) else np.asarray(X[rows]).ravel()
+        part = X[rows]  # CSR rows (in memory or of a shard store) or token ids
+        ids = part.indices if sp.issparse(part) else np.asarray(part).ravel()
         shares.append(len(np.unique(ids)) / n_rows)
     return float(np.mean(shares)) if shares else 1.0
 

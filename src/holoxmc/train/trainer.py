@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 from holoxmc.backbones.network import Network
 from holoxmc.data.batch import LabelBatch, SparseBatch, input_batch, label_batch
+from holoxmc.data.shards import is_sharded
 from holoxmc.devices import check_device
 from holoxmc.distributed.data_parallel import (
     data_parallel,
@@ -48,6 +49,7 @@ from holoxmc.train.inference import evaluate_topk
 from holoxmc.train.optim import (
     bring_up_to_date, build_optimizers, choose_sparse_updates, clip_grad_norm_, sparse_update_tables, watching,
 )
+from holoxmc.train.streaming import as_labels, epoch_order, take_rows
 
 __all__ = [
     "TrainConfig", "Trainer", "FitResult", "TrainableNetwork", "split_validation", "lr_factor", "REFIT_DIR",
@@ -367,21 +369,24 @@ class Trainer:
             raise InputError("give both X_val and Y_val, or neither")
         if X_train.shape[0] != Y_train.shape[0]:
             raise InputError(f"X_train has {X_train.shape[0]} rows but Y_train has {Y_train.shape[0]}")
-        Y_train = sp.csr_matrix(Y_train)
+        Y_train = as_labels(Y_train)  # shard-store rows stay on disk
         carved = X_val is None  # the validation rows are part of X_train
+        if cfg.refit and not carved and is_sharded(X_train):
+            raise InputError("refit trains on the training and validation rows together, which would join two "
+                             "shard stores: refit on one store with val_fraction instead")
         if cfg.refit and Y_val is not None and Y_val.shape[1] != Y_train.shape[1]:
             raise InputError(f"refit trains on the validation rows too, so their labels must be the training "
                              f"labels: Y_train has {Y_train.shape[1]} columns, Y_val {Y_val.shape[1]}")
         if X_val is None:
             train_rows, val_rows = split_validation(X_train.shape[0], cfg.val_fraction, cfg.seed)
-            X_val, Y_val = (X_train[val_rows], Y_train[val_rows]) if len(val_rows) else (None, None)
+            X_val, Y_val = (take_rows(X_train, val_rows), take_rows(Y_train, val_rows)) if len(val_rows) else (None, None)
         else:
             train_rows = np.arange(X_train.shape[0])
         device = torch.device(cfg.device)
         network.to(device)
         initial_state = _copy_state(network) if cfg.refit else None
         sparse_updates = choose_sparse_updates(
-            cfg.sparse_updates, network, X_train, np.random.default_rng([cfg.seed, 0]).permutation(train_rows),
+            cfg.sparse_updates, network, X_train, epoch_order(X_train, train_rows, cfg.seed, 0),
             cfg.batch_size, weight_decay=cfg.weight_decay, device=device, world=world,
         )  # "auto" reads the batches the first epoch trains on (its order is drawn as below)
         sparse_tables = sparse_update_tables(network, sparse_updates, dist.get_backend() if world > 1 else None)
@@ -433,7 +438,7 @@ class Trainer:
                 break
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 torch.manual_seed(_epoch_seed(cfg.seed, epoch) + rank)  # each rank its own dropout masks
-                order = np.random.default_rng([cfg.seed, epoch]).permutation(train_rows)
+                order = epoch_order(X_train, train_rows, cfg.seed, epoch)
                 loss, seconds = self._train_epoch(
                     network, loss_of, optimizers, X_train, Y_train, order, epoch, steps_per_epoch,
                     total_steps, warmup_steps, device, show, result,
