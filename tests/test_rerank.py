@@ -197,3 +197,13 @@ def test_estimator_fits_saves_and_loads_head_rerank(data, tmp_path):
     clf.save(tmp_path / "m")
     loaded = XMCClassifier.load(tmp_path / "m")
     np.testing.assert_array_equal(clf.predict(test.X, 5)[0], loaded.predict(test.X, 5)[0])
+
+
+def test_full_scores_in_small_batches_equal_one_batch(knn_model, data, monkeypatch):
+    """Dense scoring (decision_function, thresholds) works in batches of ``batch_rows`` rows,
+    so the kNN block of one call stays bounded; the scores do not depend on the batching."""
+    _, test = data
+    whole = knn_model.full_scores(test.X)
+    monkeypatch.setattr(type(knn_model), "batch_rows", lambda self: 7)
+    np.testing.assert_allclose(knn_model.full_scores(test.X), whole, rtol=1e-6, atol=1e-7)
+    assert knn_model.full_scores(test.X[:0]).shape == (0, knn_model.n_labels)

@@ -317,3 +317,19 @@ def test_cli_writes_each_split_as_a_store(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     assert main(["data", "shard", str(folder), "--out", str(tmp_path / "file")]) == 2
     assert "cannot make the shard folder" in capsys.readouterr().err
+
+
+def test_a_dense_head_starting_from_label_priors_reads_a_store(data, store):
+    settings = dict(head="dense", hidden=(8,), epochs=1, progress=False, head_options={"prior_bias": True})
+    clf = XMCClassifier(**settings).fit(store.X, store.Y)
+    assert clf.predict(store.X)[0].shape[0] == data.X.shape[0]
+
+
+def test_bad_settings_with_a_store_are_one_error(store):
+    with pytest.raises(InputError):
+        XMCClassifier(head="dense", n_models="2", progress=False).fit(store.X, store.Y)
+
+
+def test_a_boolean_mask_is_not_taken_for_row_ids(store):
+    with pytest.raises(IndexError, match="not a mask"):
+        store.X[np.ones(store.n_rows, dtype=bool)]

@@ -290,3 +290,20 @@ def test_a_saved_lstm_loads_and_scores_as_it_was(tmp_path, head):
     assert clf.network_.config["max_length"] == BACKBONE_OPTIONS["lstm"]["max_length"]
     loaded = XMCClassifier.load(clf.save(tmp_path / "model"))
     np.testing.assert_array_equal(loaded.predict(X, k=3)[0], clf.predict(X, k=3)[0])
+
+
+def test_a_saved_text_model_claiming_a_huge_token_cap_is_refused(tmp_path):
+    """``max_length`` is no tensor size, but every batch pads to it: an edited config that
+    claims 10**9 tokens is one error at load, not a huge allocation at predict."""
+    import json
+
+    X, Y = _tokens()
+    clf = XMCClassifier(head="hrr", backbone="lstm", dim=16, epochs=1, progress=False,
+                        head_options={"embed_dim": 8, "hidden_size": 6, "fc_size": 16}).fit(X, Y)
+    folder = clf.save(tmp_path / "model")
+    config = json.loads((folder / "config.json").read_text())
+    text = json.dumps(config).replace(f'"max_length": {clf.network_.config["max_length"]}', '"max_length": 1000000000')
+    assert text != json.dumps(config)
+    (folder / "config.json").write_text(text)
+    with pytest.raises(InputError, match="max_length"):
+        XMCClassifier.load(folder)

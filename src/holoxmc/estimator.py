@@ -251,10 +251,11 @@ class XMCClassifier(BaseEstimator):
             InputError: a bad setting or input, or a model whose sizes cannot fit in memory,
                 before any training.
         """
-        streamed = streamed_fit_data(self, X, Y, X_val, Y_val, streaming=streaming_heads())  # None: in memory
         if self.head in SELECTORS:
+            streamed_fit_data(self, X, Y, X_val, Y_val, streaming=streaming_heads())  # refuses a shard store
             return self._fit_selected(X, Y, X_val, Y_val)
         kind = self._validate_params()
+        streamed = streamed_fit_data(self, X, Y, X_val, Y_val, streaming=streaming_heads())  # None: in memory
         X, Y, X_val, Y_val = streamed or check_fit_data(X, Y, X_val, Y_val, self.backbone)
         n_features, n_labels = int(X.shape[1]) if streamed else input_size(X), int(Y.shape[1])
         check_label_statistics(n_labels)

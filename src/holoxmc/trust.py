@@ -35,6 +35,9 @@ NOT_SIZES = frozenset({"seed", "dropout", "ranking", "ranking_scale", "n_layers"
 #: they bound buffers of ``rows x value`` and are checked against this, not the stored tensors.
 MAX_CHUNK = 2**22
 _CHUNK_KEYS = frozenset({"label_chunk", "ranking_candidates"})
+#: Largest token cap of a text backbone (``max_length``): a batch pads to it, so it allocates
+#: ``rows x max_length`` tokens and activations; it is checked against this, not the stored tensors.
+MAX_SEQUENCE = 2**16
 
 
 def tensor_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
@@ -102,6 +105,8 @@ def check_network_config(
                              f"n_features {n_features}")
         for key in _CHUNK_KEYS & set(member):
             check_size(f"network.{key}", member[key], where=where, limit=MAX_CHUNK)
+        if "max_length" in member:
+            check_size("network.max_length", member["max_length"], where=where, limit=MAX_SEQUENCE)
         for size in sizes_in(member):
             if size != 0 and size not in stored and size != n_labels:
                 raise InputError(f"{where}: network size {size} matches no stored tensor (edited or "

@@ -343,6 +343,8 @@ class ShardedRows:
         return self.shape[0]
 
     def __getitem__(self, rows: Any) -> sp.csr_matrix:
+        if not isinstance(rows, slice) and np.asarray(rows).dtype.kind not in "iu" and np.size(rows):
+            raise IndexError("select rows with a 1-D array of integer row ids or a slice (not a mask)")
         rows = np.arange(self.shape[0])[rows] if isinstance(rows, slice) else np.asarray(rows, dtype=np.int64)
         if rows.ndim != 1:
             raise IndexError("select rows with a 1-D array of row ids or a slice")
@@ -465,7 +467,7 @@ def _check_file(folder: Path, where: Path, name: str, entry: Any, rows: int, nnz
         with open(path, "rb") as f:
             version = np.lib.format.read_magic(f)
             read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            header = read_header(f, max_header_size=10_000)
+            header = read_header(f)
             offset = f.tell()
     except FileNotFoundError:
         raise DataFormatError(path, None, "missing: the manifest lists it") from None

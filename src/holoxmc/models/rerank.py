@@ -192,6 +192,11 @@ class RerankModel:
         """``(n, L)`` mixed scores of every label, computed densely (no shortlist): the
         reference the shortlist path must agree with on the labels it scores."""
         X = l2_rows(X)
+        step = max(1, self.batch_rows())  # bounds the kNN and retriever blocks of one batch
+        parts = [self._full_batch(X[start:start + step]) for start in range(0, X.shape[0], step)]
+        return np.concatenate(parts) if parts else np.zeros((0, self.n_labels), dtype=np.float32)
+
+    def _full_batch(self, X: sp.csr_matrix) -> np.ndarray:
         retriever = self.retriever_scores(X)
         margins = np.asarray((X @ self.weights).toarray(), dtype=np.float32) + self.bias
         return self.mix(1.0 / (1.0 + np.exp(-margins)), retriever)

@@ -302,6 +302,9 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), config.shortlist, 0.0, **knn)
     shortlists = training_shortlists(retriever, X, workers=workers, ray_address=ray_address)
     rows = _membership(shortlists, Y, config.negatives, config.seed)
+    if X.nnz >= np.iinfo(np.int32).max:
+        raise InputError(f"rerank trains through liblinear, whose row pointers are 32-bit: {X.nnz} nonzeros "
+                         "is too many (train on fewer rows)")
     X64 = sp.csr_matrix((X.data.astype(np.float64), X.indices.astype(np.int32), X.indptr.astype(np.int32)),
                         shape=X.shape)
     fingerprint = data_digest(X64, Y) + json.dumps(asdict(config) | {"alpha": None}, sort_keys=True)
