@@ -119,6 +119,31 @@ def test_hostile_tensors_are_refused(model, tamper):
         RerankModel.from_tensors(tensors, model.n_features, model.n_labels)
 
 
+def test_a_kNN_model_with_scalar_row_pointers_is_one_error(knn_model):
+    tensors = {name: t.clone() for name, t in knn_model.tensors().items()}
+    tensors["neighbours.indptr"] = torch.tensor(5, dtype=torch.int64)
+    with pytest.raises(InputError, match="row pointers"):
+        RerankModel.from_tensors(tensors, knn_model.n_features, knn_model.n_labels)
+
+
+def test_a_block_file_with_negative_counts_or_nan_weights_is_trained_again(data, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    train, _ = data
+    config = RerankConfig(shortlist=8, alpha=0.5, label_block=16)
+    first = fit_rerank(train.X, train.Y, config, run_dir=tmp_path)
+    path = sorted(tmp_path.glob("rerank_block_*.safetensors"))[0]
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        metadata = f.metadata()
+    tensors = load_file(str(path))
+    tensors["values"] = torch.full_like(tensors["values"], float("nan"))
+    save_file(tensors, str(path), metadata=metadata)
+    resumed = fit_rerank(train.X, train.Y, config, run_dir=tmp_path, resume=True)
+    assert (first.weights != resumed.weights).nnz == 0 and np.isfinite(resumed.weights.data).all()
+
+
 def test_bad_fit_input_is_one_error(data):
     train, _ = data
     with pytest.raises(InputError, match="600 rows but Y has 10"):

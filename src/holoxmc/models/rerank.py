@@ -272,6 +272,8 @@ class RerankModel:
         if knn:
             if "neighbours.indptr" not in tensors:
                 raise InputError("missing tensor 'neighbours.indptr'")
+            if tensors["neighbours.indptr"].ndim != 1 or tensors["neighbours.indptr"].shape[0] < 1:
+                raise InputError("the stored neighbours.indptr is not a list of row pointers")
             n_rows = tensors["neighbours.indptr"].shape[0] - 1
             if not (knn == int(knn) and 1 <= knn <= max(n_rows, 1)):
                 raise InputError(f"the stored neighbour count {knn} is not in 1..{n_rows}")

@@ -178,6 +178,7 @@ def _read_block(path: Path | None, problem: _Problem, block: _Block) -> _Part | 
     counts, indices, values, bias = part
     m = block.stop - block.start
     if (counts.shape != (m,) or bias.shape != (m,) or counts.sum() != len(indices) or len(indices) != len(values)
+            or (counts < 0).any() or not np.isfinite(values).all() or not np.isfinite(bias).all()
             or (len(indices) and (indices.min() < 0 or indices.max() >= problem.X.shape[1]))):
         return None
     return counts, indices, values, bias
