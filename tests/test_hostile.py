@@ -237,10 +237,14 @@ def _start_workers(tiny: Path, out: Path, model: list[str]):
     import subprocess
     import sys
     import time
+    import signal
+    # a suite started in the background without job control ignores SIGINT, and a child inherits
+    # that: give the run the default disposition a terminal's Ctrl-C meets
     process = subprocess.Popen(
         [sys.executable, "-m", "holoxmc", "train", str(tiny), *model, "--workers", "2", "--epochs", "300",
          "--out", str(out), "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, text=True)
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None and (
             len(_workers(process.pid)) < 2 or not any(out.rglob("checkpoint.json"))):

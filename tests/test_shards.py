@@ -333,3 +333,16 @@ def test_bad_settings_with_a_store_are_one_error(store):
 def test_a_boolean_mask_is_not_taken_for_row_ids(store):
     with pytest.raises(IndexError, match="not a mask"):
         store.X[np.ones(store.n_rows, dtype=bool)]
+
+
+def test_a_write_that_stopped_part_way_can_be_written_over(data, tmp_path):
+    def blocks():
+        yield data.X[:60], data.Y[:60]
+        yield data.X[60:], data.Y[60:, :3]  # a block of other label width: refused part-way
+
+    folder = tmp_path / "store"
+    with pytest.raises(InputError):
+        write_shards(blocks(), folder, rows_per_shard=50)
+    assert not (folder / "manifest.json").exists()
+    store = open_shards(write_shards(data, folder, rows_per_shard=50))
+    assert store.n_rows == data.X.shape[0]

@@ -119,12 +119,14 @@ def write_shards(data: Dataset | Iterable[tuple[sp.spmatrix, sp.spmatrix]], dire
 
 def _shard_folder(folder: Path) -> Path:
     """``folder``, made if missing, its earlier manifest removed (so a reader never sees
-    old and new shards mixed); a folder of other files is refused."""
+    old and new shards mixed); a folder of other files is refused (shard files without a
+    manifest are a write that stopped part-way, and may be written over)."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"{folder}: cannot make the shard folder ({exc.strerror or exc})") from None
-    if any(folder.iterdir()) and not (folder / MANIFEST).is_file():
+    others = [path for path in folder.iterdir() if not (path.name.startswith("shard-") and path.suffix == ".npy")]
+    if others and not (folder / MANIFEST).is_file():
         raise InputError(f"{folder}: holds files but no {MANIFEST}: not a shard store, refusing to write into it")
     (folder / MANIFEST).unlink(missing_ok=True)
     return folder
