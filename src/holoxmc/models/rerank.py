@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import torch
+from sklearn.preprocessing import normalize
 from torch import Tensor
 
 from holoxmc.errors import InputError
@@ -78,11 +79,9 @@ def top_columns(S: np.ndarray, k: int) -> np.ndarray:
 
 
 def l2_rows(X: Any) -> sp.csr_matrix:
-    """``X`` as float32 CSR with unit-length rows (zero rows stay zero)."""
+    """``X`` as float32 CSR with unit-length rows (zero rows stay zero; scikit-learn's ``normalize``)."""
     X = sp.csr_matrix(X, dtype=np.float32)
-    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel())
-    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-    return sp.csr_matrix(sp.diags(scale.astype(np.float32)) @ X, dtype=np.float32)
+    return sp.csr_matrix(normalize(X, norm="l2", axis=1), dtype=np.float32) if X.shape[0] else X
 
 
 class RerankModel:
