@@ -15,8 +15,14 @@ retriever built from them can propose another). A retriever scores label ``l`` f
 Rows of the table are (w_knn, w_prior) pairs, with ``pifa`` alone as (0, 0) and ``knn`` alone
 as PIFA weighted 0. Memory is bounded by row batches (no dense ``N x N`` or ``N x L``).
 
+``--retrievers`` instead compares the retrievers of ``RerankConfig(retriever=...)`` as the
+model builds them: ``pifa`` (exact ``x · c_l`` over all labels) against ``clusters`` (balanced
+label clusters, a linear scorer per cluster, the labels of the ``beam`` best clusters), with
+their fit seconds (centroids, clusters and cluster scorers) and scoring seconds per 1000 rows.
+
 Usage:
     python benchmarks/rerank.py --preset realistic-10k
+    python benchmarks/rerank.py --preset realistic-10k --retrievers pifa retriever=clusters,beam=10
     python benchmarks/rerank.py --preset realistic-100k --points 20000   # fewer rows
     python benchmarks/rerank.py --make 20000 10000 20000 2     # panel.py's realistic-10k train split
 """
@@ -54,13 +60,45 @@ def recall(shortlists: np.ndarray, Y: sp.csr_matrix, k: int) -> float:
     return hit / max(Y.nnz, 1)
 
 
-def parse_settings(text: str) -> dict[str, float | int]:
-    """``"shortlist=100,C=1"`` as ``{"shortlist": 100, "C": 1.0}`` (integers stay integers)."""
-    out: dict[str, float | int] = {}
+def parse_settings(text: str) -> dict[str, float | int | str]:
+    """``"shortlist=100,C=1,retriever=clusters"`` as ``{"shortlist": 100, "C": 1.0, "retriever":
+    "clusters"}`` (integers stay integers, words stay words)."""
+    out: dict[str, float | int | str] = {}
     for item in filter(None, text.split(",")):
         key, _, value = item.partition("=")
-        out[key] = int(value) if value.lstrip("-").isdigit() and key != "C" else float(value)
+        if key == "retriever":
+            out[key] = value
+        else:
+            out[key] = int(value) if value.lstrip("-").isdigit() and key not in ("C", "cluster_weight") else float(value)
     return out
+
+
+def retriever_table(specs: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, Yv: sp.csr_matrix,
+                    ceiling: float, workers: int) -> None:
+    """Recall@k (/ceiling), fit seconds and scoring seconds per 1000 validation rows of each
+    retriever setting (``pifa``, or RerankConfig fields such as ``retriever=clusters,beam=10``)."""
+    from holoxmc.train.rerank import RerankConfig, fit_matcher
+
+    X64 = sp.csr_matrix((X.data.astype(np.float64), X.indices.astype(np.int32), X.indptr.astype(np.int32)),
+                        shape=X.shape)
+    print("| retriever | fit s | " + " | ".join(f"recall@{k} (/ceiling)" for k in KS) + " | s per 1000 rows |")
+    print("|---|---|" + "---|" * (len(KS) + 1))
+    for text in specs:
+        config = RerankConfig(**parse_settings("" if text == "pifa" else text))  # type: ignore[arg-type]
+        started = time.perf_counter()
+        centroids = pifa_centroids(X, Y)
+        matcher = fit_matcher(X, X64, Y, centroids, config, workers=workers) if config.retriever == "clusters" else None
+        fit_s = time.perf_counter() - started
+        model = RerankModel(centroids, sp.csr_matrix((X.shape[1], Y.shape[1]), dtype=np.float32),
+                            np.zeros(Y.shape[1], np.float32), max(KS), 0.0, matcher=matcher)
+        started = time.perf_counter()
+        step = model.batch_rows()
+        short = np.concatenate([model.shortlists(Xv[start:start + step])[0] for start in range(0, Xv.shape[0], step)])
+        seconds = time.perf_counter() - started
+        row = [f"{recall(short, Yv, k):.3f} ({recall(short, Yv, k) / ceiling:.2f})" for k in KS]
+        extra = "" if matcher is None else f" (C={matcher.n_clusters}, beam at k=200: {model.matcher.beam})"
+        print(f"| {text}{extra} | {fit_s:.1f} | " + " | ".join(row) + f" | {1000 * seconds / Xv.shape[0]:.2f} |",
+              flush=True)
 
 
 def fit_table(settings: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, Yv: sp.csr_matrix,
@@ -103,6 +141,9 @@ def main() -> None:
                         help="instead of recall: fit the re-rank model with each of these settings on the fitting "
                              "rows and score it on the validation rows (e.g. shortlist=100,C=1 knn=50; "
                              "linear,C=0.3: the one-vs-all linear model)")
+    parser.add_argument("--retrievers", nargs="+", metavar="pifa|KEY=VALUE,...",
+                        help="instead of the kNN/prior table: recall, fit and scoring time of each retriever "
+                             "(pifa, or e.g. retriever=clusters,beam=10,cluster_weight=1)")
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     options = {"n_points": args.points} if args.points else {}
@@ -123,6 +164,9 @@ def main() -> None:
           f"D={X.shape[1]} ceiling={ceiling:.3f}")
     if args.fit:
         fit_table(args.fit, X, Y, Xv, Yv, args.workers)
+        return
+    if args.retrievers:
+        retriever_table(args.retrievers, X, Y, Xv, Yv, ceiling, args.workers)
         return
     print("| retriever | knn | " + " | ".join(f"recall@{k} (/ceiling)" for k in KS) + " | s per 1000 rows |")
     print("|---|---|" + "---|" * (len(KS) + 1))

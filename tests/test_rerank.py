@@ -166,7 +166,7 @@ def test_estimator_refuses_an_unknown_option_as_one_error(data):
 
     train, _ = data
     with pytest.raises(InputError, match="not accepted by head 'rerank'"):
-        XMCClassifier(head="rerank", head_options={"beam": 3}).fit(train.X, train.Y)
+        XMCClassifier(head="rerank", head_options={"depth": 3}).fit(train.X, train.Y)
 
 
 def test_every_label_with_positives_learns_against_negatives(data):
@@ -229,6 +229,6 @@ def test_full_scores_in_small_batches_equal_one_batch(knn_model, data, monkeypat
     so the kNN block of one call stays bounded; the scores do not depend on the batching."""
     _, test = data
     whole = knn_model.full_scores(test.X)
-    monkeypatch.setattr(type(knn_model), "batch_rows", lambda self: 7)
+    monkeypatch.setattr(type(knn_model), "dense_batch_rows", lambda self: 7)
     np.testing.assert_allclose(knn_model.full_scores(test.X), whole, rtol=1e-6, atol=1e-7)
     assert knn_model.full_scores(test.X[:0]).shape == (0, knn_model.n_labels)

@@ -29,6 +29,7 @@ from sklearn.preprocessing import normalize
 from torch import Tensor
 
 from holoxmc.errors import InputError
+from holoxmc.models.matcher import ClusterMatcher
 
 __all__ = ["RerankModel", "csr_from_tensors", "csr_tensors", "l2_rows", "top_columns"]
 
@@ -105,6 +106,9 @@ class RerankModel:
             labels (the kNN retriever; ``None`` without it).
         knn, knn_weight: neighbours per row and the weight of their vote (``0``: no kNN).
         prior: ``(L,)`` per-label retriever constants (``None``: zeros).
+        matcher: the clustered retriever (``None``: every label is scored by PIFA); with it,
+            a row's candidates are the labels of its best clusters and a label's retriever
+            score adds its cluster's score (:mod:`holoxmc.models.matcher`); no kNN with it.
 
     Raises:
         InputError: arrays whose sizes disagree, or settings out of range.
@@ -112,7 +116,8 @@ class RerankModel:
 
     def __init__(self, centroids: sp.csr_matrix, weights: sp.spmatrix, bias: np.ndarray, shortlist: int,
                  alpha: float, *, neighbours: sp.spmatrix | None = None, neighbour_labels: sp.spmatrix | None = None,
-                 knn: int = 0, knn_weight: float = 0.0, prior: np.ndarray | None = None) -> None:
+                 knn: int = 0, knn_weight: float = 0.0, prior: np.ndarray | None = None,
+                 matcher: ClusterMatcher | None = None) -> None:
         self.n_labels, self.n_features = centroids.shape
         if weights.shape != (self.n_features, self.n_labels) or np.shape(bias) != (self.n_labels,):
             raise InputError("rerank weights, bias and centroids disagree on the sizes")
@@ -124,6 +129,9 @@ class RerankModel:
             raise InputError("the kNN retriever needs (N, D) neighbour rows and their (N, L) labels")
         if prior is not None and np.shape(prior) != (self.n_labels,):
             raise InputError(f"the label prior must hold {self.n_labels} values")
+        if matcher is not None and (matcher.n_labels != self.n_labels or matcher.weights.shape[0] != self.n_features
+                                    or knn):
+            raise InputError("the clustered retriever must cover the model's labels and features, without kNN")
         # (D, L) CSR: the products below are CSR @ CSR, with no conversion per batch
         self.centroids_t = sp.csr_matrix(centroids.T, dtype=np.float32)
         self.weights = sp.csr_matrix(weights, dtype=np.float32)
@@ -136,10 +144,22 @@ class RerankModel:
         self.neighbour_labels = sp.csr_matrix(neighbour_labels, dtype=np.float32) \
             if self.knn and neighbour_labels is not None else None
         self.prior = np.zeros(self.n_labels, np.float32) if prior is None else np.asarray(prior, np.float32)
+        # (L, D) CSR: a shortlist's margins are row-by-row sparse dot products
+        self.weight_rows = sp.csr_matrix(self.weights.T)
+        self.matcher = None if matcher is None else matcher.with_beam(matcher.min_beam_for(self.shortlist))
+        self.sorted_centroids = None if matcher is None else sp.csr_matrix(centroids, dtype=np.float32)[matcher.order]
 
     # ------------------------------------------------------------------ scoring
     def batch_rows(self) -> int:
-        """Rows per scoring batch: dense blocks of at most :data:`BLOCK_ENTRIES` entries."""
+        """Rows per shortlist batch: dense blocks of at most :data:`BLOCK_ENTRIES` entries
+        (``rows x L`` with the PIFA retriever, ``rows x (clusters + candidates)`` with the
+        clustered one)."""
+        if self.matcher is not None:
+            return max(1, min(1024, BLOCK_ENTRIES // max(self.matcher.n_clusters + self.matcher.width, 1)))
+        return self.dense_batch_rows()
+
+    def dense_batch_rows(self) -> int:
+        """Rows per batch of the dense ``rows x L`` scoring (:meth:`full_scores`)."""
         width = max(self.n_labels, self.neighbours_t.shape[1] if self.neighbours_t is not None else 0, 1)
         return max(1, min(1024, BLOCK_ENTRIES // width))
 
@@ -160,7 +180,10 @@ class RerankModel:
         return sp.csr_matrix(A @ self.neighbour_labels)
 
     def retriever_scores(self, X: sp.csr_matrix, exclude: np.ndarray | None = None) -> np.ndarray:
-        """``(n, L)`` retriever score of every label (unit rows ``X``, one batch)."""
+        """``(n, L)`` retriever score of every label (unit rows ``X``, one batch; with the
+        clustered retriever, labels outside the beam scored by the same formula)."""
+        if self.matcher is not None:
+            return self.matcher.label_scores(X, self.centroids_t) + self.prior
         S = np.asarray((X @ self.centroids_t).toarray(), dtype=np.float32)
         S += self.prior
         if self.knn:
@@ -170,14 +193,32 @@ class RerankModel:
 
     def shortlists(self, X: sp.csr_matrix, exclude: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(labels (n, s), retriever scores (n, s))`` of unit rows ``X`` (one batch), best first."""
+        if self.matcher is not None:
+            assert self.sorted_centroids is not None
+            candidates, S = self.matcher.candidates(X, self.sorted_centroids)
+            S += np.where(np.isfinite(S), self.prior[candidates], 0.0)
+            best = top_columns(S, self.shortlist)
+            return np.take_along_axis(candidates, best, axis=1), np.take_along_axis(S, best, axis=1)
         S = self.retriever_scores(X, exclude)
         labels = top_columns(S, self.shortlist).astype(np.int64)
         return labels, np.take_along_axis(S, labels, axis=1)
 
     def margins(self, X: sp.csr_matrix, labels: np.ndarray) -> np.ndarray:
-        """``(n, s)`` margins ``x · w_l + b_l`` of the given labels of each row only."""
-        M = np.asarray((X @ self.weights).toarray(), dtype=np.float32)
-        return np.take_along_axis(M, labels, axis=1) + self.bias[labels]
+        """``(n, s)`` margins ``x · w_l + b_l`` of the given labels of each row only: sparse
+        dot products of each row with its labels' weight rows, in chunks of rows whose
+        gathered weights hold at most :data:`BLOCK_ENTRIES` entries (no ``rows x L`` block)."""
+        n, s = labels.shape
+        out = np.zeros((n, s), np.float32)
+        cost = np.cumsum(np.diff(self.weight_rows.indptr)[labels].sum(axis=1) + s * np.diff(X.indptr))
+        start = 0
+        while start < n:
+            stop = max(start + 1, int(np.searchsorted(cost, (cost[start - 1] if start else 0) + BLOCK_ENTRIES,
+                                                      side="right")))
+            W = self.weight_rows[labels[start:stop].ravel()]
+            R = X[np.repeat(np.arange(start, stop), s)]
+            out[start:stop] = np.asarray(W.multiply(R).sum(axis=1), dtype=np.float32).reshape(stop - start, s)
+            start = stop
+        return out + self.bias[labels]
 
     def rescore(self, X: sp.csr_matrix, labels: np.ndarray) -> np.ndarray:
         """``(n, s)`` re-rank scores ``sigmoid(x · w_l + b_l)`` of the given labels of each row."""
@@ -191,7 +232,7 @@ class RerankModel:
         """``(n, L)`` mixed scores of every label, computed densely (no shortlist): the
         reference the shortlist path must agree with on the labels it scores."""
         X = l2_rows(X)
-        step = max(1, self.batch_rows())  # bounds the kNN and retriever blocks of one batch
+        step = self.dense_batch_rows()  # bounds the kNN and retriever blocks of one batch
         parts = [self._full_batch(X[start:start + step]) for start in range(0, X.shape[0], step)]
         return np.concatenate(parts) if parts else np.zeros((0, self.n_labels), dtype=np.float32)
 
@@ -241,6 +282,8 @@ class RerankModel:
         if self.neighbours_t is not None and self.neighbour_labels is not None:
             out.update(csr_tensors("neighbours", sp.csr_matrix(self.neighbours_t.T)))
             out.update(csr_tensors("neighbour_labels", self.neighbour_labels))
+        if self.matcher is not None:
+            out.update({f"matcher.{name}": t for name, t in self.matcher.tensors().items()})
         return out
 
     def save_to(self, directory: Path) -> dict[str, Tensor]:
@@ -278,8 +321,12 @@ class RerankModel:
                 raise InputError(f"the stored neighbour count {knn} is not in 1..{n_rows}")
             neighbours = csr_from_tensors(tensors, "neighbours", (n_rows, n_features))
             labels = csr_from_tensors(tensors, "neighbour_labels", (n_rows, n_labels))
+        matcher = None
+        if any(name.startswith("matcher.") for name in tensors):
+            matcher = ClusterMatcher.from_tensors({name.removeprefix("matcher."): t for name, t in tensors.items()
+                                                   if name.startswith("matcher.")}, n_features, n_labels)
         return cls(centroids, weights, bias, int(shortlist), float(alpha), neighbours=neighbours,
-                   neighbour_labels=labels, knn=int(knn), knn_weight=float(knn_weight), prior=prior)
+                   neighbour_labels=labels, knn=int(knn), knn_weight=float(knn_weight), prior=prior, matcher=matcher)
 
     def parameter_counts(self) -> dict[str, int]:
         """Stored weights, biases, centroid entries and (with kNN) neighbour entries."""
@@ -287,4 +334,6 @@ class RerankModel:
         stored = int(self.centroids_t.nnz) + self.n_labels
         if self.neighbours_t is not None and self.neighbour_labels is not None:
             stored += int(self.neighbours_t.nnz) + int(self.neighbour_labels.nnz)
+        if self.matcher is not None:
+            stored += self.matcher.parameter_count()
         return {"total": weights + stored, "output_layer": weights}

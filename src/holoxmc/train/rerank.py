@@ -32,15 +32,20 @@ from sklearn.preprocessing import normalize
 
 from holoxmc.distributed import run_jobs
 from holoxmc.errors import InputError, check_number_types
+from holoxmc.models.matcher import ClusterMatcher
 from holoxmc.models.rerank import RerankModel, l2_rows
+from holoxmc.train.matcher import balanced_clusters, default_clusters
 from holoxmc.train.checkpoint import data_digest, load_state_dict_file, save_state_dict
 from holoxmc.train.linear import LinearConfig, _direct_liblinear_works, _fit_label, _fit_label_sklearn, \
     _training_rows
 
-__all__ = ["RerankConfig", "fit_rerank", "pifa_centroids", "training_shortlists", "ALPHAS", "BLOCK_FILE"]
+__all__ = ["RerankConfig", "fit_rerank", "fit_matcher", "pifa_centroids", "training_shortlists", "ALPHAS",
+           "BLOCK_FILE", "RETRIEVERS"]
 
 #: Mix weights tried on the validation split when ``alpha`` is ``None``.
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
+#: Retrievers of :class:`RerankConfig`.
+RETRIEVERS = ("pifa", "clusters")
 #: File name of a finished label block in ``run_dir`` (first and last label + 1).
 BLOCK_FILE = "rerank_block_{start:08d}_{stop:08d}.safetensors"
 
@@ -61,7 +66,18 @@ class RerankConfig:
             no other row shortlists still learns against some negatives.
         max_iter, tol: liblinear's iteration limit and stopping tolerance per label.
         label_block: labels per training job.
-        seed: liblinear's coordinate order.
+        seed: liblinear's coordinate order (and the clusters' initial centres).
+        retriever: ``"pifa"``: every label scored by its PIFA centroid (``N x L`` work);
+            ``"clusters"``: the clustered retriever (:mod:`holoxmc.models.matcher`): labels in
+            balanced clusters of their PIFA vectors, a sparse linear scorer per cluster
+            (trained as the labels' are, on the cluster's positives, the rows whose
+            ``2 x beam`` nearest cluster centroids hold it and ``negatives`` random rows), and
+            a row's shortlist taken from the labels of its ``beam`` best clusters.
+        clusters: cluster count (``0``: :func:`~holoxmc.train.matcher.default_clusters`, about
+            100 labels per cluster).
+        beam: clusters whose labels a row takes as candidates (raised when their labels
+            would number fewer than ``shortlist``).
+        cluster_weight: weight of the cluster score in a candidate's retriever score.
     """
 
     shortlist: int = 50
@@ -75,6 +91,10 @@ class RerankConfig:
     tol: float = 0.1
     label_block: int = 1024
     seed: int = 0
+    retriever: str = "pifa"
+    clusters: int = 0
+    beam: int = 32
+    cluster_weight: float = 1.0
 
     def __post_init__(self) -> None:
         check_number_types(self)
@@ -83,12 +103,18 @@ class RerankConfig:
                   "alpha": self.alpha is None or (math.isfinite(self.alpha) and 0 <= self.alpha <= 1),
                   "knn": self.knn >= 0, "negatives": self.negatives >= 0, "knn_weight": math.isfinite(self.knn_weight) and self.knn_weight >= 0,
                   "max_iter": self.max_iter >= 1, "tol": math.isfinite(self.tol) and self.tol > 0,
-                  "label_block": self.label_block >= 1}
+                  "label_block": self.label_block >= 1, "clusters": self.clusters >= 0, "beam": self.beam >= 1,
+                  "cluster_weight": math.isfinite(self.cluster_weight) and self.cluster_weight >= 0}
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise InputError(f"rerank setting {bad[0]}={getattr(self, bad[0])!r} is out of range (shortlist, knn, "
                              "negatives, max_iter, label_block: positive integers (knn may be 0); C, tol: positive; prune, "
-                             "knn_weight: >= 0; alpha: in [0, 1] or None)")
+                             "knn_weight: >= 0; alpha: in [0, 1] or None; clusters >= 0, beam >= 1, "
+                             "cluster_weight >= 0)")
+        if self.retriever not in RETRIEVERS:
+            raise InputError(f"rerank setting retriever={self.retriever!r} is not one of {list(RETRIEVERS)}")
+        if self.retriever == "clusters" and self.knn:
+            raise InputError("rerank's clustered retriever has no kNN vote: set knn=0 or retriever='pifa'")
 
 
 #: ``alpha`` when it is ``None`` and no validation split is given.
@@ -242,6 +268,53 @@ def _membership(shortlists: np.ndarray, Y: sp.csr_matrix, negatives: int, seed: 
     return M
 
 
+# ---------------------------------------------------------------------------- the clustered retriever
+def fit_matcher(X: sp.csr_matrix, X64: sp.csr_matrix, Y: sp.csr_matrix, centroids: sp.csr_matrix,
+                config: RerankConfig, *, workers: int = 1, ray_address: str | None = None) -> ClusterMatcher:
+    """The clustered retriever: balanced clusters of the labels' PIFA vectors, then one sparse
+    linear scorer per cluster, trained as the labels' scorers are (a row is positive for a
+    cluster holding one of its labels; hard negatives are the rows whose ``2 x beam`` nearest
+    cluster centroids hold it; plus ``negatives`` random rows), the clusters in blocks of
+    ``label_block`` as jobs of :func:`~holoxmc.distributed.run_jobs`.
+
+    Args:
+        X, X64: the ``(n, D)`` unit training rows (float32, and float64 with int32 indices).
+        Y: their ``(n, L)`` labels; centroids: the ``(L, D)`` PIFA centroids.
+        config: ``clusters``, ``beam``, ``cluster_weight`` and the SVM settings.
+        workers, ray_address: where the cluster blocks train.
+
+    Returns:
+        The :class:`~holoxmc.models.matcher.ClusterMatcher`.
+
+    Example:
+        >>> from holoxmc.data import make_realistic
+        >>> from holoxmc.models.rerank import l2_rows
+        >>> train, _ = make_realistic(300, 40, 200, seed=0)
+        >>> X = l2_rows(train.X)
+        >>> Y = sp.csr_matrix(train.Y, dtype=np.float32)
+        >>> m = fit_matcher(X, X.astype(np.float64), Y, pifa_centroids(X, Y), RerankConfig(clusters=4, beam=2))
+        >>> m.n_clusters, m.beam
+        (4, 2)
+    """
+    n_labels = Y.shape[1]
+    n_clusters = min(config.clusters or default_clusters(n_labels), n_labels)
+    assignment = balanced_clusters(centroids, n_clusters, seed=config.seed)
+    A = sp.csr_matrix((np.ones(n_labels, np.float32), (np.arange(n_labels), assignment)), shape=(n_labels, n_clusters))
+    Yc = sp.csr_matrix(sp.csr_matrix(Y @ A) > 0, dtype=np.float32)
+    empty = sp.csc_matrix((X.shape[1], n_clusters), dtype=np.float32)
+    cluster_centroids = pifa_centroids(X, Yc)
+    probe = RerankModel(cluster_centroids, empty, np.zeros(n_clusters, np.float32),
+                        min(n_clusters, 2 * config.beam), 0.0)
+    shortlists = training_shortlists(probe, X, workers=workers, ray_address=ray_address)
+    problem = _Problem(X64, _membership(shortlists, Yc, config.negatives, config.seed), sp.csc_matrix(Yc), config,
+                       None, "")
+    blocks = [_Block(start, min(start + config.label_block, n_clusters))
+              for start in range(0, n_clusters, config.label_block)]
+    parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
+    weights, bias = _weights(parts, X.shape[1], n_clusters)
+    return ClusterMatcher(assignment, cluster_centroids, weights, bias, config.beam, config.cluster_weight)
+
+
 # ---------------------------------------------------------------------------- the fit
 def _choose_alpha(model: RerankModel, X_val: sp.csr_matrix, Y_val: sp.csr_matrix) -> float:
     """The :data:`ALPHAS` value of best validation P@1 (ties: the first)."""
@@ -297,17 +370,19 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     X = l2_rows(X64)
     n_labels = Y.shape[1]
     centroids = pifa_centroids(X, Y)
-    knn = {"neighbours": X, "neighbour_labels": Y, "knn": min(config.knn, X.shape[0] - 1),
-           "knn_weight": config.knn_weight} if config.knn and X.shape[0] > 1 else {}
-    empty = sp.csc_matrix((X.shape[1], n_labels), dtype=np.float32)
-    retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), config.shortlist, 0.0, **knn)
-    shortlists = training_shortlists(retriever, X, workers=workers, ray_address=ray_address)
-    rows = _membership(shortlists, Y, config.negatives, config.seed)
+    knn: dict[str, Any] = {"neighbours": X, "neighbour_labels": Y, "knn": min(config.knn, X.shape[0] - 1),
+                           "knn_weight": config.knn_weight} if config.knn and X.shape[0] > 1 else {}
     if X.nnz >= np.iinfo(np.int32).max:
         raise InputError(f"rerank trains through liblinear, whose row pointers are 32-bit: {X.nnz} nonzeros "
                          "is too many (train on fewer rows)")
     X64 = sp.csr_matrix((X.data.astype(np.float64), X.indices.astype(np.int32), X.indptr.astype(np.int32)),
                         shape=X.shape)
+    if config.retriever == "clusters":
+        knn = {"matcher": fit_matcher(X, X64, Y, centroids, config, workers=workers, ray_address=ray_address)}
+    empty = sp.csc_matrix((X.shape[1], n_labels), dtype=np.float32)
+    retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), config.shortlist, 0.0, **knn)
+    shortlists = training_shortlists(retriever, X, workers=workers, ray_address=ray_address)
+    rows = _membership(shortlists, Y, config.negatives, config.seed)
     fingerprint = data_digest(X64, Y) + json.dumps(asdict(config) | {"alpha": None}, sort_keys=True)
     if run_dir is not None:
         Path(run_dir).mkdir(parents=True, exist_ok=True)
@@ -318,7 +393,7 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     problem = _Problem(X64, rows, sp.csc_matrix(Y), config, None if run_dir is None else str(run_dir), fingerprint)
     parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
     weights, bias = _weights(parts, X.shape[1], n_labels)
-    model = RerankModel(centroids, weights, bias, config.shortlist, DEFAULT_ALPHA, **knn)
+    model = RerankModel(centroids, weights, bias, config.shortlist, DEFAULT_ALPHA, **knn)  # knn: or the matcher
     if config.alpha is not None:
         model.alpha = float(config.alpha)
     elif X_val is not None and Y_val is not None:
