@@ -93,8 +93,8 @@ class RerankConfig:
     seed: int = 0
     retriever: str = "pifa"
     clusters: int = 0
-    beam: int = 32
-    cluster_weight: float = 1.0
+    beam: int = 64
+    cluster_weight: float = 0.5
 
     def __post_init__(self) -> None:
         check_number_types(self)
