@@ -6,7 +6,9 @@ L2-normalised mean feature row of ``l``'s training positives, PIFA), plus, when 
 holds them, the similarity-weighted label vote of the row's nearest training rows and a
 per-label constant; its re-rank score is ``sigmoid(x · w_l + b_l)``; the final score is
 ``alpha * rerank + (1 - alpha) * retriever`` on the ``shortlist`` best labels by retriever
-score (labels off the shortlist are not ranked). See :class:`RerankModel`.
+score (labels off the shortlist are not ranked). With a
+:class:`~holoxmc.models.matcher.ClusterMatcher`, only the labels of a row's best label
+clusters are scored by the retriever (no ``rows x L`` product). See :class:`RerankModel`.
 
 Example:
     >>> import numpy as np, scipy.sparse as sp
