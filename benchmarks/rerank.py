@@ -101,6 +101,35 @@ def retriever_table(specs: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp
               flush=True)
 
 
+def margins_table(repeats: int = 5) -> None:
+    """Seconds of a shortlist's margins (1000 rows x 50 labels, random sparse weights of 60
+    nonzeros per label, rows of 100, D = 60,000): the dense ``rows x L`` product then a gather,
+    against :meth:`RerankModel.margins`' row-by-row sparse dot products; medians of ``repeats``."""
+    rng = np.random.default_rng(0)
+
+    def rand(rows: int, cols: int, per: int) -> sp.csr_matrix:
+        return sp.csr_matrix((rng.standard_normal(rows * per).astype(np.float32), rng.integers(0, cols, rows * per),
+                              np.arange(0, rows * per + 1, per)), shape=(rows, cols))
+
+    print("| L | dense product + gather, ms | row-by-row dot products, ms |")
+    print("|---|---|---|")
+    for n_labels in (10_000, 100_000):
+        model = RerankModel(rand(n_labels, 60_000, 6), rand(n_labels, 60_000, 60).T, np.zeros(n_labels, np.float32),
+                            50, 0.5)
+        X, labels = l2_rows(rand(1000, 60_000, 100)), rng.integers(0, n_labels, size=(1000, 50))
+        step, dense, pairs = model.dense_batch_rows(), [], []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            reference = np.concatenate([np.take_along_axis((X[a:a + step] @ model.weights).toarray(),
+                                                           labels[a:a + step], 1) for a in range(0, 1000, step)])
+            dense.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            got = model.margins(X, labels)
+            pairs.append(time.perf_counter() - started)
+            assert np.allclose(reference, got, atol=1e-5)
+        print(f"| {n_labels} | {1000 * np.median(dense):.1f} | {1000 * np.median(pairs):.1f} |", flush=True)
+
+
 def fit_table(settings: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, Yv: sp.csr_matrix,
               workers: int) -> None:
     """Fit on ``(X, Y)`` with each setting, score on the validation rows: P@1, P@5, seconds."""
@@ -144,8 +173,13 @@ def main() -> None:
     parser.add_argument("--retrievers", nargs="+", metavar="pifa|KEY=VALUE,...",
                         help="instead of the kNN/prior table: recall, fit and scoring time of each retriever "
                              "(pifa, or e.g. retriever=clusters,beam=10,cluster_weight=1)")
+    parser.add_argument("--margins", action="store_true",
+                        help="only time a shortlist's margins, dense product against row-by-row (no data set)")
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
+    if args.margins:
+        margins_table()
+        return
     options = {"n_points": args.points} if args.points else {}
     if args.make:
         points, labels, features, seed = args.make
