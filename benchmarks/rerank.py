@@ -105,6 +105,9 @@ def margins_table(repeats: int = 5) -> None:
     """Seconds of a shortlist's margins (1000 rows x 50 labels, random sparse weights of 60
     nonzeros per label, rows of 100, D = 60,000): the dense ``rows x L`` product then a gather,
     against :meth:`RerankModel.margins`' row-by-row sparse dot products; medians of ``repeats``."""
+    import holoxmc.models.rerank as rerank_module
+
+    rerank_module.DENSE_MARGINS_UP_TO = 0  # time the row-by-row path at every L
     rng = np.random.default_rng(0)
 
     def rand(rows: int, cols: int, per: int) -> sp.csr_matrix:

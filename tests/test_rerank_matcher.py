@@ -126,10 +126,12 @@ def test_resume_with_clusters_gives_the_same_model(data, tmp_path, monkeypatch):
     assert len(trained) > 20
 
 
-@pytest.mark.parametrize("entries", [1 << 24, 50])
-def test_shortlist_margins_equal_the_dense_product(model, data, monkeypatch, entries):
-    """The margins of a shortlist are row-by-row sparse dot products, in chunks of bounded size."""
+@pytest.mark.parametrize(("dense_up_to", "entries"), [(10**6, 1 << 24), (0, 1 << 24), (0, 50)])
+def test_shortlist_margins_equal_the_dense_product(model, data, monkeypatch, dense_up_to, entries):
+    """The margins of a shortlist: dense at small L, else row-by-row sparse dot products in
+    chunks of bounded size; the same values either way."""
     _, test = data
+    monkeypatch.setattr(rerank_model, "DENSE_MARGINS_UP_TO", dense_up_to)
     monkeypatch.setattr(rerank_model, "BLOCK_ENTRIES", entries)
     X = l2_rows(test.X)
     labels = np.random.default_rng(0).integers(0, model.n_labels, size=(X.shape[0], 7))

@@ -70,6 +70,11 @@ def csr_from_tensors(tensors: dict[str, Tensor], prefix: str, shape: tuple[int, 
 BLOCK_ENTRIES = 1 << 24
 
 
+#: Label count up to which a shortlist's margins come from the dense ``rows x L`` product
+#: (faster there; the row-by-row dot products past it: docs/results/rerank.md, "Margins").
+DENSE_MARGINS_UP_TO = 30_000
+
+
 def top_columns(S: np.ndarray, k: int) -> np.ndarray:
     """Column indices of the ``k`` largest entries of each row of dense ``S``, best first
     (ties: the lower column first)."""
@@ -206,10 +211,15 @@ class RerankModel:
         return labels, np.take_along_axis(S, labels, axis=1)
 
     def margins(self, X: sp.csr_matrix, labels: np.ndarray) -> np.ndarray:
-        """``(n, s)`` margins ``x · w_l + b_l`` of the given labels of each row only: sparse
-        dot products of each row with its labels' weight rows, in chunks of rows whose
-        gathered weights hold at most :data:`BLOCK_ENTRIES` entries (no ``rows x L`` block)."""
+        """``(n, s)`` margins ``x · w_l + b_l`` of the given labels of each row only. Up to
+        :data:`DENSE_MARGINS_UP_TO` labels, a dense ``rows x L`` product then a gather; past
+        it, sparse dot products of each row with its labels' weight rows, in chunks of rows
+        whose gathered weights hold at most :data:`BLOCK_ENTRIES` entries (a cost that does
+        not grow with L)."""
         n, s = labels.shape
+        if self.n_labels <= DENSE_MARGINS_UP_TO:
+            M = np.asarray((X @ self.weights).toarray(), dtype=np.float32)
+            return np.take_along_axis(M, labels, axis=1) + self.bias[labels]
         out = np.zeros((n, s), np.float32)
         cost = np.cumsum(np.diff(self.weight_rows.indptr)[labels].sum(axis=1) + s * np.diff(X.indptr))
         start = 0
