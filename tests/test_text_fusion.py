@@ -74,7 +74,8 @@ def test_the_model_ranks_by_the_linear_margins_on_both_feature_blocks(backbone):
     features = model.features(X[:50])
     n_tokens = len(model.idf)
     assert features.shape[1] == n_tokens + clf.network_.backbone.out_features
-    np.testing.assert_allclose(sp.linalg.norm(features[:, n_tokens:], axis=1), 1.0, rtol=1e-5)  # weight 1
+    assert model.embedding_weight == 0.5  # the default
+    np.testing.assert_allclose(sp.linalg.norm(features[:, n_tokens:], axis=1), 0.5, rtol=1e-5)
     expected = np.argsort(-model.linear.margins(features), axis=1, kind="stable")[:, :3]
     np.testing.assert_array_equal(clf.predict(X[:50], k=3)[0], expected)
     stages = [record for record in clf.fit_result_.history if record.get("stage") == "linear"]
@@ -112,9 +113,9 @@ def test_the_xr_head_refuses_the_fc_backbone_and_fc_settings():
 # ---------------------------------------------------------------------------- save and load
 @pytest.mark.parametrize("backbone", ["cnn", "lstm"])
 def test_a_saved_model_loads_and_scores_as_it_was(tmp_path, backbone):
-    clf, X, Y = _fit(backbone, embedding_weight=0.5)
+    clf, X, Y = _fit(backbone, embedding_weight=0.25)
     loaded = XMCClassifier.load(clf.save(tmp_path / "model"))
-    assert isinstance(loaded.model_, FusionModel) and loaded.model_.embedding_weight == 0.5
+    assert isinstance(loaded.model_, FusionModel) and loaded.model_.embedding_weight == 0.25
     np.testing.assert_array_equal(loaded.predict(X, k=3)[0], clf.predict(X, k=3)[0])
     np.testing.assert_allclose(loaded.decision_function(X[:20]), clf.decision_function(X[:20]), rtol=1e-5, atol=1e-5)
     assert loaded.evaluate(X, Y) == clf.evaluate(X, Y)

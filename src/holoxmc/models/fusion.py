@@ -58,7 +58,8 @@ __all__ = ["FusionPlan", "FusionModel", "FUSION_OPTIONS", "NETWORK_HEAD", "fit_f
 NETWORK_HEAD = "hrr"
 #: ``head_options`` keywords of the fusion itself (the rest configure the network):
 #: ``C`` the linear model's, ``embedding_weight`` the weight ``w`` of the text embedding beside
-#: the TF-IDF row (both unit length), ``min_df`` the fewest training rows a word is in to count.
+#: the TF-IDF row (both unit length; 0.5 by default, chosen on Debtags' validation rows over 1:
+#: docs/results/text-models.md), ``min_df`` the fewest training rows a word is in to count.
 FUSION_OPTIONS = ("C", "embedding_weight", "min_df")
 #: Rows embedded at a time.
 EMBED_BATCH = 1024
@@ -70,7 +71,7 @@ class FusionPlan(NetworkPlan):
     settings (:data:`FUSION_OPTIONS`)."""
 
     linear: LinearConfig = field(default_factory=lambda: LinearConfig(C=DEFAULT_C_GRID[0]))
-    embedding_weight: float = 1.0
+    embedding_weight: float = 0.5
     min_df: int = 2
 
     def __post_init__(self) -> None:
