@@ -132,6 +132,41 @@ def test_the_cli_prints_what_it_tried(tmp_path, capsys, toy):
     assert "--time-budget applies to --model auto only" in capsys.readouterr().err
 
 
+def test_a_network_candidate_trains_within_what_is_left_of_the_budget(monkeypatch):
+    """The FC candidate gets the budget's remainder as its time limit (here none left: it
+    stops after its first epoch, and the trial says so)."""
+    from holoxmc.models import auto
+
+    given: list[dict] = []
+
+    def no_time_left(keywords, remaining):
+        given.append({"head": keywords["head"], "remaining": remaining})
+        return {"time_limit": 0.0} if keywords["head"] == "dense" else {}
+
+    monkeypatch.setattr(auto, "_time_limit", no_time_left)
+    train = DATA[0]
+    clf = XMCClassifier(head="auto", time_budget=1e6, progress=False).fit(train.X, train.Y)
+    assert [entry["head"] for entry in given] == ["rerank", "dense"]
+    assert 0 < given[1]["remaining"] < 1e6  # the budget less what the re-rank model took
+    fc = clf.selection_[1]
+    assert fc.val_p1 is not None and "stopped by the budget after epoch 1 of" in fc.note
+
+
+def test_only_network_candidates_get_a_time_limit():
+    from holoxmc.models.auto import _time_limit
+
+    assert _time_limit({"head": "dense"}, 12.0) == {"time_limit": 12.0}
+    assert _time_limit({"head": "dense"}, -3.0) == {"time_limit": 0.0}
+    assert _time_limit({"head": "rerank"}, 12.0) == {}
+
+
+@pytest.mark.parametrize("head", ["rerank", "linear"])
+def test_a_time_limit_is_refused_where_no_network_trains(head):
+    train = DATA[0]
+    with pytest.raises(InputError, match="time_limit"):
+        XMCClassifier(head=head, time_limit=5.0).fit(train.X, train.Y)
+
+
 def test_a_candidate_expected_to_overrun_the_budget_is_skipped_before_it_starts():
     """Budget just above what the first candidate took: the next, expected to cost at
     least as much again, would end past it, so it is skipped rather than started."""

@@ -227,6 +227,34 @@ def test_early_stopping_and_explicit_validation_set():
     assert len(result.history) - result.best_epoch == 2
 
 
+def test_a_time_limit_stops_after_the_epoch_that_crosses_it_and_keeps_the_best_epoch():
+    X, Y = make_data()
+    unlimited = Trainer(TrainConfig(**CONFIG)).fit(TinyNetwork(40, 6), X, Y)
+    assert not unlimited.stopped_early and len(unlimited.history) == CONFIG["epochs"]
+    result = Trainer(TrainConfig(**CONFIG | {"time_limit": 0.0})).fit(TinyNetwork(40, 6), X, Y)
+    assert result.stopped_early and len(result.history) == 1 and result.best_epoch == 1
+    # the same first epoch as the unlimited run: the limit only ends the run
+    assert result.history[0]["loss"] == unlimited.history[0]["loss"]
+
+
+def test_a_time_limit_does_not_cut_the_refit_phase():
+    X, Y = make_data()
+    result = Trainer(TrainConfig(**CONFIG | {"time_limit": 0.0, "refit": True})).fit(TinyNetwork(40, 6), X, Y)
+    assert result.stopped_early and result.refit is not None
+    assert len(result.refit.history) == result.best_epoch == 1 and not result.refit.stopped_early
+
+
+@pytest.mark.parametrize("limit", [-1.0, math.inf, math.nan])
+def test_a_bad_time_limit_is_one_error(limit):
+    with pytest.raises(InputError, match="time_limit"):
+        TrainConfig(time_limit=limit)
+
+
+def test_runs_recorded_before_time_limit_existed_still_match():
+    assert "time_limit" not in TrainConfig().record()
+    assert TrainConfig(time_limit=5.0).record()["time_limit"] == 5.0
+
+
 def test_inference_scores_every_row_with_odd_batch_sizes():
     X, Y = make_data(n=103)
     network = TinyNetwork(40, 6)

@@ -80,7 +80,7 @@ class XMCClassifier(BaseEstimator):
             :class:`holoxmc.train.solar.SolarConfig` (``head="solar"``) or of
             :class:`holoxmc.train.linear.LinearConfig` (``head="linear"``, ``{"C": 0.5}``).
         epochs, batch_size, lr, weight_decay, sparse_updates, schedule, warmup_epochs, grad_clip,
-        val_fraction, patience, refit, precision: training settings, see
+        val_fraction, patience, time_limit, refit, precision: training settings, see
             :class:`holoxmc.train.TrainConfig` (``None``: the head's tuned default).
         n_models: ``hrr``/``dense``: an ensemble of this many networks (member ``m`` seeded
             ``seed + 100·m``), ranked by their mean score.
@@ -137,6 +137,7 @@ class XMCClassifier(BaseEstimator):
         grad_clip: float | None = None,
         val_fraction: float = 0.1,
         patience: int | None = None,
+        time_limit: float | None = None,
         refit: bool = False,
         precision: Precision = "float32",
         n_models: int = 1,
@@ -167,6 +168,7 @@ class XMCClassifier(BaseEstimator):
         self.grad_clip = grad_clip
         self.val_fraction = val_fraction
         self.patience = patience
+        self.time_limit = time_limit
         self.refit = refit
         self.precision = precision
         self.n_models = n_models
@@ -210,7 +212,7 @@ class XMCClassifier(BaseEstimator):
             epochs=self.setting("epochs"), batch_size=self.setting("batch_size"), lr=self.setting("lr"),
             weight_decay=self.weight_decay, sparse_updates=self.sparse_updates, schedule=self.schedule,
             warmup_epochs=self.warmup_epochs, grad_clip=self.grad_clip, val_fraction=self.val_fraction,
-            patience=self.patience, refit=self.refit, precision=self.precision,
+            patience=self.patience, time_limit=self.time_limit, refit=self.refit, precision=self.precision,
             seed=self.random_seed if seed is None else seed, device=self.device, progress=self.progress,
         )
 

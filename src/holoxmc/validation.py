@@ -412,6 +412,7 @@ ESTIMATOR_CONSTRAINTS: dict[str, list[Constraint | None]] = {
     "grad_clip": [Real(0, None, "neither"), None],
     "val_fraction": [Real(0, 1, "left")],
     "patience": [Integer(1), None],
+    "time_limit": [Real(0), None],
     "refit": [Instance(bool, "true or false")],
     "precision": [Options(("float32", "bfloat16"))],
     "n_models": [Integer(1)],

@@ -83,6 +83,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--schedule", choices=["none", "cosine", "linear"], help="learning-rate schedule")
     train.add_argument("--val-fraction", type=finite_float, help="share of train held out for model selection")
     train.add_argument("--patience", type=int, help="early-stopping patience in epochs")
+    train.add_argument("--time-limit", type=finite_float, metavar="SECONDS",
+                       help="stop a network's training after the epoch that ends past this many seconds, "
+                            "keeping its best epoch")
     train.add_argument("--refit", action=argparse.BooleanOptionalAction, default=None,
                        help="after choosing the epoch on the validation split, retrain on all training rows")
     train.add_argument("--precision", choices=["float32", "bfloat16"],
@@ -239,8 +242,8 @@ def _check_threshold_options(args: argparse.Namespace) -> None:
 # ---------------------------------------------------------------------------- train
 #: ``train`` options that override the dataset preset when given.
 _OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "linear_width", "lr", "batch_size", "weight_decay",
-              "sparse_updates", "schedule", "val_fraction", "patience", "refit", "precision", "n_models", "device",
-              "workers", "ray_address", "time_budget")
+              "sparse_updates", "schedule", "val_fraction", "patience", "time_limit", "refit", "precision", "n_models",
+              "device", "workers", "ray_address", "time_budget")
 
 
 #: ``train`` options that spread training over processes or a Ray cluster.

@@ -7,9 +7,9 @@ shortlist's rows only), then the FC network while the time budget lasts. The bes
 every row (the validation rows included) with the setting its validation run chose
 (:func:`refit_settings`: the re-rank model's ``alpha``, a network's best epoch), and kept. A candidate starts only when the seconds spent plus its expected cost
 (:func:`expected_seconds`: the longest candidate measured so far) stay within the budget;
-the first candidate always runs. The estimate is a lower bound for the network (it is
-dearer than the re-rank model), so it can still overrun; the winner's refit comes
-on top.
+the first candidate always runs. A network candidate trains with what is left of the budget
+as its ``time_limit`` (it stops after the epoch that crosses it and keeps its best epoch),
+so it overruns the budget by at most one epoch; the winner's refit comes on top.
 
 Example:
     >>> [name for name, _ in CANDIDATES]
@@ -144,11 +144,12 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
             trials.append(Trial(name, None, 0.0, f"skipped (budget: {spent:.1f} s spent, about {expected:.1f} s "
                                                  f"more expected, of {clf.time_budget:g} s)"))
             continue
-        candidate = clone(clf).set_params(**(shared | keywords))
+        limit = _time_limit(keywords, clf.time_budget - spent)
+        candidate = clone(clf).set_params(**(shared | keywords | limit))
         begun = time.perf_counter()
         candidate.fit(X_fit, Y_fit, X_check, Y_check)
         p1 = candidate.score(X_check, Y_check)
-        trials.append(Trial(name, p1, time.perf_counter() - begun))
+        trials.append(Trial(name, p1, time.perf_counter() - begun, _stop_note(candidate, limit)))
         if best is None or p1 > (best.val_p1 or 0.0):  # ties: the earlier stays
             best, chosen = trials[-1], candidate
         del candidate
@@ -158,8 +159,27 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
     winner.fit(X_all, Y_all)
     for name in family(winner.head).kept_from_selection:  # as a linear model's Platt scaling
         setattr(winner.model_, name, getattr(chosen.model_, name))
-    best.note = "chosen, refit on every row"
+    best.note = "; ".join(note for note in (best.note, "chosen, refit on every row") if note)
     return winner, trials
+
+
+def _time_limit(keywords: dict[str, Any], remaining: float) -> dict[str, Any]:
+    """A network candidate's ``time_limit``: what is left of the budget (``{}`` for a head
+    that trains no network).
+
+    Example:
+        >>> _time_limit({"head": "dense"}, 42.5), _time_limit({"head": "rerank"}, 42.5)
+        ({'time_limit': 42.5}, {})
+    """
+    return {"time_limit": max(remaining, 0.0)} if "time_limit" in family(keywords["head"]).settings else {}
+
+
+def _stop_note(candidate: Any, limit: dict[str, Any]) -> str:
+    """``"stopped by the budget after epoch 6 of 20"`` when a network candidate ran out of time."""
+    results = getattr(candidate, "fit_results_", None) or []
+    if not limit or not results or not results[0].stopped_early:
+        return ""
+    return f"stopped by the budget after epoch {len(results[0].history)} of {candidate.setting('epochs')}"
 
 
 def _stack(X: Any, X_val: Any) -> Any:

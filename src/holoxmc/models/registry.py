@@ -39,7 +39,8 @@ __all__ = ["Family", "FitData", "FAMILIES", "HEADS", "NETWORK_SETTINGS", "family
 #: Estimator keywords that configure or train a network (and ``refit``): each head kind
 #: names those that apply to it; changing another is refused.
 NETWORK_SETTINGS = ("dim", "hidden", "dropout", "linear_width", "epochs", "batch_size", "lr", "weight_decay",
-                    "sparse_updates", "schedule", "warmup_epochs", "grad_clip", "patience", "n_models", "precision")
+                    "sparse_updates", "schedule", "warmup_epochs", "grad_clip", "patience", "time_limit", "n_models",
+                    "precision")
 HEAD_SPECIFIC = (*NETWORK_SETTINGS, "refit")
 
 

@@ -68,7 +68,7 @@ _PRECISIONS = ("float32", "bfloat16")
 #: Training settings added after runs were first recorded, with the value those runs trained
 #: with: :meth:`TrainConfig.record` leaves them out at that value, so older checkpoints and
 #: SOLAR folders still match.
-LATER_FIELDS: dict[str, Any] = {"precision": "float32"}
+LATER_FIELDS: dict[str, Any] = {"precision": "float32", "time_limit": None}
 
 
 class TrainableNetwork(Protocol):
@@ -106,6 +106,10 @@ class TrainConfig:
         val_fraction: share of the training rows held out for model selection when no
             validation set is given; ``0`` trains on everything and keeps the last epoch.
         patience: stop after this many epochs without validation improvement; ``None`` never.
+        time_limit: stop at the end of the first epoch that ends more than this many seconds
+            (wall time, validation included) after this call to :meth:`Trainer.fit` began,
+            keeping the best epoch so far; ``None`` never. The refit phase has no limit (it
+            stops at the selected epoch).
         refit: after selecting the best epoch on the validation set, train the network
             again from its initial weights on every row (training and validation) with the
             same schedule, stop at that epoch (``stop_epoch``), and keep that model instead
@@ -144,6 +148,7 @@ class TrainConfig:
     grad_clip: float | None = None
     val_fraction: float = 0.1
     patience: int | None = None
+    time_limit: float | None = None
     refit: bool = False
     stop_epoch: int | None = None
     select_metric: str = "P@1"
@@ -170,6 +175,8 @@ class TrainConfig:
             raise InputError(f"stop_epoch must be in [1, epochs={self.epochs}], got {self.stop_epoch}")
         if self.patience is not None and self.patience < 1:
             raise InputError(f"patience must be >= 1 or None, got {self.patience}")
+        if self.time_limit is not None and not 0.0 <= self.time_limit < math.inf:
+            raise InputError(f"time_limit must be a finite number of seconds >= 0 or None, got {self.time_limit}")
         if not 0.0 <= self.weight_decay < math.inf:
             raise InputError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
         if not 0.0 <= self.warmup_epochs < math.inf:
@@ -288,6 +295,14 @@ def _same_shapes(saved: dict[str, Tensor], current: dict[str, Tensor]) -> bool:
     return saved.keys() == current.keys() and all(saved[k].shape == current[k].shape for k in saved)
 
 
+def _out_of_time(limit: float | None, begun: float, world: int) -> bool:
+    """Whether more than ``limit`` seconds passed since ``begun`` (rank 0's answer on every rank)."""
+    if limit is None:
+        return False
+    over = time.perf_counter() - begun > limit
+    return bool(from_rank_zero(over)) if world > 1 else over
+
+
 def _epoch_line(record: dict[str, Any], epochs: int) -> str:
     """``epoch 3/20: loss 0.1234, 1.2 s, val P@1 45.60 ...`` for the log."""
     val = "".join(f", val {name} {value:.2f}" for name, value in (record.get("val") or {}).items())
@@ -364,6 +379,7 @@ class Trainer:
         resume: bool,
     ) -> FitResult:
         cfg = self.config
+        begun = time.perf_counter()
         rank, world = process_group()
         if (X_val is None) != (Y_val is None):
             raise InputError("give both X_val and Y_val, or neither")
@@ -462,6 +478,11 @@ class Trainer:
                 since_best += 1
                 if cfg.patience is not None and since_best >= cfg.patience:
                     result.stopped_early = True
+            last = epoch + 1 == (cfg.stop_epoch or cfg.epochs)
+            if not (result.stopped_early or last) and _out_of_time(cfg.time_limit, begun, world):
+                result.stopped_early = True
+                if rank == 0:
+                    _LOG.info(f"stopped after epoch {epoch + 1}: time_limit {cfg.time_limit:g} s reached")
             if run_dir is not None and rank == 0:
                 save_checkpoint(
                     run_dir,
@@ -489,7 +510,7 @@ class Trainer:
                 X_train = sp.vstack(both, format="csr") if sp.issparse(X_train) else np.concatenate(both)
                 Y_train = sp.vstack([Y_train, Y_val], format="csr")
             refit_config = replace(cfg, stop_epoch=result.best_epoch, val_fraction=0.0, patience=None, refit=False,
-                                   sparse_updates=sparse_updates)
+                                   sparse_updates=sparse_updates, time_limit=None)
             folder = None if run_dir is None else Path(run_dir) / REFIT_DIR
             result.refit = Trainer(refit_config).fit(network, X_train, Y_train, run_dir=folder, resume=resume)
         else:
