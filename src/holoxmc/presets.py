@@ -23,7 +23,7 @@ from holoxmc.errors import InputError
 
 __all__ = ["HEAD_DEFAULTS", "HEAD_PRESETS", "DATASET_PRESETS", "MODELS", "HEAD_OPTIONS", "PROPENSITY_PRESETS",
            "PROPENSITY_SETS", "DEFAULT_PROPENSITY", "BACKBONE_DEFAULTS", "BACKBONE_OPTIONS", "PAIR_OPTIONS",
-           "network_defaults", "PAPER_PRESETS",
+           "network_defaults", "PAPER_PRESETS", "RERANK_SHORTLIST",
            "PAPER_DATASET_PRESETS", "PAPER_NOT_REPORTED", "model_params", "preset_params", "paper_params",
            "propensity_preset", "setting_defaults", "dataset_preset"]
 
@@ -36,6 +36,13 @@ HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
     "rerank": {},
     "xr": {"hidden": (512, 512), "dropout": 0.5, "epochs": 20, "batch_size": 64, "lr": 1e-3},  # the HRR network's
 }
+
+#: The re-rank model's shortlist when none is given (``holoxmc.train.rerank.shortlist_rule``):
+#: ``min(L, cap, max(floor, ceil(per_row x mean labels per training row)))``. ``per_row`` was
+#: chosen on validation rows of sets other than Delicious, then applied to it unchanged;
+#: ``floor`` is the earlier fixed default; ``cap`` bounds the fit's time and memory (tuning
+#: log: "The re-rank shortlist grows with the labels per row").
+RERANK_SHORTLIST: dict[str, int] = {"per_row": 16, "floor": 50, "cap": 500}
 
 #: Training settings of the text backbones, over :data:`HEAD_DEFAULTS` (both network heads):
 #: sized so that Debtags trains in minutes on a CPU; the validation curves of those runs are

@@ -8,7 +8,8 @@ through :mod:`holoxmc.train.linear`'s direct binding, pruned; labels train in bl
 job of :func:`~holoxmc.distributed.run_jobs` (this process, local workers or Ray). With a
 ``run_dir``, every finished block is written there (safetensors, fingerprinted by the data
 and settings), and a fit with ``resume`` reads those blocks instead of training them again.
-The mix weight ``alpha`` is chosen on the validation split when one is given.
+The mix weight ``alpha`` is chosen on the validation split when one is given. Without a
+``shortlist``, its size is :func:`shortlist_rule` of the training labels.
 
 Example:
     >>> from holoxmc.data import make_realistic
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,13 @@ from sklearn.preprocessing import normalize
 from holoxmc.distributed import run_jobs
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.models.rerank import RerankModel, l2_rows
+from holoxmc.presets import RERANK_SHORTLIST
 from holoxmc.train.checkpoint import data_digest, load_state_dict_file, save_state_dict
 from holoxmc.train.linear import LinearConfig, _direct_liblinear_works, _fit_label, _fit_label_sklearn, \
     _training_rows
 
-__all__ = ["RerankConfig", "fit_rerank", "pifa_centroids", "training_shortlists", "ALPHAS", "BLOCK_FILE"]
+__all__ = ["RerankConfig", "fit_rerank", "pifa_centroids", "shortlist_rule", "training_shortlists", "ALPHAS",
+           "BLOCK_FILE"]
 
 #: Mix weights tried on the validation split when ``alpha`` is ``None``.
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
@@ -50,7 +53,8 @@ class RerankConfig:
     """Settings of the re-rank fit.
 
     Attributes:
-        shortlist: labels the retriever proposes per row (at training and at scoring).
+        shortlist: labels the retriever proposes per row (at training and at scoring);
+            ``None``: :func:`shortlist_rule` of the training labels, resolved by the fit.
         C: inverse L2 regularisation of each label's SVM (rows are L2-normalised).
         prune: weights of smaller magnitude are dropped.
         alpha: the mix weight of the re-rank score; ``None`` picks it from :data:`ALPHAS` by
@@ -64,7 +68,7 @@ class RerankConfig:
         seed: liblinear's coordinate order.
     """
 
-    shortlist: int = 50
+    shortlist: int | None = None
     C: float = 0.5
     prune: float = 0.05
     alpha: float | None = None
@@ -78,7 +82,7 @@ class RerankConfig:
 
     def __post_init__(self) -> None:
         check_number_types(self)
-        checks = {"shortlist": self.shortlist >= 1, "C": math.isfinite(self.C) and self.C > 0,
+        checks = {"shortlist": self.shortlist is None or self.shortlist >= 1, "C": math.isfinite(self.C) and self.C > 0,
                   "prune": math.isfinite(self.prune) and self.prune >= 0,
                   "alpha": self.alpha is None or (math.isfinite(self.alpha) and 0 <= self.alpha <= 1),
                   "knn": self.knn >= 0, "negatives": self.negatives >= 0, "knn_weight": math.isfinite(self.knn_weight) and self.knn_weight >= 0,
@@ -87,12 +91,32 @@ class RerankConfig:
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise InputError(f"rerank setting {bad[0]}={getattr(self, bad[0])!r} is out of range (shortlist, knn, "
-                             "negatives, max_iter, label_block: positive integers (knn may be 0); C, tol: positive; prune, "
+                             "negatives, max_iter, label_block: positive integers (knn may be 0, shortlist None); C, tol: positive; prune, "
                              "knn_weight: >= 0; alpha: in [0, 1] or None)")
 
 
 #: ``alpha`` when it is ``None`` and no validation split is given.
 DEFAULT_ALPHA = 0.25
+
+
+def shortlist_rule(n_labels: int, labels_per_row: float) -> int:
+    """The shortlist size of a training set with ``n_labels`` labels and ``labels_per_row``
+    mean labels per row: ``min(L, cap, max(floor, ceil(per_row x labels_per_row)))``, the
+    constants of :data:`holoxmc.presets.RERANK_SHORTLIST`.
+
+    Args:
+        n_labels: ``L``, at least 1.
+        labels_per_row: the mean count of labels of a training row, at least 0.
+
+    Returns:
+        The number of labels the retriever proposes per row.
+
+    Example:
+        >>> shortlist_rule(983, 2.0), shortlist_rule(983, 19.0), shortlist_rule(30, 19.0)
+        (50, 304, 30)
+    """
+    wanted = math.ceil(RERANK_SHORTLIST["per_row"] * labels_per_row)
+    return int(min(n_labels, RERANK_SHORTLIST["cap"], max(RERANK_SHORTLIST["floor"], wanted)))
 
 
 def pifa_centroids(X: sp.csr_matrix, Y: sp.csr_matrix) -> sp.csr_matrix:
@@ -265,7 +289,8 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
 
     Args:
         X, Y: ``(n, D)`` features and ``(n, L)`` labels (nonzero entries present) of the training rows.
-        config: see :class:`RerankConfig`.
+        config: see :class:`RerankConfig` (without a ``shortlist``, :func:`shortlist_rule`
+            of ``Y`` gives it).
         X_val, Y_val: the validation split that picks ``alpha`` when ``config.alpha`` is ``None``.
         workers, ray_address: where the label blocks train (:func:`~holoxmc.distributed.run_jobs`).
         run_dir: a folder for finished label blocks (none kept when ``None``).
@@ -296,6 +321,9 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
                              f"X, Y have {X64.shape[1]} and {Y.shape[1]}")
     X = l2_rows(X64)
     n_labels = Y.shape[1]
+    if config.shortlist is None:  # the rule of the labels; the model and the fingerprint get the number
+        config = replace(config, shortlist=shortlist_rule(n_labels, Y.nnz / Y.shape[0]))
+    assert config.shortlist is not None
     centroids = pifa_centroids(X, Y)
     knn = {"neighbours": X, "neighbour_labels": Y, "knn": min(config.knn, X.shape[0] - 1),
            "knn_weight": config.knn_weight} if config.knn and X.shape[0] > 1 else {}
