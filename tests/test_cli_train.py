@@ -159,7 +159,7 @@ def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
         (["evaluate", "{tmp}/missing", "{toy}"], "not a saved model"),
         (["predict", "{tmp}/missing", "{toy}"], "not a saved model"),
         (["predict", "{tmp}/missing", "{toy}", "--absolute"], "--absolute applies to --threshold"),
-        (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--dim", "8"], "HRR models only"),
+        (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--dim", "8"], "HRR/XR models only"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--ranking", "1"], "HRR models only"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--label-code", "circulant"], "HRR models only"),
         (["train", "{toy}", "--model", "fc", "--out", "{tmp}/run", "--no-code-cache"], "HRR models only"),

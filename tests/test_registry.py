@@ -44,7 +44,7 @@ def test_no_head_branch_remains_outside_the_registry():
 
 
 def test_what_the_cli_and_the_selection_read_of_a_family():
-    assert [head for head, kind in FAMILIES.items() if kind.code_dim] == ["hrr"]
+    assert [head for head, kind in FAMILIES.items() if kind.code_dim] == ["hrr", "xr"]
     assert [head for head, kind in FAMILIES.items() if kind.jobs_apart] == ["solar", "linear", "rerank"]
     assert SELECTORS["auto"].settings == {"time_budget"} and SELECTORS["auto"].jobs_apart
     assert FAMILIES["linear"].kept_from_selection == ("calibration",)

@@ -34,6 +34,7 @@ HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
     "solar": {"hidden": (512,), "dropout": 0.0, "epochs": 15, "batch_size": 256, "lr": 5e-3},
     "linear": {},
     "rerank": {},
+    "xr": {"hidden": (512, 512), "dropout": 0.5, "epochs": 20, "batch_size": 64, "lr": 1e-3},  # the HRR network's
 }
 
 #: The re-rank model's shortlist when none is given (``holoxmc.train.rerank.shortlist_rule``):
@@ -133,6 +134,8 @@ MODELS: dict[str, tuple[str, str]] = {
     "solar": ("solar", "fc"),
     "linear": ("linear", "fc"),
     "rerank": ("rerank", "fc"),
+    "xr-cnn": ("xr", "cnn"),
+    "xr-lstm": ("xr", "lstm"),
     "auto": ("auto", "fc"),
 }
 

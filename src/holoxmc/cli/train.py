@@ -31,7 +31,8 @@ __all__ = ["register", "metrics_table", "train_params", "TEXT_ENCODER_FILE", "HI
 TEXT_ENCODER_FILE = "text_encoder.json"
 #: ``--model`` choices: the keys of :data:`holoxmc.estimator.MODELS`, spelled out so that
 #: building the parser (``--help``) does not import torch.
-MODEL_NAMES = ("auto", "cnn", "fc", "hrr-cnn", "hrr-fc", "hrr-lstm", "linear", "lstm", "rerank", "solar")
+MODEL_NAMES = ("auto", "cnn", "fc", "hrr-cnn", "hrr-fc", "hrr-lstm", "linear", "lstm", "rerank", "solar", "xr-cnn",
+               "xr-lstm")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

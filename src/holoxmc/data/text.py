@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer, TfidfVectorizer
+from sklearn.preprocessing import normalize
 
 from holoxmc.data.readers import JsonlRecords, read_bytes
 from holoxmc.errors import DataFormatError, InputError
@@ -20,6 +21,7 @@ from holoxmc.io import atomic_write_json
 
 __all__ = [
     "read_label_vocabulary", "build_label_vocabulary", "labels_to_csr", "fit_tfidf", "Tokenizer", "TextEncoder",
+    "token_counts", "fit_token_idf", "token_tfidf",
 ]
 
 T = TypeVar("T")
@@ -98,6 +100,63 @@ def fit_tfidf(
     except ValueError as exc:  # empty vocabulary
         raise InputError(f"cannot fit TF-IDF on the training texts: {exc}") from None
     return vectorizer
+
+
+def token_counts(ids: np.ndarray, n_tokens: int) -> sp.csr_matrix:
+    """``(n, n_tokens)`` CSR counts of the token ids of each row; padding and
+    out-of-vocabulary ids (0 and 1) count nowhere, as a vectorizer drops unknown words.
+
+    Example:
+        >>> token_counts(np.array([[2, 3, 2, 0], [1, 4, 0, 0]]), 5).toarray().tolist()
+        [[0.0, 0.0, 2.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0]]
+    """
+    ids = np.asarray(ids)
+    n, width = ids.shape
+    rows = np.repeat(np.arange(n), width)
+    flat = ids.ravel().astype(np.int64)
+    keep = flat > OOV_ID
+    counts = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows[keep], flat[keep])), shape=(n, n_tokens))
+    counts.sum_duplicates()
+    return counts
+
+
+def fit_token_idf(ids: np.ndarray, n_tokens: int, *, min_df: int = 2) -> np.ndarray:
+    """``(n_tokens,)`` float32 inverse document frequencies of token ids, fitted on training
+    rows: scikit-learn's smoothed idf, ``ln((1 + n) / (1 + df)) + 1``, and 0 for a token in
+    fewer than ``min_df`` rows (it then weighs nothing, as ``TfidfVectorizer(min_df=...)``
+    leaves it out).
+
+    Example:
+        >>> [round(float(w), 3) for w in fit_token_idf(np.array([[2, 3], [2, 0]]), 4, min_df=1)]
+        [0.0, 0.0, 1.0, 1.405]
+        >>> [round(float(w), 3) for w in fit_token_idf(np.array([[2, 3], [2, 0]]), 4)]
+        [0.0, 0.0, 1.0, 0.0]
+    """
+    if isinstance(min_df, bool) or not isinstance(min_df, int) or min_df < 1:
+        raise InputError(f"min_df must be a positive integer, got {min_df!r}")
+    counts = token_counts(ids, n_tokens)
+    idf = TfidfTransformer().fit(counts).idf_.astype(np.float32)
+    document_frequency = np.bincount(counts.indices, minlength=n_tokens)
+    idf[document_frequency < min_df] = 0.0
+    idf[: OOV_ID + 1] = 0.0
+    return idf
+
+
+def token_tfidf(ids: np.ndarray, idf: np.ndarray) -> sp.csr_matrix:
+    """``(n, len(idf))`` float32 TF-IDF rows of token ids: sublinear tf (``1 + ln tf``) times
+    ``idf``, rows L2-normalised (an all-zero row stays zero), as :func:`fit_tfidf`'s vectorizer
+    weighs words.
+
+    Example:
+        >>> idf = fit_token_idf(np.array([[2, 3], [2, 0]]), 4, min_df=1)
+        >>> [round(float(w), 3) for w in token_tfidf(np.array([[2, 3, 3]]), idf).toarray()[0]]
+        [0.0, 0.0, 0.387, 0.922]
+    """
+    counts = token_counts(ids, len(idf))
+    counts.data = 1.0 + np.log(counts.data)
+    weighted = sp.csr_matrix(counts.multiply(np.asarray(idf, dtype=np.float32)[None, :]), dtype=np.float32)
+    weighted.eliminate_zeros()
+    return sp.csr_matrix(normalize(weighted), dtype=np.float32)
 
 
 class Tokenizer:

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from holoxmc.errors import InputError
 from holoxmc.models.base import FittedModel
+from holoxmc.models.fusion import FUSION_OPTIONS, NETWORK_HEAD, FusionPlan, fit_fusion, fusion_report, load_fusion
 from holoxmc.models.linear import LinearModel
 from holoxmc.models.network import MemberData, NetworkPlan, check_plan_fits, fit_networks, \
     load_network, network_options, report_fields, takes_code_dim
@@ -100,12 +101,15 @@ class Family:
 
 
 # ---------------------------------------------------------------------------- networks
-def _network_plan(clf: Any, n_labels: int, n_features: int) -> NetworkPlan:
-    options = network_options(clf.backbone, clf.head, hidden=clf.setting("hidden"), dropout=clf.setting("dropout"),
+def _network_plan(clf: Any, n_labels: int, n_features: int, head: str | None = None,
+                  head_options: dict[str, Any] | None = None) -> NetworkPlan:
+    head = clf.head if head is None else head
+    given = clf.head_options if head_options is None else head_options
+    options = network_options(clf.backbone, head, hidden=clf.setting("hidden"), dropout=clf.setting("dropout"),
                               linear_width=clf.linear_width, dim=clf.dim,
-                              head_options=network_defaults(clf.backbone, clf.head) | (clf.head_options or {}))
+                              head_options=network_defaults(clf.backbone, head) | (given or {}))
     size = "n_features" if clf.backbone == "fc" else "vocab_size"
-    build = {"backbone": clf.backbone, "head": clf.head, "n_labels": n_labels, size: n_features, **options}
+    build = {"backbone": clf.backbone, "head": head, "n_labels": n_labels, size: n_features, **options}
     plan = NetworkPlan(build, clf.train_config(), str(clf.device))
     check_plan_fits(plan, clf.n_models)
     return plan
@@ -133,6 +137,26 @@ def _network_family(head: str, settings: frozenset[str]) -> Family:
     return Family(head, HEAD_DEFAULTS[head], settings, ("fc", "cnn", "lstm"), "network_", _network_plan,
                   _fit_networks, _load_network, lambda model: model.network, report_fields,
                   code_dim=takes_code_dim(head), refit_from=_network_refit, streams=True)
+
+
+# ---------------------------------------------------------------------------- text network + TF-IDF
+def _fusion_plan(clf: Any, n_labels: int, n_features: int) -> FusionPlan:
+    options = dict(clf.head_options or {})
+    fusion = {name: options.pop(name) for name in FUSION_OPTIONS if name in options}
+    C = fusion.pop("C", LinearConfig().C_grid[0])
+    network = _network_plan(clf, n_labels, n_features, head=NETWORK_HEAD, head_options=options)
+    return FusionPlan(network.build, network.train, network.device, linear=LinearConfig(C=C, seed=clf.random_seed),
+                      **fusion)
+
+
+def _fit_fusion(clf: Any, plan: FusionPlan, data: FitData) -> tuple[FittedModel, list[FitResult]]:
+    return fit_fusion(plan, member_seeds(clf.random_seed, 1)[0], data.X, data.Y, data.X_val, data.Y_val,
+                      val_fraction=clf.val_fraction, run_dir=data.run_dir, resume=data.resume, workers=clf.n_workers)
+
+
+def _load_fusion(clf: Any, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
+    plan = _fusion_plan(clf, config["n_labels"], config["n_features"])
+    return load_fusion(config["network"], tensors, config["n_labels"], plan, path / "model.safetensors")
 
 
 # ---------------------------------------------------------------------------- SOLAR
@@ -267,6 +291,10 @@ FAMILIES: dict[str, Family] = {
                      _fit_rerank, _load_rerank, lambda model: model,
                      lambda results: {"best_epoch": None, "sparse_updates": None, "epoch_seconds": []}, jobs_apart=True,
                      refit_from=_rerank_refit),
+    # a text network, then a linear model on its text embedding and the tokens' TF-IDF
+    "xr": Family("xr", HEAD_DEFAULTS["xr"], _ALL - {"n_models", "refit", "hidden", "linear_width"}, ("cnn", "lstm"),
+                 "network_", _fusion_plan, _fit_fusion, _load_fusion, lambda model: model.network, fusion_report,
+                 code_dim=True),
 }
 #: Every head kind.
 HEADS = tuple(FAMILIES)
