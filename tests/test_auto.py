@@ -46,7 +46,8 @@ def test_the_refit_reuses_the_chosen_alpha_on_every_row_without_choosing_again()
     train = DATA[0]
     auto = XMCClassifier(head="auto", time_budget=0.0, progress=False).fit(train.X, train.Y)
     assert auto.head_ == "rerank"
-    direct = XMCClassifier(head="rerank", head_options={"alpha": auto.model_.alpha}, progress=False)
+    direct = XMCClassifier(head="rerank", head_options={"alpha": auto.model_.alpha,
+                                                        "shortlist": auto.model_.shortlist}, progress=False)
     direct.fit(train.X, train.Y)
     assert (auto.model_.weights != direct.model_.weights).nnz == 0
     np.testing.assert_array_equal(auto.model_.bias, direct.model_.bias)
@@ -57,8 +58,8 @@ def test_a_rerank_winner_is_refit_with_the_alpha_it_chose():
 
     from holoxmc.models.auto import refit_settings
 
-    chosen = SimpleNamespace(head="rerank", model_=SimpleNamespace(alpha=0.75))
-    assert refit_settings(chosen) == {"head_options": {"alpha": 0.75}}
+    chosen = SimpleNamespace(head="rerank", model_=SimpleNamespace(alpha=0.75, shortlist=61))
+    assert refit_settings(chosen) == {"head_options": {"alpha": 0.75, "shortlist": 61}}
 
 
 def test_the_linear_refit_reuses_the_chosen_C():

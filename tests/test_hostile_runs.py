@@ -226,6 +226,23 @@ def test_plot_draws_the_history(tiny, tmp_path):
     assert (tmp_path / "R" / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("model", ["linear", "rerank"])
+def test_plot_draws_models_whose_history_has_no_epochs(tiny, tmp_path, model):
+    pytest.importorskip("matplotlib")
+    assert main(["train", str(tiny), "--out", str(tmp_path / "R"), "--model", model, "-q", "--plot"]) == 0
+    assert (tmp_path / "R" / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_history_skips_rows_without_an_epoch(tmp_path):
+    pytest.importorskip("matplotlib")
+    from holoxmc.cli.train import plot_history, write_history
+
+    rows = [{"member": 0, "phase": "select", "epoch": 1, "loss": 0.5, "val_P@1": 40.0},
+            {"member": 0, "phase": "select", "C": 0.3, "val_P@1": 60.0}]  # as the xr head's linear stage
+    history = write_history(tmp_path / "h.csv", rows)
+    assert plot_history(history, tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG"[:4]
+
+
 def test_plot_without_matplotlib_is_one_error_before_training(tiny, tmp_path, capsys, monkeypatch):
     import importlib.util
 

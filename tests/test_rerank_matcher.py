@@ -95,6 +95,9 @@ def test_save_load_round_trip_predicts_identically(model, data, tmp_path):
 @pytest.mark.parametrize("tamper", [
     lambda t: t.__setitem__("matcher.assignment", t["matcher.assignment"] + 100),
     lambda t: t.__setitem__("matcher.assignment", torch.zeros(40, dtype=torch.int64)),  # empty clusters
+    lambda t: t.__setitem__("matcher.assignment", torch.cat([  # one huge cluster: candidates ~ L x beam per row
+        torch.zeros(40 - int(t["matcher.settings"][0]) + 1, dtype=torch.int64),
+        torch.arange(1, int(t["matcher.settings"][0]), dtype=torch.int64)])),
     lambda t: t.pop("matcher.centroids.data"),
     lambda t: t.__setitem__("matcher.settings", torch.tensor([1e9, 2.0, 1.0], dtype=torch.float64)),
     lambda t: t.__setitem__("matcher.settings", torch.tensor([8.0, 0.0, 1.0], dtype=torch.float64)),

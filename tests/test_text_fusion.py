@@ -110,6 +110,36 @@ def test_the_xr_head_refuses_the_fc_backbone_and_fc_settings():
         XMCClassifier(head="xr", backbone="cnn", hidden=(8,), epochs=1).fit(X, Y)
 
 
+def test_a_ray_address_is_refused_not_ignored():
+    X, Y = _keyword_rows(40, 0)
+    with pytest.raises(InputError, match="ray_address"):
+        XMCClassifier(head="xr", backbone="cnn", epochs=1, ray_address="ray://nowhere:1",
+                      head_options=TINY).fit(X, Y)
+
+
+def test_fused_features_too_large_for_memory_are_refused_before_training(monkeypatch):
+    import holoxmc.models.fusion
+
+    monkeypatch.setattr(holoxmc.models.fusion, "FUSED_ENTRY_BYTES", 2**40)  # as if each entry took a TiB
+    X, Y = _keyword_rows(40, 0)
+    with pytest.raises(InputError, match="fused features"):
+        XMCClassifier(head="xr", backbone="cnn", epochs=1, progress=False, head_options=TINY).fit(X, Y)
+
+
+def test_a_validation_set_of_another_token_width_is_one_error():
+    X, Y = _keyword_rows(60, 0)
+    with pytest.raises(InputError, match="tokens wide"):
+        XMCClassifier(head="xr", backbone="cnn", epochs=1, progress=False,
+                      head_options={**TINY, "min_df": 1}).fit(X[:40], Y[:40], X[40:, :8], Y[40:])
+
+
+def test_too_few_rows_to_hold_any_out_train_on_every_row():
+    X, Y = _keyword_rows(3, 0)
+    clf = XMCClassifier(head="xr", backbone="cnn", epochs=1, progress=False, val_fraction=0.1,
+                        head_options={**TINY, "min_df": 1}).fit(X, Y)
+    assert clf.predict(X, k=1)[0].shape == (3, 1)
+
+
 # ---------------------------------------------------------------------------- save and load
 @pytest.mark.parametrize("backbone", ["cnn", "lstm"])
 def test_a_saved_model_loads_and_scores_as_it_was(tmp_path, backbone):

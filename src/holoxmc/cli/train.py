@@ -84,8 +84,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--val-fraction", type=finite_float, help="share of train held out for model selection")
     train.add_argument("--patience", type=int, help="early-stopping patience in epochs")
     train.add_argument("--time-limit", type=finite_float, metavar="SECONDS",
-                       help="stop a network's training after the epoch that ends past this many seconds, "
-                            "keeping its best epoch")
+                       help="stop each network's training (each ensemble member, each SOLAR chunk) after the "
+                            "epoch that ends past this many seconds, keeping its best epoch")
     train.add_argument("--refit", action=argparse.BooleanOptionalAction, default=None,
                        help="after choosing the epoch on the validation split, retrain on all training rows")
     train.add_argument("--precision", choices=["float32", "bfloat16"],
@@ -563,12 +563,14 @@ def plot_history(history: Path, output: Path) -> Path:
         runs = sorted({(row["member"], row["phase"]) for row in rows})
         for member, phase in runs:
             points = [(int(row["epoch"]), float(row[column])) for row in rows
-                      if (row["member"], row["phase"]) == (member, phase) and row.get(column) not in (None, "")]
+                      if (row["member"], row["phase"]) == (member, phase) and row.get(column) not in (None, "")
+                      and row.get("epoch") not in (None, "")]  # a linear stage's rows have no epoch
             if points:
                 axis.plot(*zip(*points), marker=".", label=f"{phase} {member}" if len(runs) > 1 else phase)
         axis.set_xlabel("epoch")
         axis.set_title(column)
-        axis.legend(fontsize="small")
+        if axis.lines:
+            axis.legend(fontsize="small")
     figure.tight_layout()
     output.parent.mkdir(parents=True, exist_ok=True)
     temporary = output.with_name(f".{output.name}.tmp")

@@ -11,8 +11,8 @@ Two stages, both from the token ids a text backbone reads:
    rows as the network, then refit on every row.
 
 The model's scores are the linear model's margins on the fused features. The TF-IDF weights
-come from the token ids (:func:`holoxmc.data.text.fit_token_idf`, fitted on the training rows):
-the same words and weights as the TF-IDF features of a raw-text set, with no second input.
+come from the token ids (:func:`holoxmc.data.text.fit_token_idf`, fitted on every row given
+to ``fit``, the validation rows included; no label is read): the same words and weights as the TF-IDF features of a raw-text set, with no second input.
 
 Example:
     >>> import numpy as np, scipy.sparse as sp
@@ -45,6 +45,7 @@ from holoxmc.backbones.network import Ensemble, Network
 from holoxmc.data.batch import input_batch
 from holoxmc.data.text import fit_token_idf, token_tfidf
 from holoxmc.errors import InputError
+from holoxmc.limits import check_allocation
 from holoxmc.models.linear import LinearModel
 from holoxmc.models.network import MemberData, NetworkModel, NetworkPlan, fit_networks, load_network, report_fields
 from holoxmc.train import FitResult
@@ -149,6 +150,22 @@ class FusionModel(NetworkModel):
         return {"total": network + len(self.idf) + self.linear.n_parameters, "output_layer": self.linear.n_parameters}
 
 
+#: Bytes a fused feature entry may take while the linear stage trains (float32 features,
+#: liblinear's float64 copy and the index arrays).
+FUSED_ENTRY_BYTES = 24
+
+
+def check_fused_size(plan: FusionPlan, n_rows: int, n_tokens: int) -> None:
+    """Refuse, before the network trains, a fit whose fused features (``n_rows`` texts of at
+    most ``n_tokens`` words, beside the text embedding) could not fit in memory.
+
+    Raises:
+        InputError: more bytes than the machine has.
+    """
+    width = int(plan.build.get("bottleneck") or plan.build.get("fc_size") or 0)
+    check_allocation(n_rows * (n_tokens + width) * FUSED_ENTRY_BYTES, "the xr head's fused features")
+
+
 def fit_fusion(plan: FusionPlan, seed: int, X: np.ndarray, Y: sp.csr_matrix, X_val: np.ndarray | None,
                Y_val: sp.csr_matrix | None, *, val_fraction: float, run_dir: str | Path | None = None,
                resume: bool = False, workers: int = 1) -> tuple[FusionModel, list[FitResult]]:
@@ -161,9 +178,14 @@ def fit_fusion(plan: FusionPlan, seed: int, X: np.ndarray, Y: sp.csr_matrix, X_v
         ``(model, [the network's FitResult])``: its history holds the network's epochs, then
         one record per linear fit (``"stage": "linear"``, with ``"val"`` on the validation rows).
     """
+    check_fused_size(plan, X.shape[0] + (0 if X_val is None else X_val.shape[0]), X.shape[1])
+    if X_val is not None and X_val.shape[1] != X.shape[1]:
+        raise InputError(f"the validation texts are {X_val.shape[1]} tokens wide, the training texts {X.shape[1]}: "
+                         "encode both with one tokenizer")
     if X_val is None and val_fraction > 0:
         rows, held = split_validation(X.shape[0], val_fraction, seed)
-        X, Y, X_val, Y_val = X[rows], Y[rows], X[held], Y[held]
+        if len(held):  # as the trainer: too few rows to hold any out trains on every row
+            X, Y, X_val, Y_val = X[rows], Y[rows], X[held], Y[held]
     served, results = fit_networks(plan, [seed], MemberData(plan, X, Y, X_val, Y_val, resume), run_dir=run_dir,
                                    workers=1, ray_address=None)
     n_tokens = int(plan.build["vocab_size"])

@@ -59,6 +59,9 @@ class ClusterMatcher:
         sizes = np.bincount(assignment, minlength=n_clusters)
         if (sizes == 0).any():
             raise InputError(f"the matcher's cluster {int(np.argmin(sizes))} holds no label")
+        if sizes.max() > 2 * sizes.min() + 1:  # a row's candidates number largest cluster x beam
+            raise InputError(f"the matcher's clusters are not balanced (sizes {int(sizes.min())} to "
+                             f"{int(sizes.max())}); its clusters are balanced splits")
         if not beam >= 1 or not (np.isfinite(cluster_weight) and cluster_weight >= 0):
             raise InputError(f"the matcher needs beam >= 1 and cluster_weight >= 0, not {beam}, {cluster_weight}")
         self.assignment = assignment.astype(np.int64)

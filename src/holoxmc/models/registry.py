@@ -141,6 +141,9 @@ def _network_family(head: str, settings: frozenset[str]) -> Family:
 
 # ---------------------------------------------------------------------------- text network + TF-IDF
 def _fusion_plan(clf: Any, n_labels: int, n_features: int) -> FusionPlan:
+    if clf.ray_address is not None:
+        raise InputError("head 'xr' trains on this machine (workers: the linear stage's processes); "
+                         "ray_address does not apply to it")
     options = dict(clf.head_options or {})
     fusion = {name: options.pop(name) for name in FUSION_OPTIONS if name in options}
     C = fusion.pop("C", LinearConfig().C_grid[0])
@@ -264,8 +267,9 @@ def _fit_rerank(clf: Any, config: RerankConfig, data: FitData) -> tuple[FittedMo
 
 
 def _rerank_refit(candidate: Any) -> dict[str, Any]:
-    """The mix weight ``alpha`` the candidate's validation rows chose (no second choice on every row)."""
-    return {"head_options": {"alpha": float(candidate.model_.alpha)}}
+    """The mix weight ``alpha`` the candidate's validation rows chose (no second choice on every
+    row), with the shortlist it was validated with (not the rule again on more rows)."""
+    return {"head_options": {"alpha": float(candidate.model_.alpha), "shortlist": int(candidate.model_.shortlist)}}
 
 
 def _load_rerank(clf: Any, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:

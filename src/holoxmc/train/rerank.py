@@ -77,7 +77,7 @@ class RerankConfig:
             ``2 x beam`` nearest cluster centroids hold it and ``negatives`` random rows), and
             a row's shortlist taken from the labels of its ``beam`` best clusters.
         clusters: cluster count (``0``: :func:`~holoxmc.train.matcher.default_clusters`, about
-            100 labels per cluster).
+            :data:`~holoxmc.train.matcher.LABELS_PER_CLUSTER` labels per cluster).
         beam: clusters whose labels a row takes as candidates (raised when their labels
             would number fewer than ``shortlist``).
         cluster_weight: weight of the cluster score in a candidate's retriever score.
@@ -396,6 +396,8 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     if config.shortlist is None:  # the rule of the labels; the model and the fingerprint get the number
         config = replace(config, shortlist=shortlist_rule(n_labels, Y.nnz / Y.shape[0]))
     assert config.shortlist is not None
+    if config.retriever == "clusters":  # the fingerprint gets the resolved count too
+        config = replace(config, clusters=min(config.clusters or default_clusters(n_labels), n_labels))
     centroids = pifa_centroids(X, Y)
     knn: dict[str, Any] = {"neighbours": X, "neighbour_labels": Y, "knn": min(config.knn, X.shape[0] - 1),
                            "knn_weight": config.knn_weight} if config.knn and X.shape[0] > 1 else {}
