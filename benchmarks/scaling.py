@@ -38,6 +38,9 @@ HOLOXMC = {"holoxmc-default": {}, "holoxmc-linear": {"head": "linear"}, "holoxmc
            "holoxmc-dense": {"head": "dense"}, "holoxmc-solar": {"head": "solar"},
            "holoxmc-rerank": {"head": "rerank"}}
 BASELINES = ("napkinxc-plt", "omikuji", "pecos-xrlinear")
+#: holoxmc models whose label blocks train as parallel jobs: they get ``--threads`` worker
+#: processes, as the libraries get ``--threads`` threads (the networks get torch threads).
+JOB_MODELS = ("holoxmc-linear", "holoxmc-rerank")
 MODELS = (*HOLOXMC, *BASELINES)
 PRESET_OF_L = {10_000: "realistic-10k", 100_000: "realistic-100k", 670_000: "realistic-670k",
                670_091: "realistic-670k", 3_000_000: "realistic-3m"}
@@ -76,7 +79,8 @@ def model_fit(model: str, threads: int) -> Any:
         from holoxmc.estimator import XMCClassifier
 
         def fit_holoxmc(X: Any, Y: Any) -> Any:
-            clf = XMCClassifier(progress=False, **HOLOXMC[model]).fit(X, Y)
+            jobs = {"workers": threads} if model in JOB_MODELS else {}
+            clf = XMCClassifier(progress=False, **HOLOXMC[model], **jobs).fit(X, Y)
             return lambda X_test: clf.predict(X_test, k=5)[0]
         inner = fit_holoxmc
     else:
