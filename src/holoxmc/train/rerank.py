@@ -395,9 +395,9 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     n_labels = Y.shape[1]
     if config.shortlist is None:  # the rule of the labels; the model and the fingerprint get the number
         config = replace(config, shortlist=shortlist_rule(n_labels, Y.nnz / Y.shape[0]))
-    assert config.shortlist is not None
     if config.retriever == "clusters":  # the fingerprint gets the resolved count too
         config = replace(config, clusters=min(config.clusters or default_clusters(n_labels), n_labels))
+    assert config.shortlist is not None
     centroids = pifa_centroids(X, Y)
     knn: dict[str, Any] = {"neighbours": X, "neighbour_labels": Y, "knn": min(config.knn, X.shape[0] - 1),
                            "knn_weight": config.knn_weight} if config.knn and X.shape[0] > 1 else {}
