@@ -34,8 +34,8 @@ HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
     "solar": {"hidden": (512,), "dropout": 0.0, "epochs": 15, "batch_size": 256, "lr": 5e-3},
     "linear": {},
     "rerank": {},
-    "xr": {"hidden": (512, 512), "dropout": 0.5, "epochs": 20, "batch_size": 64, "lr": 1e-3},  # the HRR network's
 }
+HEAD_DEFAULTS["xr"] = dict(HEAD_DEFAULTS["hrr"])  # its text network is the HRR head's
 
 #: The re-rank model's shortlist when none is given (``holoxmc.train.rerank.shortlist_rule``):
 #: ``min(L, cap, max(floor, ceil(per_row x mean labels per training row)))``. ``per_row`` was
