@@ -107,7 +107,7 @@ def margins_table(repeats: int = 5) -> None:
     against :meth:`RerankModel.margins`' row-by-row sparse dot products; medians of ``repeats``."""
     import holoxmc.models.rerank as rerank_module
 
-    rerank_module.DENSE_MARGINS_UP_TO = 0  # time the row-by-row path at every L
+    rerank_module.DENSE_UP_TO = 0  # time the row-by-row path at every L
     rng = np.random.default_rng(0)
 
     def rand(rows: int, cols: int, per: int) -> sp.csr_matrix:

@@ -134,7 +134,7 @@ def test_shortlist_margins_equal_the_dense_product(model, data, monkeypatch, den
     """The margins of a shortlist: dense at small L, else row-by-row sparse dot products in
     chunks of bounded size; the same values either way."""
     _, test = data
-    monkeypatch.setattr(rerank_model, "DENSE_MARGINS_UP_TO", dense_up_to)
+    monkeypatch.setattr(rerank_model, "DENSE_UP_TO", dense_up_to)
     monkeypatch.setattr(rerank_model, "BLOCK_ENTRIES", entries)
     X = l2_rows(test.X)
     labels = np.random.default_rng(0).integers(0, model.n_labels, size=(X.shape[0], 7))

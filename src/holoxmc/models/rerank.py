@@ -70,9 +70,11 @@ def csr_from_tensors(tensors: dict[str, Tensor], prefix: str, shape: tuple[int, 
 BLOCK_ENTRIES = 1 << 24
 
 
-#: Label count up to which a shortlist's margins come from the dense ``rows x L`` product
-#: (faster there; the row-by-row dot products past it: docs/results/rerank.md, "Margins").
-DENSE_MARGINS_UP_TO = 30_000
+#: Label count up to which a shortlist and its margins come from dense ``rows x L`` products
+#: (faster there). Past it, the PIFA shortlist is taken from the sparse product's stored
+#: entries and the margins are row-by-row dot products, costs that do not grow with L
+#: (docs/results/rerank.md, "Margins" and "Pruned postings").
+DENSE_UP_TO = 30_000
 
 
 def top_columns(S: np.ndarray, k: int) -> np.ndarray:
@@ -84,6 +86,49 @@ def top_columns(S: np.ndarray, k: int) -> np.ndarray:
     part.sort(axis=1)
     order = np.argsort(-np.take_along_axis(S, part, axis=1), axis=1, kind="stable")
     return np.take_along_axis(part, order, axis=1)
+
+
+def sparse_row_top(S: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Columns and values of the ``k`` largest stored entries of each row of CSR ``S``, best
+    first (ties: the lower column first); a row with fewer than ``k`` stored entries is filled
+    with the lowest columns it does not store, valued 0 — the top ``k`` of the dense row when
+    ``S`` holds no negative value. A loop over rows: each costs its stored entries, not
+    ``S.shape[1]``.
+
+    Example:
+        >>> S = sp.csr_matrix(np.array([[0, 3, 1, 0], [0, 0, 0, 2]], np.float32))
+        >>> cols, vals = sparse_row_top(S, 2)
+        >>> cols.tolist(), vals.tolist()
+        ([[1, 2], [3, 0]], [[3.0, 1.0], [2.0, 0.0]])
+    """
+    n, k = S.shape[0], min(k, S.shape[1])
+    cols, vals = np.empty((n, k), np.int64), np.zeros((n, k), np.float32)
+    for i in range(n):
+        data, index = S.data[S.indptr[i]:S.indptr[i + 1]], S.indices[S.indptr[i]:S.indptr[i + 1]]
+        if len(data) > k:
+            keep = np.argpartition(-data, k - 1)[:k]
+            data, index = data[keep], index[keep]
+        order = np.lexsort((index, -data))
+        m = len(order)
+        cols[i, :m], vals[i, :m] = index[order], data[order]
+        if m < k:  # the (k - m)-th column it does not store is at most k - 1
+            cols[i, m:] = np.setdiff1d(np.arange(k), index)[:k - m]
+    return cols, vals
+
+
+def cost_chunks(cost: np.ndarray, limit: int) -> Iterator[tuple[int, int]]:
+    """``[start, stop)`` row ranges whose summed ``cost`` stays within ``limit`` (a row
+    costlier than ``limit`` alone is a chunk of its own).
+
+    Example:
+        >>> list(cost_chunks(np.array([3, 3, 5, 1]), 6))
+        [(0, 2), (2, 4)]
+    """
+    total, start = np.cumsum(cost), 0
+    while start < len(cost):
+        stop = max(start + 1, int(np.searchsorted(total, (total[start - 1] if start else 0) + limit, side="right")))
+        yield start, stop
+        start = stop
 
 
 def l2_rows(X: Any) -> sp.csr_matrix:
@@ -141,7 +186,6 @@ class RerankModel:
             raise InputError("the clustered retriever must cover the model's labels and features, without kNN")
         # (D, L) CSR: the products below are CSR @ CSR, with no conversion per batch
         self.centroids_t = sp.csr_matrix(centroids.T, dtype=np.float32)
-        self.weights = sp.csr_matrix(weights, dtype=np.float32)
         self.bias = np.asarray(bias, dtype=np.float32)
         self.shortlist = min(int(shortlist), self.n_labels)
         self.alpha = float(alpha)
@@ -151,16 +195,28 @@ class RerankModel:
         self.neighbour_labels = sp.csr_matrix(neighbour_labels, dtype=np.float32) \
             if self.knn and neighbour_labels is not None else None
         self.prior = np.zeros(self.n_labels, np.float32) if prior is None else np.asarray(prior, np.float32)
-        # (L, D) CSR: a shortlist's margins are row-by-row sparse dot products
-        self.weight_rows = sp.csr_matrix(self.weights.T)
+        # (L, D) CSR: a shortlist's margins are row-by-row sparse dot products; the (D, L) CSR
+        # of the dense products is kept only where those are used (L <= DENSE_UP_TO)
+        self.weight_rows = sp.csr_matrix(weights.T, dtype=np.float32)
+        self._weights = sp.csr_matrix(weights, dtype=np.float32) if self.n_labels <= DENSE_UP_TO else None
+        self._postings = np.diff(self.centroids_t.indptr)  # labels stored per feature
+        self._sparse_retrieval = (matcher is None and not self.knn and self.n_labels > DENSE_UP_TO
+                                  and not self.prior.any() and not (self.centroids_t.data < 0).any())
         self.matcher = None if matcher is None else matcher.with_beam(matcher.min_beam_for(self.shortlist))
         self.sorted_centroids = None if matcher is None else sp.csr_matrix(centroids, dtype=np.float32)[matcher.order]
+
+    @property
+    def weights(self) -> sp.spmatrix:
+        """``(D, L)`` per-label weights (CSR up to :data:`DENSE_UP_TO` labels, a CSC view past it)."""
+        return self._weights if self._weights is not None else self.weight_rows.T
 
     # ------------------------------------------------------------------ scoring
     def batch_rows(self) -> int:
         """Rows per shortlist batch: dense blocks of at most :data:`BLOCK_ENTRIES` entries
         (``rows x L`` with the PIFA retriever, ``rows x (clusters + candidates)`` with the
-        clustered one)."""
+        clustered one); 1024 where the PIFA shortlist is sparse (its chunks are cut by cost)."""
+        if self._sparse_retrieval:
+            return 1024
         if self.matcher is not None:
             return max(1, min(1024, BLOCK_ENTRIES // max(self.matcher.n_clusters + self.matcher.width, 1)))
         return self.dense_batch_rows()
@@ -206,30 +262,42 @@ class RerankModel:
             S += np.where(np.isfinite(S), self.prior[candidates], 0.0)
             best = top_columns(S, self.shortlist)
             return np.take_along_axis(candidates, best, axis=1), np.take_along_axis(S, best, axis=1)
+        if self._sparse_retrieval and not (X.data < 0).any():
+            return self._sparse_shortlists(X)
         S = self.retriever_scores(X, exclude)
         labels = top_columns(S, self.shortlist).astype(np.int64)
         return labels, np.take_along_axis(S, labels, axis=1)
 
+    def _sparse_shortlists(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+        """The PIFA shortlists from the stored entries of ``X @ centroids`` (no dense
+        ``rows x L`` block), in chunks of rows whose postings sum to at most
+        :data:`BLOCK_ENTRIES`: the same labels and scores as the dense path, up to ties, when
+        no feature or centroid value is negative (unstored labels score 0, the least)."""
+        n = X.shape[0]
+        labels, scores = np.empty((n, self.shortlist), np.int64), np.empty((n, self.shortlist), np.float32)
+        cost = np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)), weights=self._postings[X.indices],
+                           minlength=n)
+        for start, stop in cost_chunks(cost, BLOCK_ENTRIES):
+            S = sp.csr_matrix(X[start:stop] @ self.centroids_t)
+            labels[start:stop], scores[start:stop] = sparse_row_top(S, self.shortlist)
+        return labels, scores
+
     def margins(self, X: sp.csr_matrix, labels: np.ndarray) -> np.ndarray:
         """``(n, s)`` margins ``x · w_l + b_l`` of the given labels of each row only. Up to
-        :data:`DENSE_MARGINS_UP_TO` labels, a dense ``rows x L`` product then a gather; past
-        it, sparse dot products of each row with its labels' weight rows, in chunks of rows
+        :data:`DENSE_UP_TO` labels, a dense ``rows x L`` product then a gather; past it,
+        sparse dot products of each row with its labels' weight rows, in chunks of rows
         whose gathered weights hold at most :data:`BLOCK_ENTRIES` entries (a cost that does
         not grow with L)."""
         n, s = labels.shape
-        if self.n_labels <= DENSE_MARGINS_UP_TO:
+        if self.n_labels <= DENSE_UP_TO:
             M = np.asarray((X @ self.weights).toarray(), dtype=np.float32)
             return np.take_along_axis(M, labels, axis=1) + self.bias[labels]
         out = np.zeros((n, s), np.float32)
-        cost = np.cumsum(np.diff(self.weight_rows.indptr)[labels].sum(axis=1) + s * np.diff(X.indptr))
-        start = 0
-        while start < n:
-            stop = max(start + 1, int(np.searchsorted(cost, (cost[start - 1] if start else 0) + BLOCK_ENTRIES,
-                                                      side="right")))
+        cost = np.diff(self.weight_rows.indptr)[labels].sum(axis=1) + s * np.diff(X.indptr)
+        for start, stop in cost_chunks(cost, BLOCK_ENTRIES):
             W = self.weight_rows[labels[start:stop].ravel()]
             R = X[np.repeat(np.arange(start, stop), s)]
             out[start:stop] = np.asarray(W.multiply(R).sum(axis=1), dtype=np.float32).reshape(stop - start, s)
-            start = stop
         return out + self.bias[labels]
 
     def rescore(self, X: sp.csr_matrix, labels: np.ndarray) -> np.ndarray:

@@ -41,7 +41,7 @@ from holoxmc.train.linear import LinearConfig, _direct_liblinear_works, _fit_lab
     _training_rows
 from holoxmc.train.matcher import balanced_clusters, default_clusters
 
-__all__ = ["RerankConfig", "fit_rerank", "fit_matcher", "pifa_centroids", "shortlist_rule", "training_shortlists",
+__all__ = ["RerankConfig", "fit_rerank", "fit_matcher", "pifa_centroids", "prune_postings", "shortlist_rule", "training_shortlists",
            "ALPHAS", "BLOCK_FILE", "RETRIEVERS"]
 
 #: Mix weights tried on the validation split when ``alpha`` is ``None``.
@@ -81,6 +81,9 @@ class RerankConfig:
         beam: clusters whose labels a row takes as candidates (raised when their labels
             would number fewer than ``shortlist``).
         cluster_weight: weight of the cluster score in a candidate's retriever score.
+        postings: with the PIFA retriever, each feature keeps only the labels of its
+            ``postings`` largest centroid weights (``0``: all), so that a row's retrieval costs
+            at most ``postings`` labels per feature it holds, not ``L`` (:func:`prune_postings`).
     """
 
     shortlist: int | None = None
@@ -98,6 +101,7 @@ class RerankConfig:
     clusters: int = 0
     beam: int = 64
     cluster_weight: float = 0.5
+    postings: int = 1000
 
     def __post_init__(self) -> None:
         check_number_types(self)
@@ -107,13 +111,14 @@ class RerankConfig:
                   "knn": self.knn >= 0, "negatives": self.negatives >= 0, "knn_weight": math.isfinite(self.knn_weight) and self.knn_weight >= 0,
                   "max_iter": self.max_iter >= 1, "tol": math.isfinite(self.tol) and self.tol > 0,
                   "label_block": self.label_block >= 1, "clusters": self.clusters >= 0, "beam": self.beam >= 1,
-                  "cluster_weight": math.isfinite(self.cluster_weight) and self.cluster_weight >= 0}
+                  "cluster_weight": math.isfinite(self.cluster_weight) and self.cluster_weight >= 0,
+                  "postings": self.postings >= 0}
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise InputError(f"rerank setting {bad[0]}={getattr(self, bad[0])!r} is out of range (shortlist, knn, "
                              "negatives, max_iter, label_block: positive integers (knn may be 0, shortlist None); C, tol: "
                              "positive; prune, knn_weight: >= 0; alpha: in [0, 1] or None; clusters >= 0, beam >= 1, "
-                             "cluster_weight >= 0)")
+                             "cluster_weight >= 0, postings >= 0)")
         if self.retriever not in RETRIEVERS:
             raise InputError(f"rerank setting retriever={self.retriever!r} is not one of {list(RETRIEVERS)}")
         if self.retriever == "clusters" and self.knn:
@@ -147,6 +152,28 @@ def shortlist_rule(n_labels: int, labels_per_row: float) -> int:
 def pifa_centroids(X: sp.csr_matrix, Y: sp.csr_matrix) -> sp.csr_matrix:
     """``(L, D)`` L2-normalised mean feature row of each label's positives (unseen labels: zero rows)."""
     return normalize(sp.csr_matrix(Y.T @ X, dtype=np.float32), norm="l2", axis=1, copy=False)
+
+
+def prune_postings(centroids: sp.csr_matrix, postings: int) -> sp.csr_matrix:
+    """``(L, D)`` centroids where each feature (column) keeps only its ``postings`` largest
+    label weights (``0``: every weight kept); rows are not renormalised. Frequent features
+    otherwise touch nearly every label, which makes exact PIFA retrieval cost ``rows x L``;
+    the labels a frequent feature gives its smallest weights are the ones it ranks least.
+
+    Example:
+        >>> C = sp.csr_matrix(np.array([[0.9, 0.1], [0.5, 0.2], [0.1, 0.3]], np.float32))
+        >>> (prune_postings(C, 2).toarray() > 0).astype(int).tolist()
+        [[1, 0], [1, 1], [0, 1]]
+    """
+    columns = sp.csc_matrix(centroids, dtype=np.float32, copy=True)
+    if not postings:
+        return sp.csr_matrix(columns)
+    lengths = np.diff(columns.indptr)
+    for feature in np.flatnonzero(lengths > postings):
+        lo, hi = columns.indptr[feature], columns.indptr[feature + 1]
+        columns.data[lo + np.argpartition(-columns.data[lo:hi], postings - 1)[postings:]] = 0.0
+    columns.eliminate_zeros()
+    return sp.csr_matrix(columns)
 
 
 def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, workers: int = 1,
@@ -399,6 +426,8 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
         config = replace(config, clusters=min(config.clusters or default_clusters(n_labels), n_labels))
     assert config.shortlist is not None
     centroids = pifa_centroids(X, Y)
+    if config.retriever == "pifa":
+        centroids = prune_postings(centroids, config.postings)
     knn: dict[str, Any] = {"neighbours": X, "neighbour_labels": Y, "knn": min(config.knn, X.shape[0] - 1),
                            "knn_weight": config.knn_weight} if config.knn and X.shape[0] > 1 else {}
     if X.nnz >= np.iinfo(np.int32).max:

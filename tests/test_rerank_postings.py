@@ -1,0 +1,108 @@
+"""The PIFA retriever's pruned postings and its sparse shortlist: each feature keeps its largest
+label weights only; past DENSE_UP_TO labels the shortlist comes from the sparse product's
+stored entries and agrees with the dense path (same scores, labels up to ties), and the
+shortlist-restricted scores still equal full scoring."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from holoxmc.data import make_realistic
+from holoxmc.errors import InputError
+from holoxmc.models import rerank as rerank_model
+from holoxmc.models.rerank import RerankModel, l2_rows, sparse_row_top, top_columns
+from holoxmc.train.rerank import RerankConfig, fit_rerank, pifa_centroids, prune_postings
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_realistic(500, 60, 200, n_test=120, seed=5)
+
+
+def sparse_copy(model: RerankModel, monkeypatch) -> RerankModel:
+    """The same model, built as past DENSE_UP_TO labels (sparse retrieval, weight rows only)."""
+    monkeypatch.setattr(rerank_model, "DENSE_UP_TO", 0)
+    copy = RerankModel(sp.csr_matrix(model.centroids_t.T), model.weights, model.bias, model.shortlist, model.alpha)
+    assert copy._sparse_retrieval and copy._weights is None
+    return copy
+
+
+def test_pruned_postings_keep_each_features_largest_weights(data):
+    train, _ = data
+    C = pifa_centroids(l2_rows(train.X), sp.csr_matrix(train.Y))
+    pruned = prune_postings(C, 5)
+    full_columns, kept_columns = sp.csc_matrix(C), sp.csc_matrix(pruned)
+    lengths = np.diff(kept_columns.indptr)
+    assert lengths.max() == 5 and np.diff(full_columns.indptr).max() > 5
+    for feature in range(C.shape[1]):
+        full = full_columns.data[full_columns.indptr[feature]:full_columns.indptr[feature + 1]]
+        kept = kept_columns.data[kept_columns.indptr[feature]:kept_columns.indptr[feature + 1]]
+        assert len(kept) == min(5, len(full))
+        np.testing.assert_array_equal(np.sort(kept), np.sort(full)[len(full) - len(kept):])
+    assert (prune_postings(C, 0) != C).nnz == 0
+    assert (prune_postings(C, 10**6) != C).nnz == 0
+
+
+def test_a_fit_prunes_the_pifa_postings_only(data):
+    train, _ = data
+    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=8, alpha=0.5, postings=4))
+    assert np.diff(model.centroids_t.indptr).max() == 4
+    clustered = fit_rerank(train.X, train.Y, RerankConfig(shortlist=8, alpha=0.5, postings=4, retriever="clusters",
+                                                          clusters=6, beam=3))
+    assert np.diff(clustered.centroids_t.indptr).max() > 4
+
+
+def test_sparse_row_top_equals_the_dense_top():
+    rng = np.random.default_rng(0)
+    dense = rng.random((30, 50)).astype(np.float32) * (rng.random((30, 50)) < 0.15)
+    dense[3] = 0.0  # a row with nothing stored: filled with the lowest columns
+    dense[4] = 0.0
+    dense[4, 2:4] = 0.5  # fewer stored entries than k
+    cols, vals = sparse_row_top(sp.csr_matrix(dense), 6)
+    best = top_columns(dense, 6)
+    np.testing.assert_allclose(vals, np.take_along_axis(dense, best, axis=1))
+    np.testing.assert_allclose(vals, np.take_along_axis(dense, cols, axis=1))
+    assert cols[3].tolist() == [0, 1, 2, 3, 4, 5] and cols[4].tolist() == [2, 3, 0, 1, 4, 5]
+    assert all(len(set(row)) == 6 for row in cols.tolist())
+
+
+@pytest.mark.parametrize("entries", [1 << 24, 40])
+def test_sparse_shortlists_agree_with_the_dense_path(data, monkeypatch, entries):
+    train, test = data
+    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5, postings=20))
+    X = l2_rows(test.X)
+    dense_labels, dense_scores = model.shortlists(X)
+    sparse = sparse_copy(model, monkeypatch)
+    monkeypatch.setattr(rerank_model, "BLOCK_ENTRIES", entries)  # many small chunks
+    labels, scores = sparse.shortlists(X)
+    np.testing.assert_allclose(scores, dense_scores, rtol=1e-6, atol=1e-7)
+    retriever = np.asarray((X @ model.centroids_t).toarray())
+    np.testing.assert_allclose(np.take_along_axis(retriever, labels, axis=1), scores, rtol=1e-6, atol=1e-7)
+    assert np.mean(labels == dense_labels) > 0.95  # only tied labels may differ
+    # shortlist-restricted scores equal full scoring on the shortlisted labels
+    shortlisted, mixed = sparse.shortlist_scores(test.X)
+    np.testing.assert_allclose(mixed, np.take_along_axis(sparse.full_scores(test.X), shortlisted, axis=1),
+                               rtol=1e-5, atol=1e-6)
+    same = np.all(labels == dense_labels, axis=1)  # rows without ties at the shortlist's end
+    assert same.mean() > 0.8
+    np.testing.assert_allclose(sparse.predict_topk(test.X, 5)[1][same], model.predict_topk(test.X, 5)[1][same],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_negative_values_take_the_dense_path(monkeypatch):
+    """A row with a negative feature: an unstored label (score 0) outranks a stored negative one."""
+    monkeypatch.setattr(rerank_model, "DENSE_UP_TO", 0)
+    centroids = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]], np.float32))
+    model = RerankModel(centroids, sp.csr_matrix((2, 3), dtype=np.float32), np.zeros(3, np.float32), 1, 0.0)
+    assert model._sparse_retrieval
+    labels, scores = model.shortlists(sp.csr_matrix(np.array([[-1.0, 0.0], [1.0, 0.0]], np.float32)))
+    assert scores.ravel().tolist() == [0.0, 1.0] and labels[0, 0] in (1, 2) and labels[1, 0] == 0
+    negative = RerankModel(-centroids, sp.csr_matrix((2, 3), dtype=np.float32), np.zeros(3, np.float32), 1, 0.0)
+    assert not negative._sparse_retrieval
+
+
+def test_negative_postings_are_refused():
+    with pytest.raises(InputError, match="postings"):
+        RerankConfig(postings=-1)
