@@ -16,14 +16,17 @@ Rows of the table are (w_knn, w_prior) pairs, with ``pifa`` alone as (0, 0) and 
 as PIFA weighted 0. Memory is bounded by row batches (no dense ``N x N`` or ``N x L``).
 
 ``--retrievers`` instead compares the retrievers of ``RerankConfig(retriever=...)`` as the
-model builds them: ``pifa`` (exact ``x · c_l`` over all labels) against ``clusters`` (balanced
-label clusters, a linear scorer per cluster, the labels of the ``beam`` best clusters), with
-their fit seconds (centroids, clusters and cluster scorers) and scoring seconds per 1000 rows.
+model builds them: ``pifa`` (``x · c_l`` over the labels of each feature's ``postings``
+largest weights, 1000 by default; ``postings=0``: exact, over all labels) against ``clusters``
+(balanced label clusters, a linear scorer per cluster, the labels of the ``beam`` best
+clusters), with their fit seconds (centroids, postings pruning, clusters and cluster scorers)
+and scoring seconds per 1000 rows.
 
 Usage:
     python benchmarks/rerank.py --preset realistic-10k
     python benchmarks/rerank.py --preset realistic-10k --retrievers pifa retriever=clusters,beam=10
     python benchmarks/rerank.py --preset realistic-100k --points 20000   # fewer rows
+    python benchmarks/rerank.py --preset realistic-670k --max-val 2000 --retrievers postings=0 postings=1000
     python benchmarks/rerank.py --make 20000 10000 20000 2     # panel.py's realistic-10k train split
 """
 
@@ -77,17 +80,17 @@ def retriever_table(specs: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp
                     ceiling: float, workers: int) -> None:
     """Recall@k (/ceiling), fit seconds and scoring seconds per 1000 validation rows of each
     retriever setting (``pifa``, or RerankConfig fields such as ``retriever=clusters,beam=10``)."""
-    from holoxmc.train.rerank import RerankConfig, fit_matcher
+    from holoxmc.train.rerank import RerankConfig, fit_matcher, pifa_index
 
-    X64 = sp.csr_matrix((X.data.astype(np.float64), X.indices.astype(np.int32), X.indptr.astype(np.int32)),
-                        shape=X.shape)
     print("| retriever | fit s | " + " | ".join(f"recall@{k} (/ceiling)" for k in KS) + " | s per 1000 rows |")
     print("|---|---|" + "---|" * (len(KS) + 1))
     for text in specs:
         config = RerankConfig(**parse_settings("" if text == "pifa" else text))  # type: ignore[arg-type]
         started = time.perf_counter()
         centroids = pifa_centroids(X, Y)
-        matcher = fit_matcher(X, X64, Y, centroids, config, workers=workers) if config.retriever == "clusters" else None
+        matcher = fit_matcher(X, Y, centroids, config, workers=workers) if config.retriever == "clusters" else None
+        if matcher is None:  # the PIFA retriever's index, as the fit prunes it
+            centroids = pifa_index(X, Y, config.postings).T
         fit_s = time.perf_counter() - started
         model = RerankModel(centroids, sp.csr_matrix((X.shape[1], Y.shape[1]), dtype=np.float32),
                             np.zeros(Y.shape[1], np.float32), max(KS), 0.0, matcher=matcher)
@@ -169,6 +172,7 @@ def main() -> None:
     parser.add_argument("--knn", type=int, nargs="+", default=[50])
     parser.add_argument("--val-share", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-val", type=int, help="keep the first N validation rows only")
     parser.add_argument("--fit", nargs="+", metavar="KEY=VALUE,...",
                         help="instead of recall: fit the re-rank model with each of these settings on the fitting "
                              "rows and score it on the validation rows (e.g. shortlist=100,C=1 knn=50; "
@@ -192,6 +196,7 @@ def main() -> None:
         train = load(args.preset, "train", **options)
     fit, val = split_rows(train.X.shape[0], args.val_share, args.seed)
     X, Y = l2_rows(train.X[fit]), sp.csr_matrix(train.Y[fit], dtype=np.float32)
+    val = val[:args.max_val]
     Xv, Yv = l2_rows(train.X[val]), sp.csr_matrix(train.Y[val])
     counts = np.asarray((Y > 0).sum(axis=0)).ravel()
     ceiling = (counts > 0)[Yv.indices].mean()

@@ -13,7 +13,7 @@ from holoxmc.data import make_realistic
 from holoxmc.errors import InputError
 from holoxmc.models import rerank as rerank_model
 from holoxmc.models.rerank import RerankModel, l2_rows, sparse_row_top, top_columns
-from holoxmc.train.rerank import RerankConfig, fit_rerank, pifa_centroids, prune_postings
+from holoxmc.train.rerank import RerankConfig, fit_rerank, pifa_centroids, pifa_index
 
 
 @pytest.fixture(scope="module")
@@ -29,20 +29,20 @@ def sparse_copy(model: RerankModel, monkeypatch) -> RerankModel:
     return copy
 
 
-def test_pruned_postings_keep_each_features_largest_weights(data):
+def test_the_pifa_index_keeps_each_features_largest_weights(data):
     train, _ = data
-    C = pifa_centroids(l2_rows(train.X), sp.csr_matrix(train.Y))
-    pruned = prune_postings(C, 5)
-    full_columns, kept_columns = sp.csc_matrix(C), sp.csc_matrix(pruned)
-    lengths = np.diff(kept_columns.indptr)
-    assert lengths.max() == 5 and np.diff(full_columns.indptr).max() > 5
-    for feature in range(C.shape[1]):
-        full = full_columns.data[full_columns.indptr[feature]:full_columns.indptr[feature + 1]]
-        kept = kept_columns.data[kept_columns.indptr[feature]:kept_columns.indptr[feature + 1]]
-        assert len(kept) == min(5, len(full))
-        np.testing.assert_array_equal(np.sort(kept), np.sort(full)[len(full) - len(kept):])
-    assert (prune_postings(C, 0) != C).nnz == 0
-    assert (prune_postings(C, 10**6) != C).nnz == 0
+    X, Y = l2_rows(train.X), sp.csr_matrix(train.Y)
+    full = sp.csr_matrix(pifa_centroids(X, Y).T)  # (D, L): a row per feature
+    np.testing.assert_allclose(pifa_index(X, Y).toarray(), full.toarray(), rtol=1e-5, atol=1e-7)
+    pruned = pifa_index(X, Y, postings=5)
+    lengths = np.diff(pruned.indptr)
+    assert lengths.max() == 5 and np.diff(full.indptr).max() > 5
+    for feature in range(full.shape[0]):
+        weights = full.data[full.indptr[feature]:full.indptr[feature + 1]]
+        kept = pruned.data[pruned.indptr[feature]:pruned.indptr[feature + 1]]
+        assert len(kept) == min(5, len(weights))
+        np.testing.assert_allclose(np.sort(kept), np.sort(weights)[len(weights) - len(kept):], rtol=1e-5)
+    assert (pifa_index(X, Y, postings=10**6) != pifa_index(X, Y)).nnz == 0
 
 
 def test_a_fit_prunes_the_pifa_postings_only(data):

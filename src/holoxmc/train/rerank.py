@@ -41,7 +41,7 @@ from holoxmc.train.linear import LinearConfig, _direct_liblinear_works, _fit_lab
     _training_rows
 from holoxmc.train.matcher import balanced_clusters, default_clusters
 
-__all__ = ["RerankConfig", "fit_rerank", "fit_matcher", "pifa_centroids", "prune_postings", "shortlist_rule", "training_shortlists",
+__all__ = ["RerankConfig", "fit_rerank", "fit_matcher", "pifa_centroids", "pifa_index", "shortlist_rule", "training_shortlists",
            "ALPHAS", "BLOCK_FILE", "RETRIEVERS"]
 
 #: Mix weights tried on the validation split when ``alpha`` is ``None``.
@@ -83,7 +83,7 @@ class RerankConfig:
         cluster_weight: weight of the cluster score in a candidate's retriever score.
         postings: with the PIFA retriever, each feature keeps only the labels of its
             ``postings`` largest centroid weights (``0``: all), so that a row's retrieval costs
-            at most ``postings`` labels per feature it holds, not ``L`` (:func:`prune_postings`).
+            at most ``postings`` labels per feature it holds, not ``L`` (:func:`pifa_index`).
     """
 
     shortlist: int | None = None
@@ -154,26 +154,31 @@ def pifa_centroids(X: sp.csr_matrix, Y: sp.csr_matrix) -> sp.csr_matrix:
     return normalize(sp.csr_matrix(Y.T @ X, dtype=np.float32), norm="l2", axis=1, copy=False)
 
 
-def prune_postings(centroids: sp.csr_matrix, postings: int) -> sp.csr_matrix:
-    """``(L, D)`` centroids where each feature (column) keeps only its ``postings`` largest
-    label weights (``0``: every weight kept); rows are not renormalised. Frequent features
-    otherwise touch nearly every label, which makes exact PIFA retrieval cost ``rows x L``;
-    the labels a frequent feature gives its smallest weights are the ones it ranks least.
+def pifa_index(X: sp.csr_matrix, Y: sp.csr_matrix, postings: int = 0) -> sp.csr_matrix:
+    """The PIFA retriever's inverted index: ``(D, L)`` CSR whose column ``l`` is label ``l``'s
+    L2-normalised mean feature row (:func:`pifa_centroids`, transposed) and whose row ``f``
+    keeps only the ``postings`` largest weights of feature ``f`` (``0``: all), columns not
+    renormalised. A frequent feature is in nearly every label's centroid, which makes exact
+    retrieval cost ``rows x L``; pruned, a row costs at most ``postings`` labels per feature it
+    holds, and the labels a feature drops are those it weighs least. Built in this
+    orientation, pruned in place: no ``(L, D)`` copy.
 
     Example:
-        >>> C = sp.csr_matrix(np.array([[0.9, 0.1], [0.5, 0.2], [0.1, 0.3]], np.float32))
-        >>> (prune_postings(C, 2).toarray() > 0).astype(int).tolist()
-        [[1, 0], [1, 1], [0, 1]]
+        >>> X = sp.csr_matrix(np.array([[1, 0], [1, 1], [0, 1]], np.float32))
+        >>> Y = sp.csr_matrix(np.eye(3, dtype=np.float32))
+        >>> (pifa_index(X, Y, postings=2).toarray() > 0).astype(int).tolist()
+        [[1, 1, 0], [0, 1, 1]]
     """
-    columns = sp.csc_matrix(centroids, dtype=np.float32, copy=True)
-    if not postings:
-        return sp.csr_matrix(columns)
-    lengths = np.diff(columns.indptr)
-    for feature in np.flatnonzero(lengths > postings):
-        lo, hi = columns.indptr[feature], columns.indptr[feature + 1]
-        columns.data[lo + np.argpartition(-columns.data[lo:hi], postings - 1)[postings:]] = 0.0
-    columns.eliminate_zeros()
-    return sp.csr_matrix(columns)
+    index = sp.csr_matrix(X.T @ Y, dtype=np.float32)
+    norms = np.sqrt(np.bincount(index.indices, weights=np.square(index.data, dtype=np.float64),
+                                minlength=index.shape[1]))
+    index.data /= np.where(norms > 0, norms, 1.0)[index.indices].astype(np.float32)
+    if postings:
+        for feature in np.flatnonzero(np.diff(index.indptr) > postings):
+            lo, hi = index.indptr[feature], index.indptr[feature + 1]
+            index.data[lo + np.argpartition(-index.data[lo:hi], postings - 1)[postings:]] = 0.0
+    index.eliminate_zeros()
+    return index
 
 
 def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, workers: int = 1,
@@ -219,7 +224,7 @@ class _Block:
 
 @dataclass(frozen=True)
 class _Problem:
-    """What every block trains from: float64 unit rows with int32 indices (liblinear's types),
+    """What every block trains from: float32 unit rows with int32 indices (liblinear's index type),
     per label the rows it learns from (``rows``, CSC) and its positives (``Y``, CSC), the
     settings, and where finished blocks go."""
 
@@ -280,7 +285,7 @@ def _fit_block(block: _Block, problem: _Problem) -> _Part:
             counts.append(0)
             bias[j] = 4.0 if y.any() else -4.0
             continue
-        w, bias[j], _ = fit(problem.X[rows], y, config.C, linear)
+        w, bias[j], _ = fit(_float64_rows(problem.X, rows), y, config.C, linear)
         keep = np.flatnonzero(np.abs(w) >= config.prune) if config.prune else np.flatnonzero(w)
         counts.append(len(keep))
         indices.append(keep.astype(np.int32))
@@ -292,6 +297,14 @@ def _fit_block(block: _Block, problem: _Problem) -> _Part:
                                for name, a in zip(("counts", "indices", "values", "bias"), part)},
                         metadata={"fingerprint": problem.fingerprint})
     return part
+
+
+def _float64_rows(X: sp.csr_matrix, rows: np.ndarray) -> sp.csr_matrix:
+    """Rows ``rows`` of float32 CSR ``X`` as float64 with int32 indices (liblinear's types):
+    one label's few rows converted, not the whole matrix kept in float64."""
+    part = X[rows]
+    return sp.csr_matrix((part.data.astype(np.float64), part.indices.astype(np.int32, copy=False),
+                          part.indptr.astype(np.int32, copy=False)), shape=part.shape)
 
 
 def _weights(parts: list[_Part], n_features: int, n_labels: int) -> tuple[sp.csc_matrix, np.ndarray]:
@@ -319,7 +332,7 @@ def _membership(shortlists: np.ndarray, Y: sp.csr_matrix, negatives: int, seed: 
 
 
 # ---------------------------------------------------------------------------- the clustered retriever
-def fit_matcher(X: sp.csr_matrix, X64: sp.csr_matrix, Y: sp.csr_matrix, centroids: sp.csr_matrix,
+def fit_matcher(X: sp.csr_matrix, Y: sp.csr_matrix, centroids: sp.csr_matrix,
                 config: RerankConfig, *, workers: int = 1, ray_address: str | None = None) -> ClusterMatcher:
     """The clustered retriever: balanced clusters of the labels' PIFA vectors, then one sparse
     linear scorer per cluster, trained as the labels' scorers are (a row is positive for a
@@ -328,7 +341,7 @@ def fit_matcher(X: sp.csr_matrix, X64: sp.csr_matrix, Y: sp.csr_matrix, centroid
     ``label_block`` as jobs of :func:`~holoxmc.distributed.run_jobs`.
 
     Args:
-        X, X64: the ``(n, D)`` unit training rows (float32, and float64 with int32 indices).
+        X: the ``(n, D)`` unit training rows (float32 CSR with int32 indices).
         Y: their ``(n, L)`` labels; centroids: the ``(L, D)`` PIFA centroids.
         config: ``clusters``, ``beam``, ``cluster_weight`` and the SVM settings.
         workers, ray_address: where the cluster blocks train.
@@ -342,7 +355,7 @@ def fit_matcher(X: sp.csr_matrix, X64: sp.csr_matrix, Y: sp.csr_matrix, centroid
         >>> train, _ = make_realistic(300, 40, 200, seed=0)
         >>> X = l2_rows(train.X)
         >>> Y = sp.csr_matrix(train.Y, dtype=np.float32)
-        >>> m = fit_matcher(X, X.astype(np.float64), Y, pifa_centroids(X, Y), RerankConfig(clusters=4, beam=2))
+        >>> m = fit_matcher(X, Y, pifa_centroids(X, Y), RerankConfig(clusters=4, beam=2))
         >>> m.n_clusters, m.beam
         (4, 2)
     """
@@ -356,7 +369,7 @@ def fit_matcher(X: sp.csr_matrix, X64: sp.csr_matrix, Y: sp.csr_matrix, centroid
     probe = RerankModel(cluster_centroids, empty, np.zeros(n_clusters, np.float32),
                         min(n_clusters, 2 * config.beam), 0.0)
     shortlists = training_shortlists(probe, X, workers=workers, ray_address=ray_address)
-    problem = _Problem(X64, _membership(shortlists, Yc, config.negatives, config.seed), sp.csc_matrix(Yc), config,
+    problem = _Problem(X, _membership(shortlists, Yc, config.negatives, config.seed), sp.csc_matrix(Yc), config,
                        None, "")
     blocks = [_Block(start, min(start + config.label_block, n_clusters))
               for start in range(0, n_clusters, config.label_block)]
@@ -410,48 +423,49 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     """
     if not isinstance(config, RerankConfig):
         raise InputError(f"config must be a RerankConfig, got {type(config).__name__}")
-    X64, Y = _training_rows(X, Y)
+    X, Y = _training_rows(X, Y)
     if (X_val is None) != (Y_val is None):
         raise InputError("give both X_val and Y_val, or neither")
     if X_val is not None:
         X_val, Y_val = _training_rows(X_val, Y_val, "X_val", "Y_val")
-        if X_val.shape[1] != X64.shape[1] or Y_val.shape[1] != Y.shape[1]:
+        if X_val.shape[1] != X.shape[1] or Y_val.shape[1] != Y.shape[1]:
             raise InputError(f"X_val, Y_val have {X_val.shape[1]} features and {Y_val.shape[1]} labels; "
-                             f"X, Y have {X64.shape[1]} and {Y.shape[1]}")
-    X = l2_rows(X64)
+                             f"X, Y have {X.shape[1]} and {Y.shape[1]}")
+    X = l2_rows(X)
     n_labels = Y.shape[1]
     if config.shortlist is None:  # the rule of the labels; the model and the fingerprint get the number
         config = replace(config, shortlist=shortlist_rule(n_labels, Y.nnz / Y.shape[0]))
     if config.retriever == "clusters":  # the fingerprint gets the resolved count too
         config = replace(config, clusters=min(config.clusters or default_clusters(n_labels), n_labels))
     assert config.shortlist is not None
-    centroids = pifa_centroids(X, Y)
-    if config.retriever == "pifa":
-        centroids = prune_postings(centroids, config.postings)
+    # the PIFA retriever's centroids are the (L, D) view of its pruned (D, L) index: one copy
+    centroids = pifa_index(X, Y, config.postings).T if config.retriever == "pifa" else pifa_centroids(X, Y)
     knn: dict[str, Any] = {"neighbours": X, "neighbour_labels": Y, "knn": min(config.knn, X.shape[0] - 1),
                            "knn_weight": config.knn_weight} if config.knn and X.shape[0] > 1 else {}
     if X.nnz >= np.iinfo(np.int32).max:
         raise InputError(f"rerank trains through liblinear, whose row pointers are 32-bit: {X.nnz} nonzeros "
                          "is too many (train on fewer rows)")
-    X64 = sp.csr_matrix((X.data.astype(np.float64), X.indices.astype(np.int32), X.indptr.astype(np.int32)),
-                        shape=X.shape)
+    # liblinear's 32-bit indices; the rows stay float32 (each label's own rows become float64)
+    X = sp.csr_matrix((X.data, X.indices.astype(np.int32, copy=False), X.indptr.astype(np.int32, copy=False)),
+                      shape=X.shape)
     if config.retriever == "clusters":
-        knn = {"matcher": fit_matcher(X, X64, Y, centroids, config, workers=workers, ray_address=ray_address)}
+        knn = {"matcher": fit_matcher(X, Y, centroids, config, workers=workers, ray_address=ray_address)}
     empty = sp.csc_matrix((X.shape[1], n_labels), dtype=np.float32)
     retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), config.shortlist, 0.0, **knn)
     shortlists = training_shortlists(retriever, X, workers=workers, ray_address=ray_address)
     rows = _membership(shortlists, Y, config.negatives, config.seed)
-    fingerprint = data_digest(X64, Y) + json.dumps(asdict(config) | {"alpha": None}, sort_keys=True)
+    fingerprint = data_digest(X, Y) + json.dumps(asdict(config) | {"alpha": None}, sort_keys=True)
     if run_dir is not None:
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         if not resume:
             for old in Path(run_dir).glob(BLOCK_FILE.split("{")[0] + "*.safetensors"):
                 old.unlink()
     blocks = [_Block(start, min(start + config.label_block, n_labels)) for start in range(0, n_labels, config.label_block)]
-    problem = _Problem(X64, rows, sp.csc_matrix(Y), config, None if run_dir is None else str(run_dir), fingerprint)
+    problem = _Problem(X, rows, sp.csc_matrix(Y), config, None if run_dir is None else str(run_dir), fingerprint)
     parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
     weights, bias = _weights(parts, X.shape[1], n_labels)
-    model = RerankModel(centroids, weights, bias, config.shortlist, DEFAULT_ALPHA, **knn)  # knn: or the matcher
+    # the retriever's (D, L) centroids, shared; knn: or the matcher
+    model = RerankModel(retriever.centroids_t.T, weights, bias, config.shortlist, DEFAULT_ALPHA, **knn)
     if config.alpha is not None:
         model.alpha = float(config.alpha)
     elif X_val is not None and Y_val is not None:
