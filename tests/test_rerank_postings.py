@@ -106,3 +106,17 @@ def test_negative_values_take_the_dense_path(monkeypatch):
 def test_negative_postings_are_refused():
     with pytest.raises(InputError, match="postings"):
         RerankConfig(postings=-1)
+
+
+def test_alpha_is_chosen_on_at_most_alpha_rows_validation_rows(data, monkeypatch):
+    from holoxmc.train import rerank as rerank_fit
+
+    train, test = data
+    scored: list[int] = []
+    shortlists = RerankModel.shortlists
+    monkeypatch.setattr(RerankModel, "shortlists", lambda self, X, *a: scored.append(X.shape[0]) or shortlists(self, X, *a))
+    monkeypatch.setattr(rerank_fit, "ALPHA_ROWS", 50)
+    monkeypatch.setattr(rerank_model, "BLOCK_ENTRIES", 60 * 30)  # batches of 30 rows: the cap cuts one
+    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12), test.X, test.Y)
+    assert model.alpha in rerank_fit.ALPHAS
+    assert scored[-2:] == [30, 20]  # the validation rows scored: 50 of the 120
