@@ -27,6 +27,7 @@ Usage:
     python benchmarks/rerank.py --preset realistic-10k --retrievers pifa retriever=clusters,beam=10
     python benchmarks/rerank.py --preset realistic-100k --points 20000   # fewer rows
     python benchmarks/rerank.py --preset realistic-670k --max-val 2000 --retrievers postings=0 postings=1000
+    python benchmarks/rerank.py --preset realistic-100k --val-share 0.1 --phases   # where a fit's time goes
     python benchmarks/rerank.py --make 20000 10000 20000 2     # panel.py's realistic-10k train split
 """
 
@@ -163,6 +164,47 @@ def fit_table(settings: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.cs
               flush=True)
 
 
+def phase_table(X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, Yv: sp.csr_matrix, workers: int) -> None:
+    """Seconds and resident memory of each phase of one default re-rank fit (fitting rows,
+    alpha on the validation rows), from timers wrapped around the fit's own functions."""
+    import resource
+    import threading
+
+    import holoxmc.train.rerank as fit_module
+
+    def resident_mb() -> float:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS"))
+
+    peak = [0.0]
+
+    def sample() -> None:
+        while True:
+            peak[0] = max(peak[0], resident_mb())
+            time.sleep(0.05)
+
+    threading.Thread(target=sample, daemon=True).start()
+    print("| phase | s | peak MB in this process |")
+    print("|---|---|---|")
+
+    def timed(name: str) -> None:
+        inner = getattr(fit_module, name)
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            peak[0], started = resident_mb(), time.perf_counter()
+            out = inner(*args, **kwargs)
+            print(f"| {name} | {time.perf_counter() - started:.1f} | {peak[0]:.0f} |", flush=True)
+            return out
+        setattr(fit_module, name, run)
+
+    for name in ("pifa_index", "training_shortlists", "_membership", "run_jobs", "_weights", "_choose_alpha"):
+        timed(name)
+    started = time.perf_counter()
+    fit_module.fit_rerank(X, Y, fit_module.RerankConfig(), Xv, Yv, workers=workers)
+    print(f"| whole fit | {time.perf_counter() - started:.1f} | "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="realistic-10k")
@@ -182,6 +224,9 @@ def main() -> None:
                              "(pifa, or e.g. retriever=clusters,beam=10,cluster_weight=1)")
     parser.add_argument("--margins", action="store_true",
                         help="only time a shortlist's margins, dense product against row-by-row (no data set)")
+    parser.add_argument("--phases", action="store_true",
+                        help="instead of recall: seconds and memory of each phase of one default fit "
+                             "(run_jobs: the training shortlists' jobs, then the label blocks')")
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     if args.margins:
@@ -206,6 +251,9 @@ def main() -> None:
           f"D={X.shape[1]} ceiling={ceiling:.3f}")
     if args.fit:
         fit_table(args.fit, X, Y, Xv, Yv, args.workers)
+        return
+    if args.phases:
+        phase_table(X, Y, Xv, Yv, args.workers)
         return
     if args.retrievers:
         retriever_table(args.retrievers, X, Y, Xv, Yv, ceiling, args.workers)
