@@ -120,3 +120,52 @@ def test_alpha_is_chosen_on_at_most_alpha_rows_validation_rows(data, monkeypatch
     model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12), test.X, test.Y)
     assert model.alpha in rerank_fit.ALPHAS
     assert scored[-2:] == [30, 20]  # the validation rows scored: 50 of the 120
+
+
+def test_a_negative_value_sends_a_large_batch_to_dense_blocks_of_bounded_size(data, monkeypatch):
+    train, test = data
+    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5))
+    sparse = sparse_copy(model, monkeypatch)
+    monkeypatch.setattr(rerank_model, "BLOCK_ENTRIES", 60 * 16)  # dense blocks of 16 rows x 60 labels
+    widths: list[int] = []
+    scores = RerankModel.retriever_scores
+    monkeypatch.setattr(RerankModel, "retriever_scores", lambda self, X, *a: widths.append(X.shape[0]) or scores(self, X, *a))
+    X = l2_rows(test.X)
+    X.data[0] = -X.data[0]
+    labels, got = sparse.shortlists(X)  # 120 rows in one call, as a sparse batch of 1024 would come
+    assert widths == [16]  # the 16 rows holding the negative value: dense; the other sub-batches: sparse
+    retriever = np.asarray((X @ model.centroids_t).toarray())
+    np.testing.assert_allclose(got, np.take_along_axis(retriever, top_columns(retriever, 12), axis=1), rtol=1e-6,
+                               atol=1e-7)
+
+
+def test_a_prior_set_after_construction_is_not_ignored(data, monkeypatch):
+    train, test = data
+    sparse = sparse_copy(fit_rerank(train.X, train.Y, RerankConfig(shortlist=5, alpha=0.5)), monkeypatch)
+    sparse.prior = np.zeros(sparse.n_labels, np.float32)
+    sparse.prior[7] = 100.0  # outranks every PIFA score
+    labels, _ = sparse.shortlists(l2_rows(test.X))
+    assert np.all(labels[:, 0] == 7)
+
+
+def test_empty_rows_and_batches_on_the_sparse_path(data, monkeypatch):
+    train, _ = data
+    sparse = sparse_copy(fit_rerank(train.X, train.Y, RerankConfig(shortlist=6, alpha=0.5)), monkeypatch)
+    X = sp.csr_matrix((3, sparse.n_features), dtype=np.float32)
+    labels, scores = sparse.shortlists(X)
+    assert labels.tolist() == [[0, 1, 2, 3, 4, 5]] * 3 and not scores.any()
+    labels, scores = sparse.shortlists(X[:0])
+    assert labels.shape == (0, 6) and scores.shape == (0, 6)
+    assert sparse.predict_topk(X[:0], 3)[0].shape == (0, 3)
+
+
+def test_a_model_past_dense_up_to_saves_and_loads(data, monkeypatch):
+    train, test = data
+    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=10, alpha=0.5))
+    sparse = sparse_copy(model, monkeypatch)
+    loaded = RerankModel.from_tensors(sparse.tensors(), sparse.n_features, sparse.n_labels)
+    assert loaded._sparse_retrieval and loaded._weights is None
+    assert (loaded.weights != model.weights).nnz == 0
+    for a, b in zip(loaded.predict_topk(test.X, 5), sparse.predict_topk(test.X, 5)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(loaded.full_scores(test.X), model.full_scores(test.X), rtol=1e-5, atol=1e-6)

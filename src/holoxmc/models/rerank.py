@@ -79,7 +79,8 @@ DENSE_UP_TO = 30_000
 
 def top_columns(S: np.ndarray, k: int) -> np.ndarray:
     """Column indices of the ``k`` largest entries of each row of dense ``S``, best first
-    (ties: the lower column first)."""
+    (ties within the kept columns: the lower column first; which of several tied columns at the
+    ``k``-th place is kept is not specified)."""
     k = min(k, S.shape[1])
     part = np.argpartition(-S, k - 1, axis=1)[:, :k] if k < S.shape[1] else np.tile(np.arange(S.shape[1]),
                                                                                       (S.shape[0], 1))
@@ -90,7 +91,7 @@ def top_columns(S: np.ndarray, k: int) -> np.ndarray:
 
 def sparse_row_top(S: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Columns and values of the ``k`` largest stored entries of each row of CSR ``S``, best
-    first (ties: the lower column first); a row with fewer than ``k`` stored entries is filled
+    first (ties within the kept entries: the lower column first); a row with fewer than ``k`` stored entries is filled
     with the lowest columns it does not store, valued 0 — the top ``k`` of the dense row when
     ``S`` holds no negative value. A loop over rows: each costs its stored entries, not
     ``S.shape[1]``.
@@ -200,8 +201,9 @@ class RerankModel:
         self.weight_rows = sp.csr_matrix(weights.T, dtype=np.float32)
         self._weights = sp.csr_matrix(weights, dtype=np.float32) if self.n_labels <= DENSE_UP_TO else None
         self._postings = np.diff(self.centroids_t.indptr)  # labels stored per feature
+        # the sparse PIFA shortlist's fixed conditions (the prior and each batch are checked per call)
         self._sparse_retrieval = (matcher is None and not self.knn and self.n_labels > DENSE_UP_TO
-                                  and not self.prior.any() and not (self.centroids_t.data < 0).any())
+                                  and not (self.centroids_t.data < 0).any())
         self.matcher = None if matcher is None else matcher.with_beam(matcher.min_beam_for(self.shortlist))
         self.sorted_centroids = None if matcher is None else sp.csr_matrix(centroids, dtype=np.float32)[matcher.order]
 
@@ -215,7 +217,7 @@ class RerankModel:
         """Rows per shortlist batch: dense blocks of at most :data:`BLOCK_ENTRIES` entries
         (``rows x L`` with the PIFA retriever, ``rows x (clusters + candidates)`` with the
         clustered one); 1024 where the PIFA shortlist is sparse (its chunks are cut by cost)."""
-        if self._sparse_retrieval:
+        if self._sparse_retrieval and not self.prior.any():
             return 1024
         if self.matcher is not None:
             return max(1, min(1024, BLOCK_ENTRIES // max(self.matcher.n_clusters + self.matcher.width, 1)))
@@ -262,8 +264,13 @@ class RerankModel:
             S += np.where(np.isfinite(S), self.prior[candidates], 0.0)
             best = top_columns(S, self.shortlist)
             return np.take_along_axis(candidates, best, axis=1), np.take_along_axis(S, best, axis=1)
-        if self._sparse_retrieval and not (X.data < 0).any():
+        if self._sparse_retrieval and not self.prior.any() and not (X.data < 0).any():
             return self._sparse_shortlists(X)
+        step = self.dense_batch_rows()
+        if X.shape[0] > step:  # a batch cut for the sparse path: dense blocks of at most BLOCK_ENTRIES
+            parts = [self.shortlists(X[start:start + step], None if exclude is None else exclude[start:start + step])
+                     for start in range(0, X.shape[0], step)]
+            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         S = self.retriever_scores(X, exclude)
         labels = top_columns(S, self.shortlist).astype(np.int64)
         return labels, np.take_along_axis(S, labels, axis=1)
@@ -272,7 +279,8 @@ class RerankModel:
         """The PIFA shortlists from the stored entries of ``X @ centroids`` (no dense
         ``rows x L`` block), in chunks of rows whose postings sum to at most
         :data:`BLOCK_ENTRIES`: the same labels and scores as the dense path, up to ties, when
-        no feature or centroid value is negative (unstored labels score 0, the least)."""
+        no feature or centroid value is negative (unstored labels score 0, the least) and the
+        prior is zero."""
         n = X.shape[0]
         labels, scores = np.empty((n, self.shortlist), np.int64), np.empty((n, self.shortlist), np.float32)
         cost = np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)), weights=self._postings[X.indices],
@@ -290,8 +298,7 @@ class RerankModel:
         not grow with L)."""
         n, s = labels.shape
         if self.n_labels <= DENSE_UP_TO:
-            M = np.asarray((X @ self.weights).toarray(), dtype=np.float32)
-            return np.take_along_axis(M, labels, axis=1) + self.bias[labels]
+            return np.take_along_axis(self._dense_margins(X), labels, axis=1)
         out = np.zeros((n, s), np.float32)
         cost = np.diff(self.weight_rows.indptr)[labels].sum(axis=1) + s * np.diff(X.indptr)
         for start, stop in cost_chunks(cost, BLOCK_ENTRIES):
@@ -318,8 +325,12 @@ class RerankModel:
 
     def _full_batch(self, X: sp.csr_matrix) -> np.ndarray:
         retriever = self.retriever_scores(X)
-        margins = np.asarray((X @ self.weights).toarray(), dtype=np.float32) + self.bias
-        return self.mix(1.0 / (1.0 + np.exp(-margins)), retriever)
+        return self.mix(1.0 / (1.0 + np.exp(-self._dense_margins(X))), retriever)
+
+    def _dense_margins(self, X: sp.csr_matrix) -> np.ndarray:
+        """``(n, L)`` margins of every label (one batch), from whichever weight orientation is kept."""
+        W = (self.weight_rows @ X.T).T if self._weights is None else X @ self._weights
+        return np.asarray(W.toarray(), dtype=np.float32) + self.bias
 
     def shortlist_scores(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """``(labels (n, s), mixed scores (n, s))`` of each row's shortlist (one batch)."""

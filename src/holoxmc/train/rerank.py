@@ -46,10 +46,12 @@ __all__ = ["RerankConfig", "fit_rerank", "fit_matcher", "pifa_centroids", "pifa_
 
 #: Mix weights tried on the validation split when ``alpha`` is ``None``.
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
-#: Validation rows that choose ``alpha`` at most: six values' P@1 are told apart on ten
-#: thousand rows (a standard error near 0.5 points), and scoring more costs the fit minutes
-#: at large L.
+#: Validation rows that choose ``alpha`` at most (a seeded random share of more): six values'
+#: P@1 are told apart on ten thousand rows (a standard error near 0.5 points), and scoring
+#: more costs the fit minutes at large L.
 ALPHA_ROWS = 10_000
+#: Stored entries a piece of the PIFA index's normalisation handles at once.
+_PIECE = 1 << 24
 #: Retrievers of :class:`RerankConfig`.
 RETRIEVERS = ("pifa", "clusters")
 #: File name of a finished label block in ``run_dir`` (first and last label + 1).
@@ -86,8 +88,10 @@ class RerankConfig:
             would number fewer than ``shortlist``).
         cluster_weight: weight of the cluster score in a candidate's retriever score.
         postings: with the PIFA retriever, each feature keeps only the labels of its
-            ``postings`` largest centroid weights (``0``: all), so that a row's retrieval costs
-            at most ``postings`` labels per feature it holds, not ``L`` (:func:`pifa_index`).
+            ``postings`` largest centroid weights (``0``: all). Past
+            :data:`~holoxmc.models.rerank.DENSE_UP_TO` labels (without kNN, prior or negative
+            values) a row's retrieval then costs at most ``postings`` labels per feature it
+            holds, not ``L`` (:func:`pifa_index`); below it the dense ``rows x L`` block stays.
     """
 
     shortlist: int | None = None
@@ -170,13 +174,20 @@ def pifa_index(X: sp.csr_matrix, Y: sp.csr_matrix, postings: int = 0) -> sp.csr_
     Example:
         >>> X = sp.csr_matrix(np.array([[1, 0], [1, 1], [0, 1]], np.float32))
         >>> Y = sp.csr_matrix(np.eye(3, dtype=np.float32))
-        >>> (pifa_index(X, Y, postings=2).toarray() > 0).astype(int).tolist()
+        >>> (pifa_index(X, Y).toarray() > 0).astype(int).tolist()
         [[1, 1, 0], [0, 1, 1]]
+        >>> (pifa_index(X, Y, postings=1).toarray() > 0).astype(int).tolist()
+        [[1, 0, 0], [0, 0, 1]]
     """
     index = sp.csr_matrix(X.T @ Y, dtype=np.float32)
-    norms = np.sqrt(np.bincount(index.indices, weights=np.square(index.data, dtype=np.float64),
-                                minlength=index.shape[1]))
-    index.data /= np.where(norms > 0, norms, 1.0)[index.indices].astype(np.float32)
+    squares = np.zeros(index.shape[1], np.float64)
+    pieces = [slice(lo, lo + _PIECE) for lo in range(0, index.nnz, _PIECE)]  # bounded float64 temporaries
+    for piece in pieces:
+        squares += np.bincount(index.indices[piece], weights=np.square(index.data[piece], dtype=np.float64),
+                               minlength=index.shape[1])
+    inverse = (1.0 / np.sqrt(np.where(squares > 0, squares, 1.0))).astype(np.float32)
+    for piece in pieces:
+        index.data[piece] *= inverse[index.indices[piece]]
     if postings:
         for feature in np.flatnonzero(np.diff(index.indptr) > postings):
             lo, hi = index.indptr[feature], index.indptr[feature + 1]
@@ -383,13 +394,21 @@ def fit_matcher(X: sp.csr_matrix, Y: sp.csr_matrix, centroids: sp.csr_matrix,
 
 
 # ---------------------------------------------------------------------------- the fit
+def _alpha_rows(X_val: sp.csr_matrix, Y_val: sp.csr_matrix, seed: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """At most :data:`ALPHA_ROWS` validation rows, a seeded random share when there are more
+    (in their order)."""
+    if X_val.shape[0] <= ALPHA_ROWS:
+        return X_val, Y_val
+    keep = np.sort(np.random.default_rng(seed).choice(X_val.shape[0], ALPHA_ROWS, replace=False))
+    return X_val[keep], Y_val[keep]
+
+
 def _choose_alpha(model: RerankModel, X_val: sp.csr_matrix, Y_val: sp.csr_matrix) -> float:
-    """The :data:`ALPHAS` value of best validation P@1 (ties: the first), on the first
-    :data:`ALPHA_ROWS` validation rows."""
+    """The :data:`ALPHAS` value of best validation P@1 (ties: the first)."""
     hits = np.zeros(len(ALPHAS))
     step = model.batch_rows()
-    for start in range(0, min(X_val.shape[0], ALPHA_ROWS), step):
-        rows = l2_rows(X_val[start:min(start + step, ALPHA_ROWS)])
+    for start in range(0, X_val.shape[0], step):
+        rows = l2_rows(X_val[start:start + step])
         labels, retriever = model.shortlists(rows)
         rerank = model.rescore(rows, labels)
         truth = Y_val[start:start + rows.shape[0]]
@@ -436,6 +455,7 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
         if X_val.shape[1] != X.shape[1] or Y_val.shape[1] != Y.shape[1]:
             raise InputError(f"X_val, Y_val have {X_val.shape[1]} features and {Y_val.shape[1]} labels; "
                              f"X, Y have {X.shape[1]} and {Y.shape[1]}")
+        X_val, Y_val = _alpha_rows(X_val, Y_val, config.seed)
     X = l2_rows(X)
     n_labels = Y.shape[1]
     if config.shortlist is None:  # the rule of the labels; the model and the fingerprint get the number
