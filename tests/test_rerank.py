@@ -219,6 +219,7 @@ def test_estimator_fits_saves_and_loads_head_rerank(data, tmp_path):
     train, test = data
     clf = XMCClassifier(head="rerank", head_options={"shortlist": 10, "alpha": 0.5}).fit(train.X, train.Y)
     assert isinstance(clf.rerank_, RerankModel)
+    assert clf.fit_result_.train_seconds > 0  # the fit's seconds are recorded (metrics.json's train_seconds)
     clf.save(tmp_path / "m")
     loaded = XMCClassifier.load(tmp_path / "m")
     np.testing.assert_array_equal(clf.predict(test.X, 5)[0], loaded.predict(test.X, 5)[0])
