@@ -250,7 +250,6 @@ def main() -> None:
     counts = np.asarray((Y > 0).sum(axis=0)).ravel()
     ceiling = (counts > 0)[Yv.indices].mean()
     prior = (np.log1p(counts) / np.log1p(max(counts.max(), 1))).astype(np.float32)
-    centroids = pifa_centroids(X, Y)
     print(f"{args.preset}: L={Y.shape[1]} fitting rows={X.shape[0]} validation rows={Xv.shape[0]} "
           f"D={X.shape[1]} ceiling={ceiling:.3f}")
     if args.fit:
@@ -262,6 +261,7 @@ def main() -> None:
     if args.retrievers:
         retriever_table(args.retrievers, X, Y, Xv, Yv, ceiling, args.workers)
         return
+    centroids = pifa_centroids(X, Y)  # the kNN / prior table's exact PIFA
     print("| retriever | knn | " + " | ".join(f"recall@{k} (/ceiling)" for k in KS) + " | s per 1000 rows |")
     print("|---|---|" + "---|" * (len(KS) + 1))
     for knn in args.knn:

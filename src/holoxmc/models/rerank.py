@@ -200,7 +200,6 @@ class RerankModel:
         # of the dense products is kept only where those are used (L <= DENSE_UP_TO)
         self.weight_rows = sp.csr_matrix(weights.T, dtype=np.float32)
         self._weights = sp.csr_matrix(weights, dtype=np.float32) if self.n_labels <= DENSE_UP_TO else None
-        self._postings = np.diff(self.centroids_t.indptr)  # labels stored per feature
         # the sparse PIFA shortlist's fixed conditions (the prior and each batch are checked per call)
         self._sparse_retrieval = (matcher is None and not self.knn and self.n_labels > DENSE_UP_TO
                                   and not (self.centroids_t.data < 0).any())
@@ -283,7 +282,7 @@ class RerankModel:
         prior is zero."""
         n = X.shape[0]
         labels, scores = np.empty((n, self.shortlist), np.int64), np.empty((n, self.shortlist), np.float32)
-        cost = np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)), weights=self._postings[X.indices],
+        cost = np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)), weights=np.diff(self.centroids_t.indptr)[X.indices],
                            minlength=n)
         for start, stop in cost_chunks(cost, BLOCK_ENTRIES):
             S = sp.csr_matrix(X[start:stop] @ self.centroids_t)
