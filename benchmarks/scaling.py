@@ -121,16 +121,27 @@ def run_child(n_labels: int, model: str, threads: int, max_test: int | None = No
 
 
 def rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` and its children in MB (0 once gone)."""
+    """Memory of ``pid`` and its children in MB (0 once gone): the sum of their proportional
+    set sizes (``Pss``: a page mapped by several of them, such as the arrays workers share,
+    counts once), or of their resident sizes where ``/proc`` has no ``smaps_rollup``."""
     total = 0.0
     for each in [pid, *_children(pid)]:
-        try:
-            for line in Path(f"/proc/{each}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) / 1024
-        except OSError:
-            continue
+        for name, key in (("smaps_rollup", "Pss:"), ("status", "VmRSS:")):
+            try:
+                lines = Path(f"/proc/{each}/{name}").read_text().splitlines()
+            except OSError:
+                continue
+            found = [int(line.split()[1]) / 1024 for line in lines if line.startswith(key)]
+            if found:
+                total += found[0]
+                break
     return total
+
+
+def peak_mb(row: dict[str, Any]) -> float:
+    """A cell's peak memory: its process's ``ru_maxrss``, or its process tree's sampled peak
+    (worker processes included) where that is larger."""
+    return max(row["peak_rss_mb"], row.get("peak_tree_mb", 0.0))
 
 
 def _children(pid: int) -> list[int]:
@@ -157,13 +168,15 @@ def run_cell(n_labels: int, model: str, args: argparse.Namespace) -> dict[str, A
     load = [round(os.getloadavg()[0], 2)]
     with open(log, "w") as stdout:
         child = subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
-        reason = _watch(child, args.timeout, args.memory_gb * 1024)
+        reason, tree_mb = _watch(child, args.timeout, args.memory_gb * 1024)
     load.append(round(os.getloadavg()[0], 2))
     lines = log.read_text().splitlines()
     reached = ([line[len(STAGE):] for line in lines if line.startswith(STAGE)] or ["start"])[-1]
     if reason is None and child.returncode == 0 and lines and lines[-1].startswith("{"):
         log.unlink()
-        return {**json.loads(lines[-1]), "load": load}
+        cell = json.loads(lines[-1])
+        cell["row"]["peak_tree_mb"] = round(tree_mb, 1)
+        return {**cell, "load": load}
     if reason is None:
         reason = f"exit {child.returncode}: {(lines or ['no output'])[-1][:200]}"
     return {"error": reason, "stage": reached, "load": load}
@@ -175,19 +188,21 @@ def _heads() -> tuple[str, ...]:
     return tuple(HEADS)
 
 
-def _watch(child: subprocess.Popen, timeout: float, memory_mb: float) -> str | None:
-    """Wait for ``child``; kill it past ``timeout`` seconds or ``memory_mb``; why, if killed."""
-    started = time.monotonic()
+def _watch(child: subprocess.Popen, timeout: float, memory_mb: float) -> tuple[str | None, float]:
+    """Wait for ``child``; kill it past ``timeout`` seconds or ``memory_mb`` (:func:`rss_mb`,
+    polled every half second): why, if killed, and the largest memory polled."""
+    started, peak = time.monotonic(), 0.0
     while child.poll() is None:
         elapsed = time.monotonic() - started
         resident = rss_mb(child.pid)
+        peak = max(peak, resident)
         if elapsed > timeout or resident > memory_mb:
             child.kill()
             child.wait()
             return (f"time limit: not finished within {timeout:.0f} s" if elapsed > timeout else
-                    f"memory limit: {resident:.0f} MB resident > {memory_mb:.0f} MB")
+                    f"memory limit: {resident:.0f} MB resident > {memory_mb:.0f} MB"), peak
         time.sleep(0.5)
-    return None
+    return None, peak
 
 
 def table(results: dict[str, Any]) -> str:
@@ -204,7 +219,7 @@ def table(results: dict[str, Any]) -> str:
                 lines.append(f"| {int(key):,} | {size} | {model} | {cell['error']} (stopped at: {cell['stage']}) "
                              f"||||| {load} |")
                 continue
-            lines.append(f"| {int(key):,} | {size} | {model} | {row['fit_seconds']:.1f} | {row['peak_rss_mb']:.0f} | "
+            lines.append(f"| {int(key):,} | {size} | {model} | {row['fit_seconds']:.1f} | {peak_mb(row):.0f} | "
                          f"{row['predict_ms_per_point']:.3f} | {row['P@1']:.2f} | {row['P@5']:.2f} | {load} |")
     return "\n".join(lines)
 
@@ -222,14 +237,14 @@ def plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = (("fit_seconds", "fit s", True), ("peak_rss_mb", "peak MB", True),
+    panels = (("fit_seconds", "fit s", True), ("peak_mb", "peak MB", True),
               ("predict_ms_per_point", "top-5 ms/point", True), ("P@1", "P@1", False))
     figure, axes = plt.subplots(1, 4, figsize=(16, 3.8))
     models = sorted({m for cells in results["cells"].values() for m in cells})
     for axis, (key, label, log) in zip(axes, panels):
         for model in models:
-            points = sorted((int(L), cells[model]["row"][key]) for L, cells in results["cells"].items()
-                            if "row" in cells.get(model, {}))
+            points = sorted((int(L), peak_mb(cells[model]["row"]) if key == "peak_mb" else cells[model]["row"][key])
+                            for L, cells in results["cells"].items() if "row" in cells.get(model, {}))
             if points:
                 axis.plot(*zip(*points), marker="o", label=model)
         axis.set_xscale("log")

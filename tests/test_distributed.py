@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
+import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
 
 from holoxmc.distributed import JobsFailed, run_jobs, threads_per_worker
+from holoxmc.distributed.jobs import MAP_BYTES
 from holoxmc.errors import InputError
 
 
@@ -16,6 +20,28 @@ def _describe_worker(job: int, shared: dict) -> tuple[int, int, int]:
     if job < 0:
         raise ValueError(f"negative job {job}")
     return job * shared["factor"], torch.get_num_threads(), os.getpid()
+
+
+def _use_shared_arrays(job: int, shared: dict) -> tuple[float, bool, bool, float]:
+    """(a row product of the shared CSR, whether its data and the big array are writeable, a small array's sum)."""
+    X = shared["X"]
+    return (float((X[job] @ X.T).sum()), X.data.flags.writeable, shared["big"].flags.writeable,
+            float(shared["small"].sum()))
+
+
+def test_local_workers_map_large_shared_arrays_read_only_and_leave_no_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    rng = np.random.default_rng(0)
+    X = sp.random(200, 3000, density=0.3, format="csr", random_state=0, dtype=np.float64)  # data > MAP_BYTES
+    assert X.data.nbytes >= MAP_BYTES
+    shared = {"X": X, "big": rng.random(MAP_BYTES // 8 + 1), "small": np.arange(10.0)}
+    inline = run_jobs(_use_shared_arrays, [0, 5, 199], shared=shared)
+    mapped = run_jobs(_use_shared_arrays, [0, 5, 199], shared=shared, workers=2)
+    assert [r[0] for r in mapped] == [r[0] for r in inline]  # the same matrix, bit for bit
+    assert all(not data_writeable and not big_writeable for _, data_writeable, big_writeable, _ in mapped)
+    assert all(r[1] and r[2] for r in inline)  # this process keeps its own, writeable arrays
+    assert {r[3] for r in mapped} == {45.0}
+    assert not list(tmp_path.iterdir())  # the mapped files are removed with the pool
 
 
 def test_inline_runs_in_order_and_restores_threads():

@@ -31,6 +31,7 @@ def test_tiny_scaling_run_writes_json_table_and_plot(tmp_path):
     row = cell["row"]
     assert 0 < row["P@1"] <= 100 and row["fit_seconds"] > 0 and row["peak_rss_mb"] > 0
     assert row["generate_seconds"] > 0 and row["predict_ms_per_point"] > 0
+    assert row["peak_tree_mb"] > 0  # the process tree's polled peak (PSS), recorded beside ru_maxrss
     table = out.with_suffix(".md").read_text().splitlines()
     assert table[0].startswith("| L | N train / test | model | fit s |")
     assert table[2].startswith("| 300 | 219 / 69 | napkinxc-plt | ")
@@ -81,6 +82,8 @@ def test_table_and_plot_of_a_fake_result_file(tmp_path):
         "| 2.0-3.5 |")
     assert lines[4].startswith("| 100,000 | 73000 / 23000 | holoxmc-solar | time limit: not finished within 600 s "
                                "(stopped at: fit) |")
+    assert scaling.peak_mb({**_fake_row(50.0, 1.0), "peak_tree_mb": 700.0}) == 700.0  # workers counted
+    assert scaling.peak_mb({**_fake_row(50.0, 1.0), "peak_tree_mb": 300.0}) == 512.0
     path = tmp_path / "fake.png"
     scaling.plot(results, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -45,6 +45,17 @@ def test_the_pifa_index_keeps_each_features_largest_weights(data):
     assert (pifa_index(X, Y, postings=10**6) != pifa_index(X, Y)).nnz == 0
 
 
+@pytest.mark.parametrize("postings", [0, 5])
+def test_the_pifa_index_built_in_label_blocks_equals_one_product(data, postings):
+    train, _ = data
+    X, Y = l2_rows(train.X), sp.csr_matrix(train.Y)
+    whole = pifa_index(X, Y, postings)
+    for block_entries in (1, 500):  # a block per label; a few labels a block
+        blocks = pifa_index(X, Y, postings, block_entries=block_entries)
+        assert blocks.shape == whole.shape and blocks.nnz == whole.nnz
+        np.testing.assert_allclose(blocks.toarray(), whole.toarray(), rtol=1e-6, atol=0)
+
+
 def test_a_fit_prunes_the_pifa_postings_only(data):
     train, _ = data
     model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=8, alpha=0.5, postings=4))

@@ -2,8 +2,9 @@
 or as Ray tasks, with the same results everywhere.
 
 A job is a picklable value handed to a module-level function ``fn(job, shared)``; ``shared``
-is read-only data every job needs (e.g. the training matrices). It is shipped once per worker
-process (local) or once into the object store (Ray), never once per job. Every backend runs
+is read-only data every job needs (e.g. the training matrices). It is shipped once into the
+object store (Ray) or, for local workers, pickled once with its large arrays written to
+temporary files that every worker maps read-only (no copy per worker); never once per job. Every backend runs
 ``fn`` with the same number of torch threads, so floating-point results are bit-identical.
 
 A job that raises does not stop the others: every job runs to its end, then
@@ -19,11 +20,14 @@ A Ray session the caller started itself is used as it is.
 from __future__ import annotations
 
 import ctypes
+import mmap
 import multiprocessing
 import numbers
 import os
+import pickle
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -66,16 +70,52 @@ _PR_SET_PDEATHSIG = 1
 _WATCH_SECONDS = 1.0
 # Per-worker-process state of the local backend: filled once by the pool initializer.
 _WORKER_SHARED: Any = None
+#: Buffers of ``shared`` (a numpy array's data, ...) of at least this many bytes reach local
+#: workers as read-only memory maps of a temporary file each, shared by every worker, instead of
+#: a pickled copy in each (pickle protocol 5's out-of-band buffers, as joblib's auto-memmapping).
+MAP_BYTES = 1 << 20
 # The Ray session this module started: its driver job id and the address asked for.
 _OUR_RAY: dict[str, Any] = {}
 
 
-def _init_local_worker(threads: int, shared: Any, parent: int) -> None:
+@dataclass(frozen=True)
+class _Mapped:
+    """``shared`` pickled (protocol 5) without its large buffers, and the files that hold them in order."""
+
+    pickled: bytes
+    paths: tuple[str, ...]
+
+
+def _map_out(shared: Any, folder: str) -> _Mapped:
+    """Pickle ``shared``, writing each buffer of at least :data:`MAP_BYTES` to a file in ``folder``."""
+    paths: list[str] = []
+
+    def out_of_band(buffer: pickle.PickleBuffer) -> bool:
+        view = buffer.raw()
+        if view.nbytes < MAP_BYTES:
+            return True  # pickled in-band
+        paths.append(os.path.join(folder, f"{len(paths)}.buffer"))
+        with open(paths[-1], "wb") as file:
+            file.write(view)
+        return False
+    return _Mapped(pickle.dumps(shared, protocol=5, buffer_callback=out_of_band), tuple(paths))
+
+
+def _map_in(mapped: _Mapped) -> Any:
+    """The object :func:`_map_out` pickled, its large arrays read-only views of the mapped files."""
+    buffers = []
+    for path in mapped.paths:
+        with open(path, "rb") as file:
+            buffers.append(mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ))
+    return pickle.loads(mapped.pickled, buffers=buffers)
+
+
+def _init_local_worker(threads: int, shared: _Mapped, parent: int) -> None:
     global _WORKER_SHARED
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it ends the pool
     torch.set_num_threads(threads)
-    _WORKER_SHARED = shared
+    _WORKER_SHARED = _map_in(shared)
 
 
 def _die_with_parent(parent: int) -> None:
@@ -127,11 +167,18 @@ def _run_inline(fn, jobs, shared, threads) -> tuple[list[Any], list[JobFailure]]
 
 
 def _run_local(fn, jobs, shared, workers, threads) -> tuple[list[Any], list[JobFailure]]:
+    context = multiprocessing.get_context("spawn")  # fork is unsafe with torch threads
+    with tempfile.TemporaryDirectory(prefix="holoxmc-jobs-") as folder:  # removed once the pool is down
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_local_worker,
+                                   initargs=(threads, _map_out(shared, folder), os.getpid()))
+        return _collect(pool, fn, jobs)
+
+
+def _collect(pool: ProcessPoolExecutor, fn: Callable[[Any, Any], Any],
+             jobs: list[Any]) -> tuple[list[Any], list[JobFailure]]:
+    """Submit every job to ``pool``, wait for all of them and shut the pool down."""
     results: list[Any] = [None] * len(jobs)
     failures: list[JobFailure] = []
-    context = multiprocessing.get_context("spawn")  # fork is unsafe with torch threads
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_local_worker,
-                               initargs=(threads, shared, os.getpid()))
     try:
         futures = [pool.submit(_call_in_local_worker, fn, job) for job in jobs]
         for i, future in enumerate(futures):

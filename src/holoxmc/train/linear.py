@@ -364,10 +364,11 @@ def _platt(model: LinearModel, X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[floa
     return float(fit.coef_[0, 0]), float(fit.intercept_[0])
 
 
-def _training_rows(X: Any, Y: Any, x_name: str = "X", y_name: str = "Y") -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """``X`` as float64 CSR (liblinear's type) and ``Y``'s nonzeros as a 0/1 CSR, same rows."""
+def _training_rows(X: Any, Y: Any, x_name: str = "X", y_name: str = "Y",
+                   dtype: type = np.float64) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """``X`` as CSR of ``dtype`` (float64: liblinear's type) and ``Y``'s nonzeros as a 0/1 CSR, same rows."""
     try:
-        X, Y = sp.csr_matrix(X, dtype=np.float64), sp.csr_matrix(sp.csr_matrix(Y) != 0, dtype=np.float32)
+        X, Y = sp.csr_matrix(X, dtype=dtype), sp.csr_matrix(sp.csr_matrix(Y) != 0, dtype=np.float32)
     except (TypeError, ValueError) as exc:
         raise InputError(f"{x_name}, {y_name} must be 2-D numeric matrices: {exc}") from None
     if X.shape[0] != Y.shape[0]:

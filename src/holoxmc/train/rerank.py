@@ -34,7 +34,7 @@ from sklearn.preprocessing import normalize
 from holoxmc.distributed import run_jobs
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.models.matcher import ClusterMatcher
-from holoxmc.models.rerank import RerankModel, l2_rows
+from holoxmc.models.rerank import RerankModel, cost_chunks, l2_rows
 from holoxmc.presets import RERANK_SHORTLIST
 from holoxmc.train.checkpoint import data_digest, load_state_dict_file, save_state_dict
 from holoxmc.train.linear import LinearConfig, _direct_liblinear_works, _fit_label, _fit_label_sklearn, \
@@ -50,7 +50,7 @@ ALPHAS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
 #: P@1 are told apart on ten thousand rows (a standard error near 0.5 points), and scoring
 #: more costs the fit minutes at large L.
 ALPHA_ROWS = 10_000
-#: Stored entries a piece of the PIFA index's normalisation handles at once.
+#: Entries of the unpruned product one block of the PIFA index holds at most (about).
 _PIECE = 1 << 24
 #: Retrievers of :class:`RerankConfig`.
 RETRIEVERS = ("pifa", "clusters")
@@ -162,38 +162,53 @@ def pifa_centroids(X: sp.csr_matrix, Y: sp.csr_matrix) -> sp.csr_matrix:
     return normalize(sp.csr_matrix(Y.T @ X, dtype=np.float32), norm="l2", axis=1, copy=False)
 
 
-def pifa_index(X: sp.csr_matrix, Y: sp.csr_matrix, postings: int = 0) -> sp.csr_matrix:
+def pifa_index(X: sp.csr_matrix, Y: sp.csr_matrix, postings: int = 0, *, block_entries: int = _PIECE) -> sp.csr_matrix:
     """The PIFA retriever's inverted index: ``(D, L)`` CSR whose column ``l`` is label ``l``'s
     L2-normalised mean feature row (:func:`pifa_centroids`, transposed) and whose row ``f``
     keeps only the ``postings`` largest weights of feature ``f`` (``0``: all), columns not
     renormalised. A frequent feature is in nearly every label's centroid, which makes exact
     retrieval cost ``rows x L``; pruned, a row costs at most ``postings`` labels per feature it
-    holds, and the labels a feature drops are those it weighs least. Built in this
-    orientation, pruned in place: no ``(L, D)`` copy.
+    holds, and the labels a feature drops are those it weighs least.
+
+    Built in blocks of labels whose products hold at most about ``block_entries`` entries, each
+    block normalised (its columns are whole) and pruned, then joined to the index and the index
+    pruned again: a feature's largest weights over all labels are among its largest in their
+    block, so the index is the one of a single product, while memory holds the pruned index
+    and one block, not the whole unpruned ``(D, L)`` product.
 
     Example:
         >>> X = sp.csr_matrix(np.array([[1, 0], [1, 1], [0, 1]], np.float32))
         >>> Y = sp.csr_matrix(np.eye(3, dtype=np.float32))
         >>> (pifa_index(X, Y).toarray() > 0).astype(int).tolist()
         [[1, 1, 0], [0, 1, 1]]
-        >>> (pifa_index(X, Y, postings=1).toarray() > 0).astype(int).tolist()
+        >>> (pifa_index(X, Y, postings=1, block_entries=1).toarray() > 0).astype(int).tolist()
         [[1, 0, 0], [0, 0, 1]]
     """
-    index = sp.csr_matrix(X.T @ Y, dtype=np.float32)
-    squares = np.zeros(index.shape[1], np.float64)
-    pieces = [slice(lo, lo + _PIECE) for lo in range(0, index.nnz, _PIECE)]  # bounded float64 temporaries
-    for piece in pieces:
-        squares += np.bincount(index.indices[piece], weights=np.square(index.data[piece], dtype=np.float64),
-                               minlength=index.shape[1])
-    inverse = (1.0 / np.sqrt(np.where(squares > 0, squares, 1.0))).astype(np.float32)
-    for piece in pieces:
-        index.data[piece] *= inverse[index.indices[piece]]
-    if postings:
-        for feature in np.flatnonzero(np.diff(index.indptr) > postings):
-            lo, hi = index.indptr[feature], index.indptr[feature + 1]
-            index.data[lo + np.argpartition(-index.data[lo:hi], postings - 1)[postings:]] = 0.0
-    index.eliminate_zeros()
+    n_labels = Y.shape[1]
+    Y = sp.csc_matrix(Y, dtype=np.float32)
+    XT = sp.csr_matrix(X.T, dtype=np.float32)
+    cost = np.asarray(Y.T @ np.diff(sp.csr_matrix(X).indptr).astype(np.float64)).ravel()  # entries before merging
+    index = sp.csr_matrix((X.shape[1], n_labels), dtype=np.float32)
+    for lo, hi in cost_chunks(cost, block_entries):
+        block = sp.csr_matrix(XT @ Y[:, lo:hi], dtype=np.float32)
+        squares = np.bincount(block.indices, weights=np.square(block.data, dtype=np.float64), minlength=hi - lo)
+        block.data *= (1.0 / np.sqrt(np.where(squares > 0, squares, 1.0))).astype(np.float32)[block.indices]
+        _keep_largest(block, postings)
+        block = sp.csr_matrix((block.data, block.indices + lo, block.indptr), shape=index.shape)
+        block.sort_indices()
+        index = index + block  # disjoint columns: a union
+        del block
+        _keep_largest(index, postings)
     return index
+
+
+def _keep_largest(M: sp.csr_matrix, k: int) -> None:
+    """Keep only the ``k`` largest stored values of each row of ``M`` (``0``: all), in place."""
+    if k:
+        for row in np.flatnonzero(np.diff(M.indptr) > k):
+            lo, hi = M.indptr[row], M.indptr[row + 1]
+            M.data[lo + np.argpartition(-M.data[lo:hi], k - 1)[k:]] = 0.0
+    M.eliminate_zeros()
 
 
 def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, workers: int = 1,
@@ -326,22 +341,23 @@ def _weights(parts: list[_Part], n_features: int, n_labels: int) -> tuple[sp.csc
     """The ``(D, L)`` CSC weights and ``(L,)`` biases of the blocks' parts, in label order."""
     counts = np.concatenate([part[0] for part in parts])
     indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    indices = np.concatenate([part[1] for part in parts]).astype(np.int32)
-    values = np.concatenate([part[2] for part in parts]).astype(np.float32)
+    indices = np.concatenate([part[1] for part in parts]).astype(np.int32, copy=False)
+    values = np.concatenate([part[2] for part in parts]).astype(np.float32, copy=False)
     weights = sp.csc_matrix((values, indices, indptr), shape=(n_features, n_labels))
     return weights, np.concatenate([part[3] for part in parts]).astype(np.float32)
 
 
 def _membership(shortlists: np.ndarray, Y: sp.csr_matrix, negatives: int, seed: int) -> sp.csc_matrix:
-    """``(n, L)`` CSC whose column ``l`` holds the rows label ``l`` learns from: its positives,
-    the rows that shortlist it and ``negatives`` random rows."""
+    """``(n, L)`` boolean CSC whose column ``l`` holds the rows label ``l`` learns from: its
+    positives, the rows that shortlist it and ``negatives`` random rows (only the pattern is
+    read: one byte a value)."""
     n, s = shortlists.shape
     n_labels = Y.shape[1]
-    S = sp.csr_matrix((np.ones(n * s, np.float32), shortlists.ravel(), np.arange(0, n * s + 1, s)), shape=Y.shape)
-    random_rows = np.random.default_rng(seed).integers(0, n, size=n_labels * negatives)
-    R = sp.csr_matrix((np.ones(len(random_rows), np.float32), (random_rows, np.repeat(np.arange(n_labels), negatives))),
-                      shape=Y.shape)
-    M = sp.csc_matrix(S + Y + R)
+    S = sp.csr_matrix((np.ones(n * s, bool), shortlists.ravel(), np.arange(0, n * s + 1, s)), shape=Y.shape)
+    random_rows = np.random.default_rng(seed).integers(0, n, size=n_labels * negatives).astype(np.int32)
+    R = sp.csr_matrix((np.ones(len(random_rows), bool),
+                       (random_rows, np.repeat(np.arange(n_labels, dtype=np.int32), negatives))), shape=Y.shape)
+    M = sp.csc_matrix(S + sp.csr_matrix(Y, dtype=bool) + R)
     M.sort_indices()
     return M
 
@@ -447,11 +463,11 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     """
     if not isinstance(config, RerankConfig):
         raise InputError(f"config must be a RerankConfig, got {type(config).__name__}")
-    X, Y = _training_rows(X, Y)
+    X, Y = _training_rows(X, Y, dtype=np.float32)  # each label's own rows become float64
     if (X_val is None) != (Y_val is None):
         raise InputError("give both X_val and Y_val, or neither")
     if X_val is not None:
-        X_val, Y_val = _training_rows(X_val, Y_val, "X_val", "Y_val")
+        X_val, Y_val = _training_rows(X_val, Y_val, "X_val", "Y_val", np.float32)
         if X_val.shape[1] != X.shape[1] or Y_val.shape[1] != Y.shape[1]:
             raise InputError(f"X_val, Y_val have {X_val.shape[1]} features and {Y_val.shape[1]} labels; "
                              f"X, Y have {X.shape[1]} and {Y.shape[1]}")
@@ -479,6 +495,7 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), config.shortlist, 0.0, **knn)
     shortlists = training_shortlists(retriever, X, workers=workers, ray_address=ray_address)
     rows = _membership(shortlists, Y, config.negatives, config.seed)
+    del shortlists
     fingerprint = data_digest(X, Y) + json.dumps(asdict(config) | {"alpha": None}, sort_keys=True)
     if run_dir is not None:
         Path(run_dir).mkdir(parents=True, exist_ok=True)
@@ -488,7 +505,9 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     blocks = [_Block(start, min(start + config.label_block, n_labels)) for start in range(0, n_labels, config.label_block)]
     problem = _Problem(X, rows, sp.csc_matrix(Y), config, None if run_dir is None else str(run_dir), fingerprint)
     parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
+    del problem, rows  # memory for the weights and the choice of alpha
     weights, bias = _weights(parts, X.shape[1], n_labels)
+    del parts
     # the retriever's (D, L) centroids, shared; knn: or the matcher
     model = RerankModel(retriever.centroids_t.T, weights, bias, config.shortlist, DEFAULT_ALPHA, **knn)
     if config.alpha is not None:
