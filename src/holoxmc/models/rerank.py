@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from sklearn.preprocessing import normalize
+from sklearn.utils.extmath import row_norms
 from torch import Tensor
 
 from holoxmc.errors import InputError
@@ -132,10 +133,30 @@ def cost_chunks(cost: np.ndarray, limit: int) -> Iterator[tuple[int, int]]:
         start = stop
 
 
+#: Rows whose squared length is this close to 1 count as unit rows already.
+UNIT_TOLERANCE = 1e-5
+
+
 def l2_rows(X: Any) -> sp.csr_matrix:
-    """``X`` as float32 CSR with unit-length rows (zero rows stay zero; scikit-learn's ``normalize``)."""
+    """``X`` as float32 CSR with unit-length rows (zero rows stay zero; scikit-learn's
+    ``normalize``). Rows already of unit length (within :data:`UNIT_TOLERANCE`, as TF-IDF
+    features usually are) are returned as they are, without a copy: do not modify the result
+    in place.
+
+    Example:
+        >>> X = sp.csr_matrix(np.array([[3, 4], [0, 0]], np.float32))
+        >>> l2_rows(X).toarray().tolist()
+        [[0.6000000238418579, 0.800000011920929], [0.0, 0.0]]
+        >>> unit = l2_rows(X); np.shares_memory(l2_rows(unit).data, unit.data)
+        True
+    """
     X = sp.csr_matrix(X, dtype=np.float32)
-    return sp.csr_matrix(normalize(X, norm="l2", axis=1), dtype=np.float32) if X.shape[0] else X
+    if not X.shape[0]:
+        return X
+    squares = row_norms(X, squared=True)  # no copy of X
+    if np.all((np.abs(squares - 1.0) <= UNIT_TOLERANCE) | (squares == 0.0)):
+        return X
+    return sp.csr_matrix(normalize(X, norm="l2", axis=1), dtype=np.float32)
 
 
 class RerankModel:
