@@ -6,9 +6,13 @@ For each ``--labels`` value the set is :data:`holoxmc.data.realistic.REALISTIC_P
 preset of that L (``realistic-10k``, ``-100k``, ``-670k``, ``-3m``: 10000, 100000, 670091,
 3000000); any other L is make_realistic at the 100K preset's ratios (0.73 training points and
 0.6 features per label). Every (L, model) cell runs in a process of its own under a wall-clock
-limit (``--timeout``) and a resident-memory limit (``--memory-gb``, polled from ``/proc``);
-the child reports its stage (``generate``, ``fit``, ``predict``, ``score``), so a cell that
-cannot run records why (time, memory, an error) and the stage where it stopped.
+limit (``--timeout``) and a resident-memory limit (``--memory-gb``: the process tree's summed
+``VmRSS``, polled from ``/proc``); the child reports its stage (``generate``, ``fit``,
+``predict``, ``score``), so a cell that cannot run records why (time, memory, an error) and
+the stage where it stopped. A row's memory: ``peak_rss_mb`` (the cell process's
+``ru_maxrss``), and the tree's polled peaks, ``peak_tree_mb`` (summed PSS: a page several
+processes share counts once) and ``peak_tree_rss_mb`` (summed resident sizes); the table shows
+the larger of the first two (:func:`peak_mb`). Top-5 is timed ``--predict-repeats`` times.
 
 Writes ``--out`` (JSON, merged with an existing file cell by cell), a Markdown table next to
 it (``.md``) and a PNG plot (``.png``: fit seconds, peak memory, top-5 ms/point and P@1
@@ -98,9 +102,10 @@ def model_fit(model: str, threads: int) -> Any:
     return fit
 
 
-def run_child(n_labels: int, model: str, threads: int, max_test: int | None = None) -> None:
+def run_child(n_labels: int, model: str, threads: int, max_test: int | None = None, repeats: int = 1) -> None:
     """Generate the set, fit and score one model in this process (on the first ``max_test``
-    test rows, all by default); print the row as JSON."""
+    test rows, all by default; top-5 timed ``repeats`` times, the median reported); print the
+    row as JSON."""
     import torch
 
     torch.set_num_threads(threads)
@@ -114,33 +119,35 @@ def run_child(n_labels: int, model: str, threads: int, max_test: int | None = No
     generate_s = time.perf_counter() - started
     if max_test is not None:
         test = Dataset(test.X[:max_test], test.Y[:max_test], test.name)
-    row = measure(model_fit(model, threads), train, test)
+    row = measure(model_fit(model, threads), train, test, repeats)
     stage("score")
     shape = {"n_train": len(train), "n_test": len(test), "n_features": train.n_features}
     print(json.dumps({"row": {**row, "generate_seconds": generate_s}, "shape": shape}), flush=True)
 
 
-def rss_mb(pid: int) -> float:
-    """Memory of ``pid`` and its children in MB (0 once gone): the sum of their proportional
-    set sizes (``Pss``: a page mapped by several of them, such as the arrays workers share,
-    counts once), or of their resident sizes where ``/proc`` has no ``smaps_rollup``."""
-    total = 0.0
+def tree_mb(pid: int) -> tuple[float, float]:
+    """Memory of ``pid`` and its children in MB (zeros once gone): the sums of their
+    proportional set sizes (``Pss``: a page several of them map, such as the arrays workers
+    share or a library's code, counts once) and of their resident sizes (``VmRSS``: such a
+    page counts in each). Where ``/proc`` has no ``smaps_rollup``, the resident size stands
+    for both."""
+    pss = rss = 0.0
     for each in [pid, *_children(pid)]:
-        for name, key in (("smaps_rollup", "Pss:"), ("status", "VmRSS:")):
+        values = {}
+        for name, key in (("status", "VmRSS:"), ("smaps_rollup", "Pss:")):
             try:
                 lines = Path(f"/proc/{each}/{name}").read_text().splitlines()
             except OSError:
                 continue
-            found = [int(line.split()[1]) / 1024 for line in lines if line.startswith(key)]
-            if found:
-                total += found[0]
-                break
-    return total
+            values.update({key: int(line.split()[1]) / 1024 for line in lines if line.startswith(key)})
+        rss += values.get("VmRSS:", 0.0)
+        pss += values.get("Pss:", values.get("VmRSS:", 0.0))
+    return pss, rss
 
 
 def peak_mb(row: dict[str, Any]) -> float:
-    """A cell's peak memory: its process's ``ru_maxrss``, or its process tree's sampled peak
-    (worker processes included) where that is larger."""
+    """A cell's peak memory: its process's ``ru_maxrss``, or its process tree's sampled PSS
+    peak (worker processes included, :func:`tree_mb`) where that is larger."""
     return max(row["peak_rss_mb"], row.get("peak_tree_mb", 0.0))
 
 
@@ -162,20 +169,21 @@ def run_cell(n_labels: int, model: str, args: argparse.Namespace) -> dict[str, A
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
                OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
     command = [python, str(Path(__file__).resolve()), "--child", str(n_labels), model, "--threads", threads,
-               *(["--max-test", str(args.max_test)] if args.max_test is not None else [])]
+               *(["--max-test", str(args.max_test)] if args.max_test is not None else []),
+               "--predict-repeats", str(args.predict_repeats)]
     log = args.out.with_suffix(f".L{n_labels}.{model}.log")
     log.parent.mkdir(parents=True, exist_ok=True)
     load = [round(os.getloadavg()[0], 2)]
     with open(log, "w") as stdout:
         child = subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
-        reason, tree_mb = _watch(child, args.timeout, args.memory_gb * 1024)
+        reason, peaks = _watch(child, args.timeout, args.memory_gb * 1024)
     load.append(round(os.getloadavg()[0], 2))
     lines = log.read_text().splitlines()
     reached = ([line[len(STAGE):] for line in lines if line.startswith(STAGE)] or ["start"])[-1]
     if reason is None and child.returncode == 0 and lines and lines[-1].startswith("{"):
         log.unlink()
         cell = json.loads(lines[-1])
-        cell["row"]["peak_tree_mb"] = round(tree_mb, 1)
+        cell["row"]["peak_tree_mb"], cell["row"]["peak_tree_rss_mb"] = (round(peak, 1) for peak in peaks)
         return {**cell, "load": load}
     if reason is None:
         reason = f"exit {child.returncode}: {(lines or ['no output'])[-1][:200]}"
@@ -188,21 +196,22 @@ def _heads() -> tuple[str, ...]:
     return tuple(HEADS)
 
 
-def _watch(child: subprocess.Popen, timeout: float, memory_mb: float) -> tuple[str | None, float]:
-    """Wait for ``child``; kill it past ``timeout`` seconds or ``memory_mb`` (:func:`rss_mb`,
-    polled every half second): why, if killed, and the largest memory polled."""
-    started, peak = time.monotonic(), 0.0
+def _watch(child: subprocess.Popen, timeout: float, memory_mb: float) -> tuple[str | None, tuple[float, float]]:
+    """Wait for ``child``; kill it past ``timeout`` seconds or when its process tree's resident
+    sum (:func:`tree_mb`, polled every half second) passes ``memory_mb``: why, if killed, and
+    the largest PSS and resident sums polled."""
+    started, peaks = time.monotonic(), (0.0, 0.0)
     while child.poll() is None:
         elapsed = time.monotonic() - started
-        resident = rss_mb(child.pid)
-        peak = max(peak, resident)
+        pss, resident = tree_mb(child.pid)
+        peaks = (max(peaks[0], pss), max(peaks[1], resident))
         if elapsed > timeout or resident > memory_mb:
             child.kill()
             child.wait()
             return (f"time limit: not finished within {timeout:.0f} s" if elapsed > timeout else
-                    f"memory limit: {resident:.0f} MB resident > {memory_mb:.0f} MB"), peak
+                    f"memory limit: {resident:.0f} MB resident > {memory_mb:.0f} MB"), peaks
         time.sleep(0.5)
-    return None, peak
+    return None, peaks
 
 
 def table(results: dict[str, Any]) -> str:
@@ -281,6 +290,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds for one cell")
     parser.add_argument("--memory-gb", type=float, default=16.0, help="resident memory limit of one cell")
     parser.add_argument("--max-test", type=int, default=None, help="score the first N test rows only")
+    parser.add_argument("--predict-repeats", type=int, default=3,
+                        help="time the top-5 of the test rows this many times; the median is reported")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--pecos-python", type=Path, default=ROOT / ".venv-pecos" / "bin" / "python")
     parser.add_argument("--merge", nargs="+", type=Path, default=[],
@@ -288,7 +299,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--child", nargs=2, metavar=("L", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        run_child(int(args.child[0]), args.child[1], args.threads, args.max_test)
+        run_child(int(args.child[0]), args.child[1], args.threads, args.max_test, args.predict_repeats)
         return
     from holoxmc.io import atomic_write_json, atomic_write_text
 
@@ -300,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         command = " ".join(["python benchmarks/scaling.py", *(argv if argv is not None else sys.argv[1:])])
         limits = {"timeout_s": args.timeout, "memory_gb": args.memory_gb, "threads": args.threads,
-                  "max_test": args.max_test}
+                  "max_test": args.max_test, "predict_repeats": args.predict_repeats}
         results.setdefault("runs", []).append({"command": command, "limits": limits})
     for n_labels in args.labels:
         for model in args.models:

@@ -26,6 +26,16 @@ def _torch_threads_restored():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture
+def map_every_array(monkeypatch):
+    """Every array of ``run_jobs``' shared data reaches local workers mapped read-only from a
+    file, as arrays of a MiB or more do (the tests' data are smaller): a job that writes into
+    its shared data fails here, not only at scale."""
+    from holoxmc.distributed import jobs
+
+    monkeypatch.setattr(jobs, "MAP_BYTES", 1)
+
+
 @pytest.fixture(scope="session")
 def toy(tmp_path_factory) -> Path:
     """A small dataset folder in the XML-repository format: toy_train.txt, toy_test.txt

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -11,6 +13,7 @@ import scipy.sparse as sp
 import torch
 
 from holoxmc.distributed import JobsFailed, run_jobs, threads_per_worker
+from holoxmc.distributed import jobs
 from holoxmc.distributed.jobs import MAP_BYTES
 from holoxmc.errors import InputError
 
@@ -42,6 +45,30 @@ def test_local_workers_map_large_shared_arrays_read_only_and_leave_no_files(tmp_
     assert all(r[1] and r[2] for r in inline)  # this process keeps its own, writeable arrays
     assert {r[3] for r in mapped} == {45.0}
     assert not list(tmp_path.iterdir())  # the mapped files are removed with the pool
+
+
+def test_a_buffer_that_cannot_be_written_is_pickled_in_band(monkeypatch):
+    def disk_full(path, view):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(jobs, "_write_buffer", disk_full)
+    shared = {"X": sp.random(200, 3000, density=0.3, format="csr", random_state=0, dtype=np.float64),
+              "big": np.ones(MAP_BYTES // 8 + 1), "small": np.arange(10.0)}
+    results = run_jobs(_use_shared_arrays, [0, 7], shared=shared, workers=2)
+    assert [r[0] for r in results] == [r[0] for r in run_jobs(_use_shared_arrays, [0, 7], shared=shared)]
+    assert all(r[1] and r[2] for r in results)  # copies in each worker, as before mapping
+
+
+def test_folders_left_by_killed_processes_are_removed_by_the_next_pool(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    stale = tmp_path / f"holoxmc-jobs-{ended.pid}-x1"
+    live = tmp_path / f"holoxmc-jobs-{os.getppid()}-x2"  # a process that is still running
+    for folder in (stale, live):
+        folder.mkdir()
+        (folder / "0.buffer").write_bytes(b"0" * 10)
+    run_jobs(_describe_worker, [1, 2], shared={"factor": 1}, workers=2)
+    assert not stale.exists() and live.exists()
 
 
 def test_inline_runs_in_order_and_restores_threads():

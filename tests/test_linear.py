@@ -126,7 +126,7 @@ def test_labels_with_one_class_get_constant_scores_ranked_last_or_first():
 
 
 @pytest.mark.parametrize("config", [LinearConfig(C=1.0, label_block=6), LinearConfig(C_grid=(0.01, 1.0), label_block=6)])
-def test_label_blocks_in_worker_processes_train_the_same_weights(data, config):
+def test_label_blocks_in_worker_processes_train_the_same_weights(data, config, map_every_array):
     train, _ = data
     here, here_history = fit_linear(train.X, train.Y, config)
     apart, apart_history = fit_linear(train.X, train.Y, config, workers=2)

@@ -31,7 +31,9 @@ def test_tiny_scaling_run_writes_json_table_and_plot(tmp_path):
     row = cell["row"]
     assert 0 < row["P@1"] <= 100 and row["fit_seconds"] > 0 and row["peak_rss_mb"] > 0
     assert row["generate_seconds"] > 0 and row["predict_ms_per_point"] > 0
-    assert row["peak_tree_mb"] > 0  # the process tree's polled peak (PSS), recorded beside ru_maxrss
+    assert 0 < row["peak_tree_mb"] <= row["peak_tree_rss_mb"]  # the tree's polled PSS and resident peaks
+    assert len(row["predict_ms_repeats"]) == 3  # top-5 timed three times by default, the median reported
+    assert row["predict_ms_per_point"] == sorted(row["predict_ms_repeats"])[1]
     table = out.with_suffix(".md").read_text().splitlines()
     assert table[0].startswith("| L | N train / test | model | fit s |")
     assert table[2].startswith("| 300 | 219 / 69 | napkinxc-plt | ")

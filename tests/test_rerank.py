@@ -204,9 +204,11 @@ def test_resume_trains_only_the_missing_blocks_and_gives_the_same_model(data, tm
     assert len(trained) > 16
 
 
-def test_label_blocks_in_worker_processes_give_the_same_model(data):
+@pytest.mark.usefixtures("map_every_array")
+@pytest.mark.parametrize("retriever", [{}, {"retriever": "clusters", "clusters": 4, "beam": 2}])
+def test_label_blocks_in_worker_processes_give_the_same_model(data, retriever):
     train, _ = data
-    config = RerankConfig(shortlist=8, alpha=0.5, label_block=16)
+    config = RerankConfig(shortlist=8, alpha=0.5, label_block=16, **retriever)
     one = fit_rerank(train.X, train.Y, config)
     two = fit_rerank(train.X, train.Y, config, workers=2)
     assert (one.weights != two.weights).nnz == 0

@@ -178,7 +178,7 @@ def test_a_chunk_killed_mid_training_is_resumed_alone(trained, data, tmp_path):
     assert _weights(run_dir) == _weights(reference_dir)
 
 
-def test_worker_processes_and_ray_tasks_train_the_same_model(data, tmp_path):
+def test_worker_processes_and_ray_tasks_train_the_same_model(data, tmp_path, map_every_array):
     ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'holoxmc[ray]'")
     X, Y = data
     local = fit_solar(X, Y, _config(), tmp_path / "local", workers=2)

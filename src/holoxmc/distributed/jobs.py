@@ -3,8 +3,10 @@ or as Ray tasks, with the same results everywhere.
 
 A job is a picklable value handed to a module-level function ``fn(job, shared)``; ``shared``
 is read-only data every job needs (e.g. the training matrices). It is shipped once into the
-object store (Ray) or, for local workers, pickled once with its large arrays written to
-temporary files that every worker maps read-only (no copy per worker); never once per job. Every backend runs
+object store (Ray) or, for local workers, pickled once with its large numpy arrays written to
+temporary files that every worker maps read-only (no copy per worker; torch tensors are
+pickled whole, a copy each); never once per job. A job must not write into ``shared``: in a
+worker its large arrays are read-only. Every backend runs
 ``fn`` with the same number of torch threads, so floating-point results are bit-identical.
 
 A job that raises does not stop the others: every job runs to its end, then
@@ -25,21 +27,24 @@ import multiprocessing
 import numbers
 import os
 import pickle
+import shutil
 import signal
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
 
 from holoxmc.errors import HoloxmcError, InputError
 
-__all__ = ["run_jobs", "threads_per_worker", "JobsFailed", "JobFailure"]
+__all__ = ["run_jobs", "scratch_folder", "threads_per_worker", "JobsFailed", "JobFailure"]
 
 Job = TypeVar("Job")
 Result = TypeVar("Result")
@@ -74,6 +79,8 @@ _WORKER_SHARED: Any = None
 #: workers as read-only memory maps of a temporary file each, shared by every worker, instead of
 #: a pickled copy in each (pickle protocol 5's out-of-band buffers, as joblib's auto-memmapping).
 MAP_BYTES = 1 << 20
+# Name of those files' folder: this prefix, the creating process's id, a dash.
+_FOLDER_PREFIX = "holoxmc-jobs-"
 # The Ray session this module started: its driver job id and the address asked for.
 _OUR_RAY: dict[str, Any] = {}
 
@@ -87,18 +94,46 @@ class _Mapped:
 
 
 def _map_out(shared: Any, folder: str) -> _Mapped:
-    """Pickle ``shared``, writing each buffer of at least :data:`MAP_BYTES` to a file in ``folder``."""
+    """Pickle ``shared``, writing each buffer of at least :data:`MAP_BYTES` to a file in
+    ``folder``; everything in-band (a copy per worker, as before) when a file cannot be
+    written (a full or read-only ``TMPDIR``)."""
     paths: list[str] = []
 
     def out_of_band(buffer: pickle.PickleBuffer) -> bool:
         view = buffer.raw()
-        if view.nbytes < MAP_BYTES:
+        if view.nbytes < max(MAP_BYTES, 1):  # an empty file cannot be mapped
             return True  # pickled in-band
         paths.append(os.path.join(folder, f"{len(paths)}.buffer"))
-        with open(paths[-1], "wb") as file:
-            file.write(view)
+        _write_buffer(paths[-1], view)
         return False
-    return _Mapped(pickle.dumps(shared, protocol=5, buffer_callback=out_of_band), tuple(paths))
+    try:
+        return _Mapped(pickle.dumps(shared, protocol=5, buffer_callback=out_of_band), tuple(paths))
+    except OSError:
+        return _Mapped(pickle.dumps(shared, protocol=5), ())
+
+
+def _write_buffer(path: str, view: memoryview) -> None:
+    with open(path, "wb") as file:
+        file.write(view)
+
+
+def _sweep_folders() -> None:
+    """Remove the folders of :func:`_map_out` left by processes that ended without removing
+    them (killed): their names hold the creating process's id."""
+    for folder in Path(tempfile.gettempdir()).glob(_FOLDER_PREFIX + "*-*"):
+        pid = folder.name[len(_FOLDER_PREFIX):].partition("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
 
 
 def _map_in(mapped: _Mapped) -> Any:
@@ -166,9 +201,25 @@ def _run_inline(fn, jobs, shared, threads) -> tuple[list[Any], list[JobFailure]]
     return results, failures
 
 
+@contextmanager
+def scratch_folder() -> Iterator[str]:
+    """A temporary folder for this process's jobs (e.g. results they leave on disk rather than
+    send back), removed on leaving; one left by a killed process is removed by a later
+    :func:`run_jobs` with local workers or call of this function (its name holds the pid).
+
+    Example:
+        >>> with scratch_folder() as folder:
+        ...     os.path.isdir(folder)
+        True
+    """
+    _sweep_folders()
+    with tempfile.TemporaryDirectory(prefix=f"{_FOLDER_PREFIX}{os.getpid()}-", ignore_cleanup_errors=True) as folder:
+        yield folder
+
+
 def _run_local(fn, jobs, shared, workers, threads) -> tuple[list[Any], list[JobFailure]]:
     context = multiprocessing.get_context("spawn")  # fork is unsafe with torch threads
-    with tempfile.TemporaryDirectory(prefix="holoxmc-jobs-") as folder:  # removed once the pool is down
+    with scratch_folder() as folder:  # removed once the pool is down
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_local_worker,
                                    initargs=(threads, _map_out(shared, folder), os.getpid()))
         return _collect(pool, fn, jobs)
@@ -283,7 +334,9 @@ def run_jobs(
     Args:
         fn: a module-level (picklable) function.
         jobs: the jobs; results come back in the same order.
-        shared: read-only data for every job, shipped once per worker / once to Ray.
+        shared: read-only data for every job (jobs must not write into it), shipped once to Ray or,
+            for local workers, pickled once with its large numpy arrays mapped read-only from
+            temporary files (:data:`MAP_BYTES`).
         workers: local worker processes (spawned); ``1`` runs in this process.
         ray_address: run each job as a Ray task on this cluster (``"auto"``, ``"ray://host:10001"``,
             or ``"local"`` for a fresh local instance); a task asks for one GPU when the cluster

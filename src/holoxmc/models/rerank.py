@@ -139,9 +139,10 @@ UNIT_TOLERANCE = 1e-5
 
 def l2_rows(X: Any) -> sp.csr_matrix:
     """``X`` as float32 CSR with unit-length rows (zero rows stay zero; scikit-learn's
-    ``normalize``). Rows already of unit length (within :data:`UNIT_TOLERANCE`, as TF-IDF
-    features usually are) are returned as they are, without a copy: do not modify the result
-    in place.
+    ``normalize``). A row already of unit length (its squared length within
+    :data:`UNIT_TOLERANCE` of 1, as TF-IDF rows normalised in float64 are in float32) keeps
+    its values, decided row by row (a row's values do not depend on the others); when every
+    row does, ``X`` itself is returned, without a copy: do not modify the result in place.
 
     Example:
         >>> X = sp.csr_matrix(np.array([[3, 4], [0, 0]], np.float32))
@@ -154,9 +155,14 @@ def l2_rows(X: Any) -> sp.csr_matrix:
     if not X.shape[0]:
         return X
     squares = row_norms(X, squared=True)  # no copy of X
-    if np.all((np.abs(squares - 1.0) <= UNIT_TOLERANCE) | (squares == 0.0)):
+    unit = (np.abs(squares - 1.0) <= UNIT_TOLERANCE) | (squares == 0.0)
+    if unit.all():
         return X
-    return sp.csr_matrix(normalize(X, norm="l2", axis=1), dtype=np.float32)
+    out = sp.csr_matrix(normalize(X, norm="l2", axis=1), dtype=np.float32)
+    if out.nnz == X.nnz and np.array_equal(out.indptr, X.indptr):  # the same entries, in the same places
+        kept = np.repeat(unit, np.diff(X.indptr))
+        out.data[kept] = X.data[kept]
+    return out
 
 
 class RerankModel:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ import scipy.sparse as sp
 import torch
 from sklearn.preprocessing import normalize
 
-from holoxmc.distributed import run_jobs
+from holoxmc.distributed import run_jobs, scratch_folder
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.models.matcher import ClusterMatcher
 from holoxmc.models.rerank import RerankModel, cost_chunks, l2_rows
@@ -188,26 +189,36 @@ def pifa_index(X: sp.csr_matrix, Y: sp.csr_matrix, postings: int = 0, *, block_e
     Y = sp.csc_matrix(Y, dtype=np.float32)
     XT = sp.csr_matrix(X.T, dtype=np.float32)
     cost = np.asarray(Y.T @ np.diff(sp.csr_matrix(X).indptr).astype(np.float64)).ravel()  # entries before merging
-    index = sp.csr_matrix((X.shape[1], n_labels), dtype=np.float32)
+    index, blocks = sp.csr_matrix((X.shape[1], n_labels), dtype=np.float32), []
     for lo, hi in cost_chunks(cost, block_entries):
         block = sp.csr_matrix(XT @ Y[:, lo:hi], dtype=np.float32)
+        block.sort_indices()
         squares = np.bincount(block.indices, weights=np.square(block.data, dtype=np.float64), minlength=hi - lo)
         block.data *= (1.0 / np.sqrt(np.where(squares > 0, squares, 1.0))).astype(np.float32)[block.indices]
         _keep_largest(block, postings)
-        block = sp.csr_matrix((block.data, block.indices + lo, block.indptr), shape=index.shape)
-        block.sort_indices()
-        index = index + block  # disjoint columns: a union
+        if not postings:  # nothing to prune: joined once at the end
+            blocks.append(block)
+            continue
+        index = index + sp.csr_matrix((block.data, block.indices + lo, block.indptr), shape=index.shape)  # a union
         del block
         _keep_largest(index, postings)
-    return index
+    return sp.csr_matrix(sp.hstack(blocks, format="csr"), dtype=np.float32) if blocks else index
 
 
 def _keep_largest(M: sp.csr_matrix, k: int) -> None:
-    """Keep only the ``k`` largest stored values of each row of ``M`` (``0``: all), in place."""
+    """Keep only the ``k`` largest stored values of each row of ``M`` (``0``: all; ties at the
+    ``k``-th value: the lower columns), in place; explicit zeros are dropped. The order is a
+    total one, so keeping a row's ``k`` largest in parts and then over the parts' union keeps
+    what one pass would."""
     if k:
         for row in np.flatnonzero(np.diff(M.indptr) > k):
             lo, hi = M.indptr[row], M.indptr[row + 1]
-            M.data[lo + np.argpartition(-M.data[lo:hi], k - 1)[k:]] = 0.0
+            values, columns = M.data[lo:hi], M.indices[lo:hi]
+            kth = -np.partition(-values, k - 1)[k - 1]
+            tied = np.flatnonzero(values == kth)
+            keep = values > kth
+            keep[tied[np.argsort(columns[tied], kind="stable")[:k - int(keep.sum())]]] = True
+            values[~keep] = 0.0
     M.eliminate_zeros()
 
 
@@ -256,22 +267,26 @@ class _Block:
 class _Problem:
     """What every block trains from: float32 unit rows with int32 indices (liblinear's index type),
     per label the rows it learns from (``rows``, CSC) and its positives (``Y``, CSC), the
-    settings, and where finished blocks go."""
+    settings, the folder finished blocks are written to (``None``: none), and whether their
+    weights stay there rather than being sent back (``on_disk``: not with Ray, whose workers
+    may not share this machine's disks)."""
 
     X: sp.csr_matrix
     rows: sp.csc_matrix
     Y: sp.csc_matrix
     config: RerankConfig
-    run_dir: str | None
+    folder: str | None
     fingerprint: str
+    on_disk: bool = False
 
 
-_Part = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+#: A block's ``(nonzero weights per label, their feature indices, their values, biases)``;
+#: the indices and values are ``None`` when they were left in the block's file.
+_Part = tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray]
 
 
-def _block_path(problem: _Problem, block: _Block) -> Path | None:
-    return None if problem.run_dir is None else Path(problem.run_dir) / BLOCK_FILE.format(start=block.start,
-                                                                                            stop=block.stop)
+def _block_path(folder: str | None, block: _Block) -> Path | None:
+    return None if folder is None else Path(folder) / BLOCK_FILE.format(start=block.start, stop=block.stop)
 
 
 def _read_block(path: Path | None, problem: _Problem, block: _Block) -> _Part | None:
@@ -296,12 +311,24 @@ def _read_block(path: Path | None, problem: _Problem, block: _Block) -> _Part | 
 
 
 def _fit_block(block: _Block, problem: _Problem) -> _Part:
-    """One SVM per label of the block on its own rows: ``(nonzero weights per label, their
-    feature indices, their values, biases)``; read from ``run_dir`` when already done."""
-    path = _block_path(problem, block)
-    done = _read_block(path, problem, block)
-    if done is not None:
-        return done
+    """One SVM per label of the block on its own rows, read from the folder when already done
+    there, written there otherwise. With ``on_disk``, only its counts and biases are sent back
+    (the weights stay on disk until :func:`_weights` reads them into the model: no worker's
+    results and no list of parts held beside it)."""
+    path = _block_path(problem.folder, block)
+    part = _read_block(path, problem, block)
+    if part is None:
+        part = _train_block(block, problem)
+        if path is not None:
+            save_state_dict(path, {name: torch.from_numpy(np.ascontiguousarray(a))
+                                   for name, a in zip(("counts", "indices", "values", "bias"), part)},
+                            metadata={"fingerprint": problem.fingerprint})
+    return (part[0], None, None, part[3]) if problem.on_disk and path is not None else part
+
+
+def _train_block(block: _Block, problem: _Problem) -> _Part:
+    """The block's labels trained: ``(nonzero weights per label, their feature indices, their
+    values, biases)``."""
     config = problem.config
     linear = LinearConfig(C=config.C, prune=config.prune, max_iter=config.max_iter, tol=config.tol, seed=config.seed)
     fit = _fit_label if _direct_liblinear_works() else _fit_label_sklearn
@@ -320,13 +347,8 @@ def _fit_block(block: _Block, problem: _Problem) -> _Part:
         counts.append(len(keep))
         indices.append(keep.astype(np.int32))
         values.append(w[keep].astype(np.float32))
-    part = (np.asarray(counts, np.int64), np.concatenate(indices) if indices else np.zeros(0, np.int32),
+    return (np.asarray(counts, np.int64), np.concatenate(indices) if indices else np.zeros(0, np.int32),
             np.concatenate(values) if values else np.zeros(0, np.float32), bias)
-    if path is not None:
-        save_state_dict(path, {name: torch.from_numpy(np.ascontiguousarray(a))
-                               for name, a in zip(("counts", "indices", "values", "bias"), part)},
-                        metadata={"fingerprint": problem.fingerprint})
-    return part
 
 
 def _float64_rows(X: sp.csr_matrix, rows: np.ndarray) -> sp.csr_matrix:
@@ -337,12 +359,22 @@ def _float64_rows(X: sp.csr_matrix, rows: np.ndarray) -> sp.csr_matrix:
                           part.indptr.astype(np.int32, copy=False)), shape=part.shape)
 
 
-def _weights(parts: list[_Part], n_features: int, n_labels: int) -> tuple[sp.csc_matrix, np.ndarray]:
-    """The ``(D, L)`` CSC weights and ``(L,)`` biases of the blocks' parts, in label order."""
+def _weights(parts: list[_Part], blocks: list[_Block], folder: str | None, n_features: int,
+             n_labels: int) -> tuple[sp.csc_matrix, np.ndarray]:
+    """The ``(D, L)`` CSC weights and ``(L,)`` biases of the blocks' parts, in label order,
+    each block's weights taken from its part or, where it left them there, its file: filled
+    into the model's arrays one block at a time."""
     counts = np.concatenate([part[0] for part in parts])
     indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    indices = np.concatenate([part[1] for part in parts]).astype(np.int32, copy=False)
-    values = np.concatenate([part[2] for part in parts]).astype(np.float32, copy=False)
+    indices, values = np.empty(indptr[-1], np.int32), np.empty(indptr[-1], np.float32)
+    for block, part in zip(blocks, parts):
+        lo, hi = indptr[block.start], indptr[block.stop]
+        if part[1] is None or part[2] is None:
+            path = _block_path(folder, block)
+            assert path is not None
+            tensors, _ = load_state_dict_file(path)
+            part = (part[0], tensors["indices"].numpy(), tensors["values"].numpy(), part[3])
+        indices[lo:hi], values[lo:hi] = part[1], part[2]
     weights = sp.csc_matrix((values, indices, indptr), shape=(n_features, n_labels))
     return weights, np.concatenate([part[3] for part in parts]).astype(np.float32)
 
@@ -360,6 +392,14 @@ def _membership(shortlists: np.ndarray, Y: sp.csr_matrix, negatives: int, seed: 
     M = sp.csc_matrix(S + sp.csr_matrix(Y, dtype=bool) + R)
     M.sort_indices()
     return M
+
+
+def _block_folder(run_dir: str | Path | None, ray_address: str | None) -> AbstractContextManager[str | None]:
+    """Where finished blocks go: ``run_dir``; else, with local jobs, a scratch folder removed
+    afterwards (their weights are read from there); else (Ray) none."""
+    if run_dir is not None:
+        return nullcontext(str(run_dir))
+    return scratch_folder() if ray_address is None else nullcontext(None)
 
 
 # ---------------------------------------------------------------------------- the clustered retriever
@@ -400,12 +440,14 @@ def fit_matcher(X: sp.csr_matrix, Y: sp.csr_matrix, centroids: sp.csr_matrix,
     probe = RerankModel(cluster_centroids, empty, np.zeros(n_clusters, np.float32),
                         min(n_clusters, 2 * config.beam), 0.0)
     shortlists = training_shortlists(probe, X, workers=workers, ray_address=ray_address)
-    problem = _Problem(X, _membership(shortlists, Yc, config.negatives, config.seed), sp.csc_matrix(Yc), config,
-                       None, "")
     blocks = [_Block(start, min(start + config.label_block, n_clusters))
               for start in range(0, n_clusters, config.label_block)]
-    parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
-    weights, bias = _weights(parts, X.shape[1], n_clusters)
+    with _block_folder(None, ray_address) as folder:
+        problem = _Problem(X, _membership(shortlists, Yc, config.negatives, config.seed), sp.csc_matrix(Yc), config,
+                           folder, "", on_disk=ray_address is None)
+        parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
+        del problem
+        weights, bias = _weights(parts, blocks, folder, X.shape[1], n_clusters)
     return ClusterMatcher(assignment, cluster_centroids, weights, bias, config.beam, config.cluster_weight)
 
 
@@ -503,11 +545,12 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
             for old in Path(run_dir).glob(BLOCK_FILE.split("{")[0] + "*.safetensors"):
                 old.unlink()
     blocks = [_Block(start, min(start + config.label_block, n_labels)) for start in range(0, n_labels, config.label_block)]
-    problem = _Problem(X, rows, sp.csc_matrix(Y), config, None if run_dir is None else str(run_dir), fingerprint)
-    parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
-    del problem, rows  # memory for the weights and the choice of alpha
-    weights, bias = _weights(parts, X.shape[1], n_labels)
-    del parts
+    with _block_folder(run_dir, ray_address) as folder:
+        problem = _Problem(X, rows, sp.csc_matrix(Y), config, folder, fingerprint, on_disk=ray_address is None)
+        parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
+        del problem, rows  # memory for the weights and the choice of alpha
+        weights, bias = _weights(parts, blocks, folder, X.shape[1], n_labels)
+        del parts
     # the retriever's (D, L) centroids, shared; knn: or the matcher
     model = RerankModel(retriever.centroids_t.T, weights, bias, config.shortlist, DEFAULT_ALPHA, **knn)
     if config.alpha is not None:

@@ -217,7 +217,7 @@ def _hashed(hasher: FeatureHash | None, X: sp.csr_matrix) -> sp.csr_matrix:
 def _chunk_network(config: SolarConfig, n_features: int, bucket_of_label: np.ndarray, chunk: int) -> Network:
     init_seed = chunk_seed(config.seed, chunk, "init")
     backbone = FCBackbone(config.feature_dim or n_features, config.hidden, dropout=config.dropout, seed=init_seed)
-    head = SolarChunkHead(backbone.out_features, torch.from_numpy(bucket_of_label),
+    head = SolarChunkHead(backbone.out_features, torch.from_numpy(np.array(bucket_of_label)),  # own copy: shared rows are read-only
                           _resolved(config.n_buckets, "n_buckets"), seed=init_seed)
     return Network(backbone, head)
 
