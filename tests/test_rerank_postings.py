@@ -96,7 +96,7 @@ def test_sparse_shortlists_agree_with_the_dense_path(data, monkeypatch, entries)
     X = l2_rows(test.X)
     dense_labels, dense_scores = model.shortlists(X)
     sparse = sparse_copy(model, monkeypatch)
-    monkeypatch.setattr(rerank_model, "BLOCK_ENTRIES", entries)  # many small chunks
+    monkeypatch.setattr(rerank_model, "SPARSE_CHUNK_ENTRIES", entries)  # many small chunks
     labels, scores = sparse.shortlists(X)
     np.testing.assert_allclose(scores, dense_scores, rtol=1e-6, atol=1e-7)
     retriever = np.asarray((X @ model.centroids_t).toarray())

@@ -69,6 +69,10 @@ def csr_from_tensors(tensors: dict[str, Tensor], prefix: str, shape: tuple[int, 
 #: Entries of the dense ``(rows, labels)`` / ``(rows, neighbours)`` blocks one scoring batch
 #: holds at most (float32: 64 MiB); batches of rows are cut to fit.
 BLOCK_ENTRIES = 1 << 24
+#: Products a chunk of rows of the sparse PIFA shortlist computes at most (the sum over its
+#: rows' features of their postings): its ``rows x L`` product holds at most this many entries
+#: (32 MiB), so each of the fit's worker processes holds one such chunk at a time.
+SPARSE_CHUNK_ENTRIES = 1 << 22
 
 
 #: Label count up to which a shortlist and its margins come from dense ``rows x L`` products
@@ -304,14 +308,14 @@ class RerankModel:
     def _sparse_shortlists(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
         """The PIFA shortlists from the stored entries of ``X @ centroids`` (no dense
         ``rows x L`` block), in chunks of rows whose postings sum to at most
-        :data:`BLOCK_ENTRIES`: the same labels and scores as the dense path, up to ties, when
+        :data:`SPARSE_CHUNK_ENTRIES`: the same labels and scores as the dense path, up to ties, when
         no feature or centroid value is negative (unstored labels score 0, the least) and the
         prior is zero."""
         n = X.shape[0]
         labels, scores = np.empty((n, self.shortlist), np.int64), np.empty((n, self.shortlist), np.float32)
         cost = np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)), weights=np.diff(self.centroids_t.indptr)[X.indices],
                            minlength=n)
-        for start, stop in cost_chunks(cost, BLOCK_ENTRIES):
+        for start, stop in cost_chunks(cost, SPARSE_CHUNK_ENTRIES):
             S = sp.csr_matrix(X[start:stop] @ self.centroids_t)
             labels[start:stop], scores[start:stop] = sparse_row_top(S, self.shortlist)
         return labels, scores

@@ -240,7 +240,7 @@ def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, workers: in
     blocks = [_Block(start, min(start + rows_per_job, X.shape[0])) for start in starts]
     parts = run_jobs(_shortlist_block, blocks, (retriever, X), workers=workers if len(blocks) > 1 else 1,
                      ray_address=ray_address, gpu=False)
-    return np.concatenate(parts).astype(np.int32) if parts else np.zeros((0, retriever.shortlist), np.int32)
+    return np.concatenate(parts) if parts else np.zeros((0, retriever.shortlist), np.int32)
 
 
 def _shortlist_block(block: "_Block", shared: tuple[RerankModel, sp.csr_matrix]) -> np.ndarray:
@@ -250,7 +250,7 @@ def _shortlist_block(block: "_Block", shared: tuple[RerankModel, sp.csr_matrix])
     for start in range(block.start, block.stop, step):
         rows = X[start:min(start + step, block.stop)]
         exclude = np.arange(start, start + rows.shape[0]) if retriever.knn else None
-        parts.append(retriever.shortlists(rows, exclude)[0])
+        parts.append(retriever.shortlists(rows, exclude)[0].astype(np.int32))  # half the int64's memory
     return np.concatenate(parts)
 
 
