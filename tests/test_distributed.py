@@ -71,6 +71,17 @@ def test_folders_left_by_killed_processes_are_removed_by_the_next_pool(tmp_path,
     assert not stale.exists() and live.exists()
 
 
+def test_a_scratch_folder_sweeps_folders_of_ended_processes_and_removes_its_own(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    stale = tmp_path / f"holoxmc-jobs-{ended.pid}-x3"
+    stale.mkdir()
+    with jobs.scratch_folder() as folder:
+        assert not stale.exists() and os.path.basename(folder).startswith(f"holoxmc-jobs-{os.getpid()}-")
+    assert not list(tmp_path.iterdir())
+
+
 def test_inline_runs_in_order_and_restores_threads():
     before = torch.get_num_threads()
     results = run_jobs(_describe_worker, [3, 1, 2], shared={"factor": 10}, threads_per_job=1)

@@ -10,7 +10,6 @@ Example:
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -20,6 +19,7 @@ from typing import Any
 import scipy.sparse as sp
 from torch import Tensor
 
+from holoxmc.distributed import scratch_folder
 from holoxmc.errors import InputError
 from holoxmc.models.base import FittedModel
 from holoxmc.models.fusion import FUSION_OPTIONS, NETWORK_HEAD, FusionPlan, fit_fusion, fusion_report, load_fusion
@@ -180,9 +180,10 @@ def _solar_plan(clf: Any, n_labels: int, n_features: int) -> SolarConfig:
 
 
 def _fit_solar(clf: Any, config: SolarConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
-    """The K chunk models as independent jobs in ``run_dir`` (a temporary folder when
-    ``None``); re-running on the same folder retrains only unfinished chunks."""
-    with tempfile.TemporaryDirectory(prefix="holoxmc-solar-") as scratch:
+    """The K chunk models as independent jobs in ``run_dir`` (a scratch folder when ``None``,
+    removed afterwards, or by a later fit if this process is killed); re-running on the same
+    folder retrains only unfinished chunks."""
+    with scratch_folder() as scratch:
         folder = Path(data.run_dir) if data.run_dir is not None else Path(scratch)
         model = fit_solar(data.X, data.Y, config, folder, X_val=data.X_val, Y_val=data.Y_val,
                           workers=clf.n_workers, ray_address=clf.ray_address)
