@@ -28,6 +28,7 @@ Usage:
     python benchmarks/rerank.py --preset realistic-100k --points 20000   # fewer rows
     python benchmarks/rerank.py --preset realistic-670k --max-val 2000 --retrievers postings=0 postings=1000
     python benchmarks/rerank.py --preset realistic-100k --val-share 0.1 --phases   # where a fit's time goes
+    python benchmarks/rerank.py --preset realistic-670k --max-val 8192 --chunks 1048576 4194304 16777216
     python benchmarks/rerank.py --make 20000 10000 20000 2     # panel.py's realistic-10k train split
 """
 
@@ -209,6 +210,31 @@ def phase_table(X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, Yv: sp.cs
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} |")
 
 
+def chunk_table(sizes: list[int], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, repeats: int = 2) -> None:
+    """Seconds per 1000 validation rows of the sparse PIFA shortlist (default postings) for
+    each cap on a chunk's products (``SPARSE_CHUNK_ENTRIES``), in this process, repeats
+    interleaved; the shortlists must not change."""
+    import holoxmc.models.rerank as rerank_module
+    from holoxmc.train.rerank import RerankConfig, pifa_index
+
+    model = RerankModel(pifa_index(X, Y, RerankConfig().postings).T, sp.csr_matrix((X.shape[1], Y.shape[1]),
+                        dtype=np.float32), np.zeros(Y.shape[1], np.float32), max(KS), 0.0)
+    default, seconds, reference = rerank_module.SPARSE_CHUNK_ENTRIES, {size: [] for size in sizes}, None
+    for _ in range(repeats):
+        for size in sizes:
+            rerank_module.SPARSE_CHUNK_ENTRIES = size
+            started = time.perf_counter()
+            labels = np.concatenate([model.shortlists(Xv[start:start + 1024])[0] for start in range(0, Xv.shape[0], 1024)])
+            seconds[size].append(1000 * (time.perf_counter() - started) / Xv.shape[0])
+            reference = labels if reference is None else reference
+            assert np.array_equal(labels, reference)
+    rerank_module.SPARSE_CHUNK_ENTRIES = default
+    print("| products per chunk | s per 1000 rows (each repeat) |")
+    print("|---|---|")
+    for size in sizes:
+        print(f"| {size:,} | " + ", ".join(f"{value:.2f}" for value in seconds[size]) + " |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="realistic-10k")
@@ -231,6 +257,8 @@ def main() -> None:
     parser.add_argument("--phases", action="store_true",
                         help="instead of recall: seconds and memory of each phase of one default fit "
                              "(run_jobs: the training shortlists' jobs, then the label blocks')")
+    parser.add_argument("--chunks", type=int, nargs="+", metavar="PRODUCTS",
+                        help="instead of recall: seconds of the sparse PIFA shortlist per cap on a chunk's products")
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     if args.margins:
@@ -257,6 +285,9 @@ def main() -> None:
         return
     if args.phases:
         phase_table(X, Y, Xv, Yv, args.workers)
+        return
+    if args.chunks:
+        chunk_table(args.chunks, X, Y, Xv)
         return
     if args.retrievers:
         retriever_table(args.retrievers, X, Y, Xv, Yv, ceiling, args.workers)
