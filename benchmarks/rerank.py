@@ -29,6 +29,7 @@ Usage:
     python benchmarks/rerank.py --preset realistic-670k --max-val 2000 --retrievers postings=0 postings=1000
     python benchmarks/rerank.py --preset realistic-100k --val-share 0.1 --phases   # where a fit's time goes
     python benchmarks/rerank.py --preset realistic-670k --max-val 8192 --chunks 1048576 4194304 16777216
+    python benchmarks/rerank.py --preset realistic-670k --max-val 8192 --index-blocks 1048576 131072 65536 32768
     python benchmarks/rerank.py --make 20000 10000 20000 2     # panel.py's realistic-10k train split
 """
 
@@ -210,29 +211,35 @@ def phase_table(X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, Yv: sp.cs
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} |")
 
 
-def chunk_table(sizes: list[int], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, repeats: int = 2) -> None:
+def sweep_table(constant: str, values: list[int], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix,
+                repeats: int = 2) -> None:
     """Seconds per 1000 validation rows of the sparse PIFA shortlist (default postings) for
-    each cap on a chunk's products (``SPARSE_CHUNK_ENTRIES``), in this process, repeats
-    interleaved; the shortlists must not change."""
+    each value of ``holoxmc.models.rerank.<constant>`` (``SPARSE_CHUNK_ENTRIES``: the cap on a
+    chunk's products; ``INDEX_BLOCK_LABELS``: the index's column blocks), in this process,
+    repeats interleaved, the model built anew for each value; the shortlists' scores must not
+    change (labels may, among ties)."""
     import holoxmc.models.rerank as rerank_module
     from holoxmc.train.rerank import RerankConfig, pifa_index
 
-    model = RerankModel(pifa_index(X, Y, RerankConfig().postings).T, sp.csr_matrix((X.shape[1], Y.shape[1]),
-                        dtype=np.float32), np.zeros(Y.shape[1], np.float32), max(KS), 0.0)
-    default, seconds, reference = rerank_module.SPARSE_CHUNK_ENTRIES, {size: [] for size in sizes}, None
+    index, default = pifa_index(X, Y, RerankConfig().postings), getattr(rerank_module, constant)
+    seconds: dict[int, list[float]] = {value: [] for value in values}
+    reference = None
     for _ in range(repeats):
-        for size in sizes:
-            rerank_module.SPARSE_CHUNK_ENTRIES = size
+        for value in values:
+            setattr(rerank_module, constant, value)
+            model = RerankModel(index.T, sp.csr_matrix((X.shape[1], Y.shape[1]), dtype=np.float32),
+                                np.zeros(Y.shape[1], np.float32), max(KS), 0.0)
             started = time.perf_counter()
-            labels = np.concatenate([model.shortlists(Xv[start:start + 1024])[0] for start in range(0, Xv.shape[0], 1024)])
-            seconds[size].append(1000 * (time.perf_counter() - started) / Xv.shape[0])
-            reference = labels if reference is None else reference
-            assert np.array_equal(labels, reference)
-    rerank_module.SPARSE_CHUNK_ENTRIES = default
-    print("| products per chunk | s per 1000 rows (each repeat) |")
+            scores = np.concatenate([model.shortlists(Xv[start:start + 1024])[1] for start in range(0, Xv.shape[0], 1024)])
+            seconds[value].append(1000 * (time.perf_counter() - started) / Xv.shape[0])
+            reference = scores if reference is None else reference
+            assert np.array_equal(scores, reference)
+            del model
+    setattr(rerank_module, constant, default)
+    print(f"| {constant} | s per 1000 rows (each repeat) |")
     print("|---|---|")
-    for size in sizes:
-        print(f"| {size:,} | " + ", ".join(f"{value:.2f}" for value in seconds[size]) + " |", flush=True)
+    for value in values:
+        print(f"| {value:,} | " + ", ".join(f"{second:.2f}" for second in seconds[value]) + " |", flush=True)
 
 
 def main() -> None:
@@ -259,6 +266,9 @@ def main() -> None:
                              "(run_jobs: the training shortlists' jobs, then the label blocks')")
     parser.add_argument("--chunks", type=int, nargs="+", metavar="PRODUCTS",
                         help="instead of recall: seconds of the sparse PIFA shortlist per cap on a chunk's products")
+    parser.add_argument("--index-blocks", type=int, nargs="+", metavar="LABELS",
+                        help="instead of recall: seconds of the sparse PIFA shortlist per width of the index's "
+                             "column blocks")
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     if args.margins:
@@ -287,7 +297,10 @@ def main() -> None:
         phase_table(X, Y, Xv, Yv, args.workers)
         return
     if args.chunks:
-        chunk_table(args.chunks, X, Y, Xv)
+        sweep_table("SPARSE_CHUNK_ENTRIES", args.chunks, X, Y, Xv)
+        return
+    if args.index_blocks:
+        sweep_table("INDEX_BLOCK_LABELS", args.index_blocks, X, Y, Xv)
         return
     if args.retrievers:
         retriever_table(args.retrievers, X, Y, Xv, Yv, ceiling, args.workers)

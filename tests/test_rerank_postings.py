@@ -21,11 +21,15 @@ def data():
     return make_realistic(500, 60, 200, n_test=120, seed=5)
 
 
-def sparse_copy(model: RerankModel, monkeypatch) -> RerankModel:
-    """The same model, built as past DENSE_UP_TO labels (sparse retrieval, weight rows only)."""
+def sparse_copy(model: RerankModel, monkeypatch, block: int | None = None) -> RerankModel:
+    """The same model, built as past DENSE_UP_TO labels (sparse retrieval, weight rows only),
+    its index in column blocks of ``block`` labels (``None``: the default)."""
     monkeypatch.setattr(rerank_model, "DENSE_UP_TO", 0)
+    if block is not None:
+        monkeypatch.setattr(rerank_model, "INDEX_BLOCK_LABELS", block)
     copy = RerankModel(sp.csr_matrix(model.centroids_t.T), model.weights, model.bias, model.shortlist, model.alpha)
     assert copy._sparse_retrieval and copy._weights is None
+    assert len(copy._index) == (1 if block is None else -(-model.n_labels // block))
     return copy
 
 
@@ -89,13 +93,14 @@ def test_sparse_row_top_equals_the_dense_top():
     assert all(len(set(row)) == 6 for row in cols.tolist())
 
 
-@pytest.mark.parametrize("entries", [1 << 24, 40])
-def test_sparse_shortlists_agree_with_the_dense_path(data, monkeypatch, entries):
+@pytest.mark.parametrize("entries, block", [(1 << 24, None), (40, None), (1 << 24, 7), (40, 16)])
+def test_sparse_shortlists_agree_with_the_dense_path(data, monkeypatch, entries, block):
     train, test = data
     model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5, postings=20))
     X = l2_rows(test.X)
     dense_labels, dense_scores = model.shortlists(X)
-    sparse = sparse_copy(model, monkeypatch)
+    sparse = sparse_copy(model, monkeypatch, block)  # block: the index in column blocks of that many labels
+    assert (sparse.centroids_t != model.centroids_t).nnz == 0
     monkeypatch.setattr(rerank_model, "SPARSE_CHUNK_ENTRIES", entries)  # many small chunks
     labels, scores = sparse.shortlists(X)
     np.testing.assert_allclose(scores, dense_scores, rtol=1e-6, atol=1e-7)
@@ -180,12 +185,18 @@ def test_empty_rows_and_batches_on_the_sparse_path(data, monkeypatch):
     assert sparse.predict_topk(X[:0], 3)[0].shape == (0, 3)
 
 
-def test_a_model_past_dense_up_to_saves_and_loads(data, monkeypatch):
+@pytest.mark.parametrize("block", [None, 8])
+def test_a_model_past_dense_up_to_saves_and_loads(data, monkeypatch, block):
     train, test = data
     model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=10, alpha=0.5))
-    sparse = sparse_copy(model, monkeypatch)
-    loaded = RerankModel.from_tensors(sparse.tensors(), sparse.n_features, sparse.n_labels)
+    sparse = sparse_copy(model, monkeypatch, block)
+    tensors = sparse.tensors()
+    for name, tensor in model.tensors().items():  # the blocks are stored as one (L, D) matrix
+        assert tensors[name].equal(tensor), name
+    assert sparse.parameter_counts() == model.parameter_counts()
+    loaded = RerankModel.from_tensors(tensors, sparse.n_features, sparse.n_labels)
     assert loaded._sparse_retrieval and loaded._weights is None
+    assert len(loaded._index) == len(sparse._index)
     assert (loaded.weights != model.weights).nnz == 0
     for a, b in zip(loaded.predict_topk(test.X, 5), sparse.predict_topk(test.X, 5)):
         np.testing.assert_array_equal(a, b)
@@ -200,3 +211,18 @@ def test_l2_rows_decides_row_by_row_and_copies_nothing_for_unit_rows():
     mixed = l2_rows(sp.vstack([unit, other], format="csr"))
     np.testing.assert_array_equal(mixed[:4].toarray(), unit.toarray())  # a row's values do not depend on its batch
     np.testing.assert_allclose(np.linalg.norm(mixed.toarray(), axis=1), 1.0, rtol=1e-6)
+
+
+def test_with_scorers_shares_the_retriever_and_checks_the_sizes(data, monkeypatch):
+    train, test = data
+    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=10, alpha=0.5))
+    sparse = sparse_copy(model, monkeypatch, 16)
+    other = sparse.with_scorers(2 * model.weights, 2 * model.bias, 0.75)
+    assert all(a is b for a, b in zip(other._index, sparse._index)) and other.alpha == 0.75
+    assert sparse.alpha == 0.5 and (sparse.weights != model.weights).nnz == 0  # the original is unchanged
+    X, labels = l2_rows(test.X), np.tile(np.arange(4), (test.X.shape[0], 1))
+    np.testing.assert_allclose(other.margins(X, labels), 2 * sparse.margins(X, labels), rtol=1e-5, atol=1e-6)
+    with pytest.raises(InputError, match="sizes"):
+        sparse.with_scorers(model.weights[:, :5], model.bias[:5], 0.5)
+    with pytest.raises(InputError, match="alpha"):
+        sparse.with_scorers(model.weights, model.bias, 1.5)

@@ -75,6 +75,14 @@ BLOCK_ENTRIES = 1 << 24
 SPARSE_CHUNK_ENTRIES = 1 << 22
 
 
+#: Labels per column block of the PIFA index on the sparse shortlist path. A sparse product
+#: accumulates a row's scores in arrays as long as the labels it covers; over all of 670K
+#: labels, a row's tens of thousands of scattered updates miss the core's cache, over a block
+#: of 65,536 (256 KiB an array) far fewer do: the shortlist of a row took 1.2 ms in blocks of
+#: 2^16 labels against 2.0 in one (docs/results/rerank.md, "Index blocks").
+INDEX_BLOCK_LABELS = 1 << 16
+
+
 #: Label count up to which a shortlist and its margins come from dense ``rows x L`` products
 #: (faster there). Past it, the PIFA shortlist is taken from the sparse product's stored
 #: entries and the margins are row-by-row dot products, costs that do not grow with L
@@ -169,6 +177,20 @@ def l2_rows(X: Any) -> sp.csr_matrix:
     return out
 
 
+def index_blocks(index: sp.csr_matrix, labels: int) -> list[sp.csr_matrix]:
+    """Column blocks of ``labels`` columns (the last one narrower) of CSR ``index``; the
+    index itself when it is one block.
+
+    Example:
+        >>> blocks = index_blocks(sp.csr_matrix(np.arange(6, dtype=np.float32).reshape(2, 3)), 2)
+        >>> [block.toarray().tolist() for block in blocks]
+        [[[0.0, 1.0], [3.0, 4.0]], [[2.0], [5.0]]]
+    """
+    if index.shape[1] <= labels:
+        return [index]
+    return [sp.csr_matrix(index[:, start:start + labels]) for start in range(0, index.shape[1], labels)]
+
+
 class RerankModel:
     """A retriever's shortlist, re-scored by per-label sparse linear scorers.
 
@@ -203,8 +225,6 @@ class RerankModel:
                  knn: int = 0, knn_weight: float = 0.0, prior: np.ndarray | None = None,
                  matcher: ClusterMatcher | None = None) -> None:
         self.n_labels, self.n_features = centroids.shape
-        if weights.shape != (self.n_features, self.n_labels) or np.shape(bias) != (self.n_labels,):
-            raise InputError("rerank weights, bias and centroids disagree on the sizes")
         if not 1 <= shortlist or not 0.0 <= alpha <= 1.0 or knn < 0 or not np.isfinite(knn_weight) or knn_weight < 0:
             raise InputError(f"rerank needs shortlist >= 1, alpha in [0, 1], knn >= 0 and knn_weight >= 0, "
                              f"not {shortlist}, {alpha}, {knn}, {knn_weight}")
@@ -217,8 +237,7 @@ class RerankModel:
                                     or knn):
             raise InputError("the clustered retriever must cover the model's labels and features, without kNN")
         # (D, L) CSR: the products below are CSR @ CSR, with no conversion per batch
-        self.centroids_t = sp.csr_matrix(centroids.T, dtype=np.float32)
-        self.bias = np.asarray(bias, dtype=np.float32)
+        centroids_t = sp.csr_matrix(centroids.T, dtype=np.float32)
         self.shortlist = min(int(shortlist), self.n_labels)
         self.alpha = float(alpha)
         self.knn, self.knn_weight = (int(knn), float(knn_weight)) if knn else (0, 0.0)
@@ -227,15 +246,52 @@ class RerankModel:
         self.neighbour_labels = sp.csr_matrix(neighbour_labels, dtype=np.float32) \
             if self.knn and neighbour_labels is not None else None
         self.prior = np.zeros(self.n_labels, np.float32) if prior is None else np.asarray(prior, np.float32)
+        # the sparse PIFA shortlist's fixed conditions (the prior and each batch are checked per call)
+        self._sparse_retrieval = (matcher is None and not self.knn and self.n_labels > DENSE_UP_TO
+                                  and not (centroids_t.data < 0).any())
+        # the (D, L) index in column blocks of INDEX_BLOCK_LABELS labels on the sparse path, whole otherwise
+        self._index = index_blocks(centroids_t, INDEX_BLOCK_LABELS if self._sparse_retrieval else self.n_labels)
+        del centroids_t
+        self._postings = sum(np.diff(block.indptr) for block in self._index)  # labels a feature scores
+        self._set_scorers(weights, bias)
+        self.matcher = None if matcher is None else matcher.with_beam(matcher.min_beam_for(self.shortlist))
+        self.sorted_centroids = None if matcher is None else sp.csr_matrix(centroids, dtype=np.float32)[matcher.order]
+
+    def _set_scorers(self, weights: sp.spmatrix, bias: np.ndarray) -> None:
+        if weights.shape != (self.n_features, self.n_labels) or np.shape(bias) != (self.n_labels,):
+            raise InputError("rerank weights, bias and centroids disagree on the sizes")
+        self.bias = np.asarray(bias, dtype=np.float32)
         # (L, D) CSR: a shortlist's margins are row-by-row sparse dot products; the (D, L) CSR
         # of the dense products is kept only where those are used (L <= DENSE_UP_TO)
         self.weight_rows = sp.csr_matrix(weights.T, dtype=np.float32)
         self._weights = sp.csr_matrix(weights, dtype=np.float32) if self.n_labels <= DENSE_UP_TO else None
-        # the sparse PIFA shortlist's fixed conditions (the prior and each batch are checked per call)
-        self._sparse_retrieval = (matcher is None and not self.knn and self.n_labels > DENSE_UP_TO
-                                  and not (self.centroids_t.data < 0).any())
-        self.matcher = None if matcher is None else matcher.with_beam(matcher.min_beam_for(self.shortlist))
-        self.sorted_centroids = None if matcher is None else sp.csr_matrix(centroids, dtype=np.float32)[matcher.order]
+
+    def with_scorers(self, weights: sp.spmatrix, bias: np.ndarray, alpha: float) -> "RerankModel":
+        """A model with this one's retriever (its arrays shared, not copied) and the given
+        ``(D, L)`` per-label weights, ``(L,)`` biases and mix weight.
+
+        Raises:
+            InputError: weights or biases whose sizes are not this model's, or ``alpha`` outside ``[0, 1]``.
+        """
+        if not 0.0 <= alpha <= 1.0:
+            raise InputError(f"rerank needs alpha in [0, 1], not {alpha}")
+        other = object.__new__(RerankModel)
+        other.__dict__.update(self.__dict__)
+        other._set_scorers(weights, bias)
+        other.alpha = float(alpha)
+        return other
+
+    @property
+    def centroids_t(self) -> sp.csr_matrix:
+        """The ``(D, L)`` CSR PIFA index (past :data:`INDEX_BLOCK_LABELS` labels on the sparse
+        path, a copy joined from its column blocks)."""
+        return self._index[0] if len(self._index) == 1 else sp.csr_matrix(sp.hstack(self._index, format="csr"))
+
+    def index_product(self, X: sp.csr_matrix) -> sp.csr_matrix:
+        """``X @ centroids_t`` as CSR (``(n, L)``, one batch), computed block by block."""
+        if len(self._index) == 1:
+            return sp.csr_matrix(X @ self._index[0])
+        return sp.csr_matrix(sp.hstack([X @ block for block in self._index], format="csr"))
 
     @property
     def weights(self) -> sp.spmatrix:
@@ -279,7 +335,7 @@ class RerankModel:
         clustered retriever, labels outside the beam scored by the same formula)."""
         if self.matcher is not None:
             return self.matcher.label_scores(X, self.centroids_t) + self.prior
-        S = np.asarray((X @ self.centroids_t).toarray(), dtype=np.float32)
+        S = np.asarray(self.index_product(X).toarray(), dtype=np.float32)
         S += self.prior
         if self.knn:
             votes = self.knn_votes(X, exclude).tocoo()
@@ -313,10 +369,9 @@ class RerankModel:
         prior is zero."""
         n = X.shape[0]
         labels, scores = np.empty((n, self.shortlist), np.int64), np.empty((n, self.shortlist), np.float32)
-        cost = np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)), weights=np.diff(self.centroids_t.indptr)[X.indices],
-                           minlength=n)
+        cost = np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)), weights=self._postings[X.indices], minlength=n)
         for start, stop in cost_chunks(cost, SPARSE_CHUNK_ENTRIES):
-            S = sp.csr_matrix(X[start:stop] @ self.centroids_t)
+            S = self.index_product(X[start:stop])
             labels[start:stop], scores[start:stop] = sparse_row_top(S, self.shortlist)
         return labels, scores
 
@@ -394,7 +449,7 @@ class RerankModel:
     # ------------------------------------------------------------------ storage
     def tensors(self) -> dict[str, Tensor]:
         """Every array of the model, for ``model.safetensors``."""
-        out = csr_tensors("centroids", sp.csr_matrix(self.centroids_t.T))
+        out = csr_tensors("centroids", sp.vstack([sp.csr_matrix(block.T) for block in self._index], format="csr"))
         out.update(csr_tensors("weights", sp.csr_matrix(self.weights)))
         out["bias"] = torch.from_numpy(self.bias.copy())
         out["prior"] = torch.from_numpy(self.prior.copy())
@@ -452,7 +507,7 @@ class RerankModel:
     def parameter_counts(self) -> dict[str, int]:
         """Stored weights, biases, centroid entries and (with kNN) neighbour entries."""
         weights = int(self.weights.nnz) + self.n_labels
-        stored = int(self.centroids_t.nnz) + self.n_labels
+        stored = sum(int(block.nnz) for block in self._index) + self.n_labels
         if self.neighbours_t is not None and self.neighbour_labels is not None:
             stored += int(self.neighbours_t.nnz) + int(self.neighbour_labels.nnz)
         if self.matcher is not None:

@@ -535,6 +535,7 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
         knn = {"matcher": fit_matcher(X, Y, centroids, config, workers=workers, ray_address=ray_address)}
     empty = sp.csc_matrix((X.shape[1], n_labels), dtype=np.float32)
     retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), config.shortlist, 0.0, **knn)
+    del centroids  # the retriever holds the index (in column blocks past INDEX_BLOCK_LABELS labels)
     shortlists = training_shortlists(retriever, X, workers=workers, ray_address=ray_address)
     rows = _membership(shortlists, Y, config.negatives, config.seed)
     del shortlists
@@ -551,8 +552,7 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
         del problem, rows  # memory for the weights and the choice of alpha
         weights, bias = _weights(parts, blocks, folder, X.shape[1], n_labels)
         del parts
-    # the retriever's (D, L) centroids, shared; knn: or the matcher
-    model = RerankModel(retriever.centroids_t.T, weights, bias, config.shortlist, DEFAULT_ALPHA, **knn)
+    model = retriever.with_scorers(weights, bias, DEFAULT_ALPHA)  # the retriever's arrays, shared
     if config.alpha is not None:
         model.alpha = float(config.alpha)
     elif X_val is not None and Y_val is not None:
