@@ -5,15 +5,29 @@ shortlist-restricted scores still equal full scoring."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import torch
 
 from holoxmc.data import make_realistic
 from holoxmc.errors import InputError
 from holoxmc.models import rerank as rerank_model
-from holoxmc.models.rerank import RerankModel, l2_rows, sparse_row_top, top_columns
+from holoxmc.models.rerank import RerankModel, in_threads, l2_rows, sparse_row_top, top_columns
 from holoxmc.train.rerank import RerankConfig, fit_rerank, pifa_centroids, pifa_index
+
+
+@contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +131,34 @@ def test_sparse_shortlists_agree_with_the_dense_path(data, monkeypatch, entries,
                                rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_sparse_shortlists_on_threads_equal_one_thread(data, monkeypatch, threads):
+    train, test = data
+    sparse = sparse_copy(fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5, postings=20)), monkeypatch, 16)
+    X = l2_rows(sp.vstack([test.X] * 3, format="csr"))
+    alone = sparse.shortlists(X, threads=1)
+    monkeypatch.setattr(rerank_model, "SPARSE_CHUNK_ENTRIES", 40)  # many chunks
+    chunks = []
+    monkeypatch.setattr(rerank_model, "sparse_row_top", lambda S, k: chunks.append(S.shape[0]) or sparse_row_top(S, k))
+    with torch_threads(threads):
+        labels, scores = sparse.shortlists(X)  # threads=None: torch's
+    assert len(chunks) > 10 and sum(chunks) == X.shape[0]
+    np.testing.assert_array_equal(labels, alone[0])
+    np.testing.assert_array_equal(scores, alone[1])
+
+
+def test_in_threads_runs_every_item_and_raises_the_first_error():
+    seen: list[int] = []
+    in_threads(seen.append, list(range(50)), threads=4)
+    assert sorted(seen) == list(range(50))
+
+    def fail(item: int) -> None:
+        if item == 7:
+            raise InputError("item 7")
+    with pytest.raises(InputError, match="item 7"):
+        in_threads(fail, list(range(20)), threads=3)
+
+
 def test_negative_values_take_the_dense_path(monkeypatch):
     """A row with a negative feature: an unstored label (score 0) outranks a stored negative one."""
     monkeypatch.setattr(rerank_model, "DENSE_UP_TO", 0)
@@ -140,7 +182,8 @@ def test_alpha_is_chosen_on_at_most_alpha_rows_validation_rows(data, monkeypatch
     train, test = data
     scored: list[int] = []
     shortlists = RerankModel.shortlists
-    monkeypatch.setattr(RerankModel, "shortlists", lambda self, X, *a: scored.append(X.shape[0]) or shortlists(self, X, *a))
+    monkeypatch.setattr(RerankModel, "shortlists",
+                        lambda self, X, *a, **k: scored.append(X.shape[0]) or shortlists(self, X, *a, **k))
     monkeypatch.setattr(rerank_fit, "ALPHA_ROWS", 50)
     monkeypatch.setattr(rerank_model, "BLOCK_ENTRIES", 60 * 30)  # batches of 30 rows: the cap cuts one
     model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12), test.X, test.Y)

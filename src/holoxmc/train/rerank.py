@@ -35,7 +35,7 @@ from sklearn.preprocessing import normalize
 from holoxmc.distributed import run_jobs, scratch_folder
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.models.matcher import ClusterMatcher
-from holoxmc.models.rerank import RerankModel, cost_chunks, l2_rows
+from holoxmc.models.rerank import RerankModel, cost_chunks, in_threads, l2_rows
 from holoxmc.presets import RERANK_SHORTLIST
 from holoxmc.train.checkpoint import data_digest, load_state_dict_file, save_state_dict
 from holoxmc.train.linear import LinearConfig, _direct_liblinear_works, _fit_label, _fit_label_sklearn, \
@@ -225,8 +225,10 @@ def _keep_largest(M: sp.csr_matrix, k: int) -> None:
 def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, workers: int = 1,
                         ray_address: str | None = None) -> np.ndarray:
     """``(n, shortlist)`` labels the retriever proposes for each training row of unit rows
-    ``X``; with kNN, a row is not its own neighbour. Row blocks are jobs of
-    :func:`~holoxmc.distributed.run_jobs` (as the label blocks), each scored in batches.
+    ``X``; with kNN, a row is not its own neighbour. Locally, batches of rows are scored on
+    ``workers`` threads of this process (:func:`~holoxmc.models.rerank.in_threads`: the
+    products release the GIL, and threads hold no copy of the index or the rows, as worker
+    processes would); with Ray, row blocks are tasks of :func:`~holoxmc.distributed.run_jobs`.
 
     Example:
         >>> C = sp.csr_matrix(np.eye(3, dtype=np.float32))
@@ -235,6 +237,15 @@ def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, workers: in
         [0, 1, 2]
     """
     step = retriever.batch_rows()
+    if ray_address is None:
+        out = np.empty((X.shape[0], retriever.shortlist), np.int32)
+
+        def batch(start: int) -> None:
+            rows = X[start:start + step]
+            exclude = np.arange(start, start + rows.shape[0]) if retriever.knn else None
+            out[start:start + rows.shape[0]] = retriever.shortlists(rows, exclude, threads=1)[0]
+        in_threads(batch, range(0, X.shape[0], step), workers)
+        return out
     rows_per_job = step * max(1, -(-X.shape[0] // (step * max(1, workers) * 4)))
     starts = range(0, X.shape[0], rows_per_job)
     blocks = [_Block(start, min(start + rows_per_job, X.shape[0])) for start in starts]
