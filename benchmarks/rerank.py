@@ -264,7 +264,7 @@ def main() -> None:
                         help="only time a shortlist's margins, dense product against row-by-row (no data set)")
     parser.add_argument("--phases", action="store_true",
                         help="instead of recall: seconds and memory of each phase of one default fit "
-                             "(run_jobs: the training shortlists' jobs, then the label blocks')")
+                             "(training_shortlists: threads of this process; run_jobs: the label blocks' jobs)")
     parser.add_argument("--chunks", type=int, nargs="+", metavar="PRODUCTS",
                         help="instead of recall: seconds of the sparse PIFA shortlist per cap on a chunk's products")
     parser.add_argument("--index-blocks", type=int, nargs="+", metavar="LABELS",
@@ -320,7 +320,7 @@ def main() -> None:
         for start in range(0, Xv.shape[0], step):
             rows = Xv[start:start + step]
             started = time.perf_counter()
-            P = np.asarray((rows @ model.centroids_t).toarray(), dtype=np.float32)
+            P = np.asarray(model.index_product(rows).toarray(), dtype=np.float32)
             seconds["pifa"] += time.perf_counter() - started
             started = time.perf_counter()
             V = model.knn_votes(rows).toarray()

@@ -6,6 +6,7 @@ shortlist-restricted scores still equal full scoring."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -151,6 +152,15 @@ def test_in_threads_runs_every_item_and_raises_the_first_error():
     seen: list[int] = []
     in_threads(seen.append, list(range(50)), threads=4)
     assert sorted(seen) == list(range(50))
+    meet = threading.Barrier(2, timeout=10)  # broken (an error) unless two items run at once
+    idents: set[int] = set()
+
+    def together(item: int) -> None:
+        idents.add(threading.get_ident())
+        if item < 2:
+            meet.wait()
+    in_threads(together, list(range(6)), threads=2)
+    assert len(idents) == 2
 
     def fail(item: int) -> None:
         if item == 7:
@@ -269,3 +279,34 @@ def test_with_scorers_shares_the_retriever_and_checks_the_sizes(data, monkeypatc
         sparse.with_scorers(model.weights[:, :5], model.bias[:5], 0.5)
     with pytest.raises(InputError, match="alpha"):
         sparse.with_scorers(model.weights, model.bias, 1.5)
+
+
+@pytest.mark.parametrize("kind", ["dense", "knn", "sparse"])
+def test_training_shortlists_on_threads_equal_one_thread_and_the_ray_task(data, monkeypatch, kind):
+    """Several batches on three threads (a kNN row never its own neighbour, whichever batch
+    holds it) give the shortlists of one thread and of the Ray path's row-block task."""
+    from holoxmc.train import rerank as rerank_fit
+
+    train, _ = data
+    X, Y = l2_rows(sp.vstack([train.X] * 3, format="csr")), sp.csr_matrix(sp.vstack([train.Y] * 3), dtype=np.float32)
+    centroids = pifa_centroids(X, Y)
+    empty = sp.csc_matrix((X.shape[1], Y.shape[1]), dtype=np.float32)
+    knn = {"neighbours": X, "neighbour_labels": Y, "knn": 5} if kind == "knn" else {}
+    if kind == "sparse":
+        monkeypatch.setattr(rerank_model, "DENSE_UP_TO", 0)
+        monkeypatch.setattr(rerank_model, "INDEX_BLOCK_LABELS", 16)
+    else:
+        monkeypatch.setattr(rerank_model, "BLOCK_ENTRIES", 3 * 60 * 100)  # dense batches of 100 rows
+    retriever = RerankModel(centroids, empty, np.zeros(Y.shape[1], np.float32), 8, 0.0, **knn)
+    assert X.shape[0] > retriever.batch_rows()  # several batches
+    one = rerank_fit.training_shortlists(retriever, X, workers=1)
+    three = rerank_fit.training_shortlists(retriever, X, workers=3)
+    task = rerank_fit._shortlist_block(rerank_fit._Block(0, X.shape[0]), (retriever, X))
+    assert one.dtype == three.dtype == task.dtype == np.int32 and one.shape == (X.shape[0], 8)
+    np.testing.assert_array_equal(three, one)
+    np.testing.assert_array_equal(task, one)
+    for row in (0, 99, 100, 250, X.shape[0] - 1):  # each row alone, excluding itself: batch offsets are right
+        alone = retriever.shortlists(X[row:row + 1], np.array([row]) if kind == "knn" else None, threads=1)[0]
+        np.testing.assert_array_equal(one[row], alone[0])
+    with pytest.raises(InputError, match="workers"):
+        rerank_fit.training_shortlists(retriever, X, workers=0)

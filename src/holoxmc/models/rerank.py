@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -78,9 +79,11 @@ SPARSE_CHUNK_ENTRIES = 1 << 22
 
 #: Labels per column block of the PIFA index on the sparse shortlist path. A sparse product
 #: accumulates a row's scores in arrays as long as the labels it covers; over all of 670K
-#: labels, a row's tens of thousands of scattered updates miss the core's cache, over a block
-#: of 65,536 (256 KiB an array) far fewer do: the shortlist of a row took 1.2 ms in blocks of
-#: 2^16 labels against 2.0 in one (docs/results/rerank.md, "Index blocks").
+#: labels a row's tens of thousands of scattered updates miss the core's cache more often
+#: than over a block of 65,536 (256 KiB an array): at L = 670K the shortlists took 0.63 s per
+#: 1000 rows in such blocks against 0.70 in one (two threads, medians of 4; docs/results/rerank.md,
+#: "Index blocks and threads"): a small gain on an idle machine, larger where another process
+#: shares the cache.
 INDEX_BLOCK_LABELS = 1 << 16
 
 
@@ -149,9 +152,10 @@ def cost_chunks(cost: np.ndarray, limit: int) -> Iterator[tuple[int, int]]:
 def in_threads(fn: Callable[[Any], None], items: Sequence[Any], threads: int) -> None:
     """``fn(item)`` for every item, on up to ``threads`` threads of this process (in a loop
     for one). Worth it where ``fn``'s time goes to code that releases the GIL, as
-    scipy.sparse's products and numpy's partitions do: the shortlists of 4,096 rows at
-    L = 670K took 1.8-2.2x less time on two threads than on one (docs/results/rerank.md,
-    "Threads"); threads, unlike worker processes, share this process's arrays.
+    scipy.sparse's products and numpy's partitions do: at L = 670K two threads scored the
+    training shortlists of 32,768 rows in 22 s, two worker processes (which start and receive
+    their data) in 37 s, and a whole fit took the same time either way (docs/results/rerank.md,
+    "Index blocks and threads"); threads, unlike worker processes, share this process's arrays.
 
     Example:
         >>> out = [0] * 4
@@ -297,8 +301,8 @@ class RerankModel:
         """
         if not 0.0 <= alpha <= 1.0:
             raise InputError(f"rerank needs alpha in [0, 1], not {alpha}")
-        other = object.__new__(RerankModel)
-        other.__dict__.update(self.__dict__)
+        other = copy.copy(self)
+        other.prior = self.prior.copy()  # a per-model array (the index, neighbours and matcher are shared)
         other._set_scorers(weights, bias)
         other.alpha = float(alpha)
         return other
@@ -368,7 +372,9 @@ class RerankModel:
                    threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(labels (n, s), retriever scores (n, s))`` of unit rows ``X`` (one batch), best
         first; the sparse PIFA shortlist's chunks of rows run on ``threads`` threads
-        (``None``: ``torch.get_num_threads()``), the other paths on one."""
+        (``None``: ``torch.get_num_threads()``), the other paths on one. Each thread holds one
+        chunk's product (at most :data:`SPARSE_CHUNK_ENTRIES` entries, about 64 MB with its
+        joined copy): set torch's thread count lower to bound that on a machine of many cores."""
         if self.matcher is not None:
             assert self.sorted_centroids is not None
             candidates, S = self.matcher.candidates(X, self.sorted_centroids)

@@ -33,6 +33,7 @@ import torch
 from sklearn.preprocessing import normalize
 
 from holoxmc.distributed import run_jobs, scratch_folder
+from holoxmc.distributed.jobs import _check_workers
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.models.matcher import ClusterMatcher
 from holoxmc.models.rerank import RerankModel, cost_chunks, in_threads, l2_rows
@@ -236,14 +237,13 @@ def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, workers: in
         >>> training_shortlists(m, C).ravel().tolist()
         [0, 1, 2]
     """
+    _check_workers(workers)
     step = retriever.batch_rows()
     if ray_address is None:
         out = np.empty((X.shape[0], retriever.shortlist), np.int32)
 
         def batch(start: int) -> None:
-            rows = X[start:start + step]
-            exclude = np.arange(start, start + rows.shape[0]) if retriever.knn else None
-            out[start:start + rows.shape[0]] = retriever.shortlists(rows, exclude, threads=1)[0]
+            out[start:start + step] = _shortlist_rows(retriever, X, start, min(start + step, X.shape[0]))
         in_threads(batch, range(0, X.shape[0], step), workers)
         return out
     rows_per_job = step * max(1, -(-X.shape[0] // (step * max(1, workers) * 4)))
@@ -255,20 +255,24 @@ def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, workers: in
 
 
 def _shortlist_block(block: "_Block", shared: tuple[RerankModel, sp.csr_matrix]) -> np.ndarray:
-    """Shortlists of training rows ``[start, stop)``, in scoring batches."""
+    """Shortlists of training rows ``[start, stop)`` (a Ray task), in scoring batches."""
     retriever, X = shared
-    step, parts = retriever.batch_rows(), []
-    for start in range(block.start, block.stop, step):
-        rows = X[start:min(start + step, block.stop)]
-        exclude = np.arange(start, start + rows.shape[0]) if retriever.knn else None
-        parts.append(retriever.shortlists(rows, exclude)[0].astype(np.int32))  # half the int64's memory
-    return np.concatenate(parts)
+    step = retriever.batch_rows()
+    return np.concatenate([_shortlist_rows(retriever, X, start, min(start + step, block.stop))
+                           for start in range(block.start, block.stop, step)])
+
+
+def _shortlist_rows(retriever: RerankModel, X: sp.csr_matrix, start: int, stop: int) -> np.ndarray:
+    """int32 shortlists (half the int64's memory) of training rows ``[start, stop)``, one batch
+    on one thread; with kNN, a row is not its own neighbour."""
+    exclude = np.arange(start, stop) if retriever.knn else None
+    return retriever.shortlists(X[start:stop], exclude, threads=1)[0].astype(np.int32)
 
 
 # ---------------------------------------------------------------------------- label blocks
 @dataclass(frozen=True)
 class _Block:
-    """Labels ``[start, stop)``."""
+    """Labels (or training rows) ``[start, stop)``."""
 
     start: int
     stop: int
@@ -563,9 +567,7 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
         del problem, rows  # memory for the weights and the choice of alpha
         weights, bias = _weights(parts, blocks, folder, X.shape[1], n_labels)
         del parts
-    model = retriever.with_scorers(weights, bias, DEFAULT_ALPHA)  # the retriever's arrays, shared
-    if config.alpha is not None:
-        model.alpha = float(config.alpha)
-    elif X_val is not None and Y_val is not None:
+    model = retriever.with_scorers(weights, bias, DEFAULT_ALPHA if config.alpha is None else config.alpha)
+    if config.alpha is None and X_val is not None and Y_val is not None:
         model.alpha = _choose_alpha(model, X_val, Y_val)
     return model
