@@ -5,9 +5,7 @@ shortlist-restricted scores still equal full scoring."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import threading
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -19,16 +17,6 @@ from holoxmc.errors import InputError
 from holoxmc.models import rerank as rerank_model
 from holoxmc.models.rerank import RerankModel, in_threads, l2_rows, sparse_row_top, top_columns
 from holoxmc.train.rerank import RerankConfig, fit_rerank, pifa_centroids, pifa_index
-
-
-@contextmanager
-def torch_threads(threads: int) -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +129,8 @@ def test_sparse_shortlists_on_threads_equal_one_thread(data, monkeypatch, thread
     monkeypatch.setattr(rerank_model, "SPARSE_CHUNK_ENTRIES", 40)  # many chunks
     chunks = []
     monkeypatch.setattr(rerank_model, "sparse_row_top", lambda S, k: chunks.append(S.shape[0]) or sparse_row_top(S, k))
-    with torch_threads(threads):
-        labels, scores = sparse.shortlists(X)  # threads=None: torch's
+    torch.set_num_threads(threads)  # conftest's autouse fixture restores it
+    labels, scores = sparse.shortlists(X)  # threads=None: torch's
     assert len(chunks) > 10 and sum(chunks) == X.shape[0]
     np.testing.assert_array_equal(labels, alone[0])
     np.testing.assert_array_equal(scores, alone[1])
