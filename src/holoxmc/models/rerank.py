@@ -108,7 +108,9 @@ def top_columns(S: np.ndarray, k: int) -> np.ndarray:
 
 def sparse_row_top(S: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Columns and values of the ``k`` largest stored entries of each row of CSR ``S``, best
-    first (ties within the kept entries: the lower column first); a row with fewer than ``k`` stored entries is filled
+    first, ties the lower column first, also at the ``k``-th place (which tied entries are kept
+    does not depend on the order a row stores its entries in, so shortlists taken from index
+    blocks of any width agree); a row with fewer than ``k`` stored entries is filled
     with the lowest columns it does not store, valued 0 — the top ``k`` of the dense row when
     ``S`` holds no negative value. A loop over rows: each costs its stored entries, not
     ``S.shape[1]``.
@@ -125,6 +127,11 @@ def sparse_row_top(S: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
         data, index = S.data[S.indptr[i]:S.indptr[i + 1]], S.indices[S.indptr[i]:S.indptr[i + 1]]
         if len(data) > k:
             keep = np.argpartition(-data, k - 1)[:k]
+            kth = data[keep].min()
+            if np.count_nonzero(data == kth) > np.count_nonzero(data[keep] == kth):  # a tie across the k-th place
+                tied = np.flatnonzero(data == kth)
+                above = np.flatnonzero(data > kth)
+                keep = np.concatenate([above, tied[np.argsort(index[tied], kind="stable")[:k - len(above)]]])
             data, index = data[keep], index[keep]
         order = np.lexsort((index, -data))
         m = len(order)
