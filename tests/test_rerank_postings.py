@@ -96,6 +96,31 @@ def test_sparse_row_top_equals_the_dense_top():
     assert all(len(set(row)) == 6 for row in cols.tolist())
 
 
+def test_sparse_row_top_keeps_the_lowest_tied_columns_whatever_their_order():
+    columns = np.array([9, 2, 7, 4, 0, 5, 8])
+    values = np.array([5, 3, 3, 3, 3, 1, 3], np.float32)  # five entries tie at 3 across the 3rd place
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        order = rng.permutation(len(columns))
+        row = sp.csr_matrix((values[order], columns[order], [0, len(columns)]), shape=(1, 10))
+        cols, vals = sparse_row_top(row, 3)
+        assert cols.tolist() == [[9, 0, 2]] and vals.tolist() == [[5.0, 3.0, 3.0]]
+
+
+def test_sparse_shortlists_do_not_depend_on_the_index_blocks(monkeypatch):
+    rng = np.random.default_rng(0)
+    half = sp.random(30, 40, density=0.3, random_state=1, dtype=np.float32)
+    centroids = sp.vstack([half, half], format="csr")  # labels 30-59 copy labels 0-29: every score tied in pairs
+    X = l2_rows(sp.csr_matrix(rng.random((50, 40), dtype=np.float32) * (rng.random((50, 40)) < 0.3)))
+    model = RerankModel(centroids, sp.csr_matrix((40, 60), dtype=np.float32), np.zeros(60, np.float32), 11, 0.0)
+    runs = [sparse_copy(model, monkeypatch, block).shortlists(X) for block in (None, 7, 16)]
+    for labels, scores in runs[1:]:
+        np.testing.assert_array_equal(labels, runs[0][0])
+        np.testing.assert_array_equal(scores, runs[0][1])
+    split_pairs = sum((row[-1] + 30) % 60 not in row for row in runs[0][0].tolist())
+    assert split_pairs > 10  # rows whose last label's tied twin is left off: the tie-break decided
+
+
 @pytest.mark.parametrize("entries, block", [(1 << 24, None), (40, None), (1 << 24, 7), (40, 16)])
 def test_sparse_shortlists_agree_with_the_dense_path(data, monkeypatch, entries, block):
     train, test = data
@@ -289,7 +314,7 @@ def test_training_shortlists_on_threads_equal_one_thread_and_the_ray_task(data, 
     assert X.shape[0] > retriever.batch_rows()  # several batches
     one = rerank_fit.training_shortlists(retriever, X, workers=1)
     three = rerank_fit.training_shortlists(retriever, X, workers=3)
-    task = rerank_fit._shortlist_block(rerank_fit._Block(0, X.shape[0]), (retriever, X))
+    task = rerank_fit._shortlist_block(rerank_fit._Block(0, X.shape[0]), (retriever, X, retriever.shortlist))
     assert one.dtype == three.dtype == task.dtype == np.int32 and one.shape == (X.shape[0], 8)
     np.testing.assert_array_equal(three, one)
     np.testing.assert_array_equal(task, one)

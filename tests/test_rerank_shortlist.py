@@ -1,6 +1,7 @@
 """The re-rank model's shortlist rule: its value for given label counts, an explicit
 ``shortlist`` wins over it, the fitted and saved model holds the resolved number, resumed
-blocks are fingerprinted by it, and bad values are refused as one InputError."""
+blocks are fingerprinted by it, and bad values are refused as one InputError; the training
+shortlists are the shortlists' best labels, cut past the entry budget."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from holoxmc import presets
 from holoxmc.data import make_realistic
 from holoxmc.errors import InputError
 from holoxmc.train.checkpoint import load_state_dict_file
-from holoxmc.train.rerank import BLOCK_FILE, RerankConfig, fit_rerank, shortlist_rule
+from holoxmc.models.rerank import l2_rows
+from holoxmc.train import rerank as rerank_fit
+from holoxmc.train.rerank import BLOCK_FILE, RerankConfig, fit_rerank, shortlist_rule, train_shortlist_rule, \
+    training_shortlists
 
 #: Small constants, so that a tiny set lands between the floor and the cap.
 SMALL_RULE = {"per_row": 3, "floor": 4, "cap": 12}
@@ -36,7 +40,7 @@ def mean_labels(Y) -> float:
 
 def test_rule_values_for_given_label_counts():
     # the documented constants: 16 labels a row, floor 50, cap 500
-    assert presets.RERANK_SHORTLIST == {"per_row": 16, "floor": 50, "cap": 500}
+    assert presets.RERANK_SHORTLIST == {"per_row": 16, "floor": 50, "cap": 500, "train_entries": 100_000_000}
     assert shortlist_rule(983, 19.05) == 305  # Delicious's training rows
     assert shortlist_rule(1000, 11.56) == 185  # ceil(16 x 11.56)
     assert shortlist_rule(159, 2.39) == 50  # Bibtex: the floor
@@ -104,3 +108,38 @@ def test_bad_shortlists_are_one_input_error(bad, data):
         RerankConfig(shortlist=bad)
     with pytest.raises(InputError, match="shortlist"):
         XMCClassifier(head="rerank", head_options={"shortlist": bad}, progress=False).fit(train.X, train.Y)
+
+
+def test_training_shortlists_are_the_best_labels_of_the_shortlists(data):
+    train, _ = data
+    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5))
+    X = l2_rows(train.X)
+    whole = training_shortlists(model, X)
+    assert whole.shape == (X.shape[0], 12)
+    np.testing.assert_array_equal(training_shortlists(model, X, size=3), whole[:, :3])
+    np.testing.assert_array_equal(training_shortlists(model, X, size=50), whole)  # never more than the shortlist
+
+
+def test_the_training_shortlist_is_cut_past_the_entry_budget(data, monkeypatch, tmp_path):
+    train, _ = data
+    n = train.X.shape[0]
+    assert train_shortlist_rule(12, n) == 12  # far under the budget: the whole shortlist
+    monkeypatch.setitem(presets.RERANK_SHORTLIST, "train_entries", n * 5 + 7)
+    assert train_shortlist_rule(12, n) == 5 and train_shortlist_rule(3, n) == 3
+    assert train_shortlist_rule(12, 10 * presets.RERANK_SHORTLIST["train_entries"]) == 1
+    widths: list[int] = []
+    real = rerank_fit.training_shortlists
+    monkeypatch.setattr(rerank_fit, "training_shortlists",
+                        lambda *a, **k: widths.append(real(*a, **k).shape[1]) or real(*a, **k))
+    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5, label_block=64), run_dir=tmp_path)
+    assert widths == [5] and model.shortlist == 12  # scoring keeps the whole shortlist
+    _, metadata = load_state_dict_file(tmp_path / BLOCK_FILE.format(start=0, stop=train.Y.shape[1]))
+    assert '"train_shortlist": 5' in metadata["fingerprint"]
+    fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, train_shortlist=40, alpha=0.5))  # an explicit one,
+    assert widths[-1] == 12  # at most the shortlist
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "5"])
+def test_bad_training_shortlists_are_one_input_error(bad):
+    with pytest.raises(InputError, match="train_shortlist"):
+        RerankConfig(train_shortlist=bad)

@@ -41,8 +41,12 @@ HEAD_DEFAULTS["xr"] = dict(HEAD_DEFAULTS["hrr"])  # its text network is the HRR 
 #: ``min(L, cap, max(floor, ceil(per_row x mean labels per training row)))``. ``per_row`` was
 #: chosen on validation rows of sets other than Delicious, then applied to it unchanged;
 #: ``floor`` is the earlier fixed default; ``cap`` bounds the fit's time and memory (tuning
-#: log: "The re-rank shortlist grows with the labels per row").
-RERANK_SHORTLIST: dict[str, int] = {"per_row": 16, "floor": 50, "cap": 500}
+#: log: "The re-rank shortlist grows with the labels per row"). ``train_entries`` bounds the
+#: training shortlists (``N x`` the labels each training row brings as hard negatives,
+#: ``holoxmc.train.rerank.train_shortlist_rule``): a resource bound, not an accuracy setting;
+#: every set measured so far stays under it (the largest, L = 670K: 43M entries), and at
+#: L = 3M it keeps the memberships near 1 GB and the label fits a few times 670K's.
+RERANK_SHORTLIST: dict[str, int] = {"per_row": 16, "floor": 50, "cap": 500, "train_entries": 100_000_000}
 
 #: Training settings of the text backbones, over :data:`HEAD_DEFAULTS` (both network heads):
 #: sized so that Debtags trains in minutes on a CPU; the validation curves of those runs are

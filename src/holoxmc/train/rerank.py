@@ -43,7 +43,8 @@ from holoxmc.train.linear import LinearConfig, _direct_liblinear_works, _fit_lab
     _training_rows
 from holoxmc.train.matcher import balanced_clusters, default_clusters
 
-__all__ = ["RerankConfig", "fit_rerank", "fit_matcher", "pifa_centroids", "pifa_index", "shortlist_rule", "training_shortlists",
+__all__ = ["RerankConfig", "fit_rerank", "fit_matcher", "pifa_centroids", "pifa_index", "shortlist_rule",
+           "train_shortlist_rule", "training_shortlists",
            "ALPHAS", "ALPHA_ROWS", "BLOCK_FILE", "RETRIEVERS"]
 
 #: Mix weights tried on the validation split when ``alpha`` is ``None``.
@@ -67,6 +68,10 @@ class RerankConfig:
     Attributes:
         shortlist: labels the retriever proposes per row (at training and at scoring);
             ``None``: :func:`shortlist_rule` of the training labels, resolved by the fit.
+        train_shortlist: the best labels of each training row's shortlist that its rows
+            train against as hard negatives (at most ``shortlist``); ``None``:
+            :func:`train_shortlist_rule`, the whole shortlist unless the training rows would
+            then hold more than ``RERANK_SHORTLIST["train_entries"]`` entries.
         C: inverse L2 regularisation of each label's SVM (rows are L2-normalised).
         prune: weights of smaller magnitude are dropped.
         alpha: the mix weight of the re-rank score; ``None`` picks it from :data:`ALPHAS` by
@@ -97,6 +102,7 @@ class RerankConfig:
     """
 
     shortlist: int | None = None
+    train_shortlist: int | None = None
     C: float = 0.5
     prune: float = 0.05
     alpha: float | None = None
@@ -115,7 +121,8 @@ class RerankConfig:
 
     def __post_init__(self) -> None:
         check_number_types(self)
-        checks = {"shortlist": self.shortlist is None or self.shortlist >= 1, "C": math.isfinite(self.C) and self.C > 0,
+        checks = {"shortlist": self.shortlist is None or self.shortlist >= 1,
+                  "train_shortlist": self.train_shortlist is None or self.train_shortlist >= 1, "C": math.isfinite(self.C) and self.C > 0,
                   "prune": math.isfinite(self.prune) and self.prune >= 0,
                   "alpha": self.alpha is None or (math.isfinite(self.alpha) and 0 <= self.alpha <= 1),
                   "knn": self.knn >= 0, "negatives": self.negatives >= 0, "knn_weight": math.isfinite(self.knn_weight) and self.knn_weight >= 0,
@@ -125,7 +132,7 @@ class RerankConfig:
                   "postings": self.postings >= 0}
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
-            raise InputError(f"rerank setting {bad[0]}={getattr(self, bad[0])!r} is out of range (shortlist, knn, "
+            raise InputError(f"rerank setting {bad[0]}={getattr(self, bad[0])!r} is out of range (shortlist, train_shortlist, knn, "
                              "negatives, max_iter, label_block: positive integers (knn may be 0, shortlist None); C, tol: "
                              "positive; prune, knn_weight: >= 0; alpha: in [0, 1] or None; clusters >= 0, beam >= 1, "
                              "cluster_weight >= 0, postings >= 0)")
@@ -159,6 +166,19 @@ def shortlist_rule(n_labels: int, labels_per_row: float) -> int:
     return int(min(n_labels, RERANK_SHORTLIST["cap"], max(RERANK_SHORTLIST["floor"], wanted)))
 
 
+def train_shortlist_rule(shortlist: int, n_rows: int) -> int:
+    """The labels of each training row's shortlist that train as hard negatives when
+    :class:`RerankConfig` gives none: the whole ``shortlist``, cut where ``n_rows x
+    shortlist`` would pass ``RERANK_SHORTLIST["train_entries"]`` (the training shortlists and
+    the label memberships grow with that product, and the label fits' time with it).
+
+    Example:
+        >>> train_shortlist_rule(87, 490_449), train_shortlist_rule(500, 1_717_899)
+        (87, 58)
+    """
+    return int(max(1, min(shortlist, RERANK_SHORTLIST["train_entries"] // max(1, n_rows))))
+
+
 def pifa_centroids(X: sp.csr_matrix, Y: sp.csr_matrix) -> sp.csr_matrix:
     """``(L, D)`` L2-normalised mean feature row of each label's positives (unseen labels: zero rows)."""
     return normalize(sp.csr_matrix(Y.T @ X, dtype=np.float32), norm="l2", axis=1, copy=False)
@@ -167,16 +187,17 @@ def pifa_centroids(X: sp.csr_matrix, Y: sp.csr_matrix) -> sp.csr_matrix:
 def pifa_index(X: sp.csr_matrix, Y: sp.csr_matrix, postings: int = 0, *, block_entries: int = _PIECE) -> sp.csr_matrix:
     """The PIFA retriever's inverted index: ``(D, L)`` CSR whose column ``l`` is label ``l``'s
     L2-normalised mean feature row (:func:`pifa_centroids`, transposed) and whose row ``f``
-    keeps only the ``postings`` largest weights of feature ``f`` (``0``: all), columns not
-    renormalised. A frequent feature is in nearly every label's centroid, which makes exact
-    retrieval cost ``rows x L``; pruned, a row costs at most ``postings`` labels per feature it
-    holds, and the labels a feature drops are those it weighs least.
+    keeps only the ``postings`` largest weights of feature ``f`` (``0``: all; ties: the lower
+    labels), columns not renormalised. A frequent feature is in nearly every label's centroid,
+    which makes exact retrieval cost ``rows x L``; pruned, a row costs at most ``postings``
+    labels per feature it holds, and the labels a feature drops are those it weighs least.
 
-    Built in blocks of labels whose products hold at most about ``block_entries`` entries, each
-    block normalised (its columns are whole) and pruned, then joined to the index and the index
-    pruned again: a feature's largest weights over all labels are among its largest in their
-    block, so the index is the one of a single product, while memory holds the pruned index
-    and one block, not the whole unpruned ``(D, L)`` product.
+    Two passes over the product ``X.T @ Y``, each in blocks whose products hold at most about
+    ``block_entries`` entries: the first, in blocks of labels, keeps only each label's norm;
+    the second, in blocks of features, takes whole rows of the product, divides each entry by
+    its label's norm, and prunes each row once. Memory holds the pruned index and
+    one block, never the unpruned ``(D, L)`` product, and no row is pruned twice (joining
+    label blocks' pruned rows instead re-pruned the growing index hundreds of times at L = 3M).
 
     Example:
         >>> X = sp.csr_matrix(np.array([[1, 0], [1, 1], [0, 1]], np.float32))
@@ -189,21 +210,31 @@ def pifa_index(X: sp.csr_matrix, Y: sp.csr_matrix, postings: int = 0, *, block_e
     n_labels = Y.shape[1]
     Y = sp.csc_matrix(Y, dtype=np.float32)
     XT = sp.csr_matrix(X.T, dtype=np.float32)
-    cost = np.asarray(Y.T @ np.diff(sp.csr_matrix(X).indptr).astype(np.float64)).ravel()  # entries before merging
-    index, blocks = sp.csr_matrix((X.shape[1], n_labels), dtype=np.float32), []
-    for lo, hi in cost_chunks(cost, block_entries):
+    row_entries = np.diff(sp.csr_matrix(X).indptr).astype(np.float64)
+    squares = np.zeros(n_labels, np.float64)
+    for lo, hi in cost_chunks(np.asarray(Y.T @ row_entries).ravel(), block_entries):  # cost: entries before merging
         block = sp.csr_matrix(XT @ Y[:, lo:hi], dtype=np.float32)
-        block.sort_indices()
-        squares = np.bincount(block.indices, weights=np.square(block.data, dtype=np.float64), minlength=hi - lo)
-        block.data *= (1.0 / np.sqrt(np.where(squares > 0, squares, 1.0))).astype(np.float32)[block.indices]
-        _keep_largest(block, postings)
-        if not postings:  # nothing to prune: joined once at the end
-            blocks.append(block)
-            continue
-        index = index + sp.csr_matrix((block.data, block.indices + lo, block.indptr), shape=index.shape)  # a union
+        squares[lo:hi] = np.bincount(block.indices, weights=np.square(block.data, dtype=np.float64), minlength=hi - lo)
         del block
-        _keep_largest(index, postings)
-    return sp.csr_matrix(sp.hstack(blocks, format="csr"), dtype=np.float32) if blocks else index
+    scale = (1.0 / np.sqrt(np.where(squares > 0, squares, 1.0))).astype(np.float32)
+    Y = sp.csr_matrix(Y)
+    labels_per_row = np.diff(Y.indptr).astype(np.float64)
+    parts = []
+    for lo, hi in cost_chunks(_feature_cost(XT, labels_per_row), block_entries):
+        part = sp.csr_matrix(XT[lo:hi] @ Y, dtype=np.float32)
+        part.data *= scale[part.indices]  # each label divided by its norm (after the sum, as in the first pass)
+        _keep_largest(part, postings)
+        part.sort_indices()
+        parts.append(part)
+    if not parts:
+        return sp.csr_matrix((X.shape[1], n_labels), dtype=np.float32)
+    return sp.csr_matrix(sp.vstack(parts, format="csr"), dtype=np.float32)
+
+
+def _feature_cost(XT: sp.csr_matrix, labels_per_row: np.ndarray) -> np.ndarray:
+    """Entries each feature's row of ``X.T @ Y`` sums before merging: its rows' label counts."""
+    total = np.concatenate([[0.0], np.cumsum(labels_per_row[XT.indices])])
+    return total[XT.indptr[1:]] - total[XT.indptr[:-1]]
 
 
 def _keep_largest(M: sp.csr_matrix, k: int) -> None:
@@ -223,10 +254,11 @@ def _keep_largest(M: sp.csr_matrix, k: int) -> None:
     M.eliminate_zeros()
 
 
-def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, workers: int = 1,
+def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, size: int | None = None, workers: int = 1,
                         ray_address: str | None = None) -> np.ndarray:
-    """``(n, shortlist)`` labels the retriever proposes for each training row of unit rows
-    ``X``; with kNN, a row is not its own neighbour. Locally, batches of rows are scored on
+    """``(n, size)`` best labels the retriever proposes for each training row of unit rows
+    ``X`` (``size``: at most its shortlist, ``None``: all of it); with kNN, a row is not its
+    own neighbour. Locally, batches of rows are scored on
     ``workers`` threads of this process (:func:`~holoxmc.models.rerank.in_threads`: the
     products release the GIL, and threads hold no copy of the index or the rows, as worker
     processes would); with Ray, row blocks are tasks of :func:`~holoxmc.distributed.run_jobs`.
@@ -239,34 +271,35 @@ def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, workers: in
     """
     _check_workers(workers)
     step = retriever.batch_rows()
+    size = retriever.shortlist if size is None else min(size, retriever.shortlist)
     if ray_address is None:
-        out = np.empty((X.shape[0], retriever.shortlist), np.int32)
+        out = np.empty((X.shape[0], size), np.int32)
 
         def batch(start: int) -> None:
-            out[start:start + step] = _shortlist_rows(retriever, X, start, min(start + step, X.shape[0]))
+            out[start:start + step] = _shortlist_rows(retriever, X, start, min(start + step, X.shape[0]), size)
         in_threads(batch, range(0, X.shape[0], step), workers)
         return out
     rows_per_job = step * max(1, -(-X.shape[0] // (step * max(1, workers) * 4)))
     starts = range(0, X.shape[0], rows_per_job)
     blocks = [_Block(start, min(start + rows_per_job, X.shape[0])) for start in starts]
-    parts = run_jobs(_shortlist_block, blocks, (retriever, X), workers=workers if len(blocks) > 1 else 1,
+    parts = run_jobs(_shortlist_block, blocks, (retriever, X, size), workers=workers if len(blocks) > 1 else 1,
                      ray_address=ray_address, gpu=False)
-    return np.concatenate(parts) if parts else np.zeros((0, retriever.shortlist), np.int32)
+    return np.concatenate(parts) if parts else np.zeros((0, size), np.int32)
 
 
-def _shortlist_block(block: "_Block", shared: tuple[RerankModel, sp.csr_matrix]) -> np.ndarray:
+def _shortlist_block(block: "_Block", shared: tuple[RerankModel, sp.csr_matrix, int]) -> np.ndarray:
     """Shortlists of training rows ``[start, stop)`` (a Ray task), in scoring batches."""
-    retriever, X = shared
+    retriever, X, size = shared
     step = retriever.batch_rows()
-    return np.concatenate([_shortlist_rows(retriever, X, start, min(start + step, block.stop))
+    return np.concatenate([_shortlist_rows(retriever, X, start, min(start + step, block.stop), size)
                            for start in range(block.start, block.stop, step)])
 
 
-def _shortlist_rows(retriever: RerankModel, X: sp.csr_matrix, start: int, stop: int) -> np.ndarray:
-    """int32 shortlists (half the int64's memory) of training rows ``[start, stop)``, one batch
-    on one thread; with kNN, a row is not its own neighbour."""
+def _shortlist_rows(retriever: RerankModel, X: sp.csr_matrix, start: int, stop: int, size: int) -> np.ndarray:
+    """int32 shortlists (half the int64's memory) of training rows ``[start, stop)``, their
+    ``size`` best labels, one batch on one thread; with kNN, a row is not its own neighbour."""
     exclude = np.arange(start, stop) if retriever.knn else None
-    return retriever.shortlists(X[start:stop], exclude, threads=1)[0].astype(np.int32)
+    return retriever.shortlists(X[start:stop], exclude, threads=1)[0][:, :size].astype(np.int32)
 
 
 # ---------------------------------------------------------------------------- label blocks
@@ -533,9 +566,12 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     n_labels = Y.shape[1]
     if config.shortlist is None:  # the rule of the labels; the model and the fingerprint get the number
         config = replace(config, shortlist=shortlist_rule(n_labels, Y.nnz / Y.shape[0]))
+    shortlist = config.shortlist
+    assert shortlist is not None
+    train_size = config.train_shortlist or train_shortlist_rule(shortlist, X.shape[0])
+    config = replace(config, train_shortlist=min(train_size, shortlist))  # resolved, as the shortlist
     if config.retriever == "clusters":  # the fingerprint gets the resolved count too
         config = replace(config, clusters=min(config.clusters or default_clusters(n_labels), n_labels))
-    assert config.shortlist is not None
     # the PIFA retriever's centroids are the (L, D) view of its pruned (D, L) index: one copy
     centroids = pifa_index(X, Y, config.postings).T if config.retriever == "pifa" else pifa_centroids(X, Y)
     knn: dict[str, Any] = {"neighbours": X, "neighbour_labels": Y, "knn": min(config.knn, X.shape[0] - 1),
@@ -549,9 +585,10 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     if config.retriever == "clusters":
         knn = {"matcher": fit_matcher(X, Y, centroids, config, workers=workers, ray_address=ray_address)}
     empty = sp.csc_matrix((X.shape[1], n_labels), dtype=np.float32)
-    retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), config.shortlist, 0.0, **knn)
+    retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), shortlist, 0.0, **knn)
     del centroids  # the retriever holds the index (in column blocks past INDEX_BLOCK_LABELS labels)
-    shortlists = training_shortlists(retriever, X, workers=workers, ray_address=ray_address)
+    shortlists = training_shortlists(retriever, X, size=config.train_shortlist, workers=workers,
+                                     ray_address=ray_address)
     rows = _membership(shortlists, Y, config.negatives, config.seed)
     del shortlists
     fingerprint = data_digest(X, Y) + json.dumps(asdict(config) | {"alpha": None}, sort_keys=True)
