@@ -49,7 +49,7 @@ def main() -> None:
             if mode == "threads":
                 labels = training_shortlists(model, rows, workers=2)
             else:
-                labels = np.concatenate(jobs.run_jobs(_shortlist_block, blocks, (model, rows), workers=2, gpu=False))
+                labels = np.concatenate(jobs.run_jobs(_shortlist_block, blocks, (model, rows, model.shortlist), workers=2, gpu=False))
             print(f"{mode}: {time.perf_counter() - started:.1f} s for {args.rows} rows", flush=True)
             reference = labels if reference is None else reference
             assert np.array_equal(labels, reference)

@@ -16,6 +16,7 @@ from holoxmc.data import make_realistic
 from holoxmc.errors import InputError
 from holoxmc.models import rerank as rerank_model
 from holoxmc.models.rerank import RerankModel, in_threads, l2_rows, sparse_row_top, top_columns
+from holoxmc.train import rerank as rerank_fit
 from holoxmc.train.rerank import RerankConfig, fit_rerank, pifa_centroids, pifa_index
 
 
@@ -53,13 +54,20 @@ def test_the_pifa_index_keeps_each_features_largest_weights(data):
 
 
 @pytest.mark.parametrize("postings", [0, 5])
-def test_the_pifa_index_built_in_label_blocks_equals_one_product(data, postings):
+def test_the_pifa_index_built_in_blocks_equals_one_product_exactly(data, postings):
     train, _ = data
     X, Y = l2_rows(train.X), sp.csr_matrix(train.Y)
-    whole = pifa_index(X, Y, postings)
-    for block_entries in (1, 500):  # a block per label; a few labels a block
-        blocks = pifa_index(X, Y, postings, block_entries=block_entries)
-        assert blocks.shape == whole.shape and (blocks != whole).nnz == 0
+    product = sp.csr_matrix(sp.csr_matrix(X.T) @ sp.csr_matrix(Y, dtype=np.float32), dtype=np.float32)
+    squares = np.bincount(product.indices, weights=np.square(product.data, dtype=np.float64), minlength=Y.shape[1])
+    product.data *= (1.0 / np.sqrt(np.where(squares > 0, squares, 1.0))).astype(np.float32)[product.indices]
+    rerank_fit._keep_largest(product, postings)  # the reference: one product, normalised, pruned
+    product.sort_indices()
+    for block_entries in (1, 500, 1 << 24):  # a block per label and feature; a few; one
+        index = pifa_index(X, Y, postings, block_entries=block_entries)
+        assert index.shape == product.shape
+        np.testing.assert_array_equal(index.indptr, product.indptr)
+        np.testing.assert_array_equal(index.indices, product.indices)
+        np.testing.assert_array_equal(index.data, product.data)  # bit for bit
 
 
 def test_tied_weights_keep_the_lower_labels_whatever_the_blocks():
@@ -200,8 +208,6 @@ def test_negative_postings_are_refused():
 
 
 def test_alpha_is_chosen_on_at_most_alpha_rows_validation_rows(data, monkeypatch):
-    from holoxmc.train import rerank as rerank_fit
-
     train, test = data
     scored: list[int] = []
     shortlists = RerankModel.shortlists

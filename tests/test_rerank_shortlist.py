@@ -40,7 +40,8 @@ def mean_labels(Y) -> float:
 
 def test_rule_values_for_given_label_counts():
     # the documented constants: 16 labels a row, floor 50, cap 500
-    assert presets.RERANK_SHORTLIST == {"per_row": 16, "floor": 50, "cap": 500, "train_entries": 100_000_000}
+    assert presets.RERANK_SHORTLIST == {"per_row": 16, "floor": 50, "cap": 500}
+    assert presets.RERANK_BUDGETS == {"train_entries": 100_000_000, "weight_entries": 500_000_000}
     assert shortlist_rule(983, 19.05) == 305  # Delicious's training rows
     assert shortlist_rule(1000, 11.56) == 185  # ceil(16 x 11.56)
     assert shortlist_rule(159, 2.39) == 50  # Bibtex: the floor
@@ -110,27 +111,41 @@ def test_bad_shortlists_are_one_input_error(bad, data):
         XMCClassifier(head="rerank", head_options={"shortlist": bad}, progress=False).fit(train.X, train.Y)
 
 
-def test_training_shortlists_are_the_best_labels_of_the_shortlists(data):
+@pytest.mark.parametrize("path", ["dense", "sparse", "clusters"])
+def test_training_shortlists_are_the_best_labels_of_the_shortlists(data, monkeypatch, path):
+    from holoxmc.models import rerank as rerank_model
+
     train, _ = data
-    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5))
+    if path == "sparse":
+        monkeypatch.setattr(rerank_model, "DENSE_UP_TO", 0)
+    config = RerankConfig(shortlist=12, alpha=0.5, **({"retriever": "clusters", "clusters": 5, "beam": 2}
+                                                     if path == "clusters" else {}))
+    model = fit_rerank(train.X, train.Y, config)
+    assert model._sparse_retrieval == (path == "sparse") and (model.matcher is not None) == (path == "clusters")
     X = l2_rows(train.X)
     whole = training_shortlists(model, X)
     assert whole.shape == (X.shape[0], 12)
     np.testing.assert_array_equal(training_shortlists(model, X, size=3), whole[:, :3])
     np.testing.assert_array_equal(training_shortlists(model, X, size=50), whole)  # never more than the shortlist
+    for bad in (0, -2, 2.5):
+        with pytest.raises(InputError, match="training shortlist size"):
+            training_shortlists(model, X, size=bad)
 
 
 def test_the_training_shortlist_is_cut_past_the_entry_budget(data, monkeypatch, tmp_path):
     train, _ = data
     n = train.X.shape[0]
     assert train_shortlist_rule(12, n) == 12  # far under the budget: the whole shortlist
-    monkeypatch.setitem(presets.RERANK_SHORTLIST, "train_entries", n * 5 + 7)
+    monkeypatch.setitem(presets.RERANK_BUDGETS, "train_entries", n * 5 + 7)
     assert train_shortlist_rule(12, n) == 5 and train_shortlist_rule(3, n) == 3
-    assert train_shortlist_rule(12, 10 * presets.RERANK_SHORTLIST["train_entries"]) == 1
+    assert train_shortlist_rule(12, 10 * presets.RERANK_BUDGETS["train_entries"]) == 1
     widths: list[int] = []
     real = rerank_fit.training_shortlists
-    monkeypatch.setattr(rerank_fit, "training_shortlists",
-                        lambda *a, **k: widths.append(real(*a, **k).shape[1]) or real(*a, **k))
+    def recorded(*args, **kwargs):
+        out = real(*args, **kwargs)
+        widths.append(out.shape[1])
+        return out
+    monkeypatch.setattr(rerank_fit, "training_shortlists", recorded)
     model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5, label_block=64), run_dir=tmp_path)
     assert widths == [5] and model.shortlist == 12  # scoring keeps the whole shortlist
     _, metadata = load_state_dict_file(tmp_path / BLOCK_FILE.format(start=0, stop=train.Y.shape[1]))
@@ -143,3 +158,23 @@ def test_the_training_shortlist_is_cut_past_the_entry_budget(data, monkeypatch, 
 def test_bad_training_shortlists_are_one_input_error(bad):
     with pytest.raises(InputError, match="train_shortlist"):
         RerankConfig(train_shortlist=bad)
+
+
+def test_each_label_keeps_at_most_its_largest_weights(data, monkeypatch):
+    train, _ = data
+    free = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5, label_weights=10**9))
+    counts = np.diff(free.weight_rows.indptr)
+    assert counts.max() > 6  # the cap below binds
+    capped = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5, label_weights=6))
+    assert np.diff(capped.weight_rows.indptr).max() <= 6
+    for label in np.flatnonzero(counts > 6)[:20]:  # the same SVM, its 6 largest weights kept
+        full = free.weight_rows[label].toarray().ravel()
+        kept = capped.weight_rows[label]
+        assert set(kept.indices) <= set(np.flatnonzero(full))
+        np.testing.assert_array_equal(np.sort(np.abs(kept.data)), np.sort(np.abs(full))[-6:])
+    assert rerank_fit.label_weights_rule(train.Y.shape[1]) > counts.max()  # the default cap does not bind here
+    monkeypatch.setitem(presets.RERANK_BUDGETS, "weight_entries", 6 * train.Y.shape[1])
+    np.testing.assert_array_equal(fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5)).weight_rows.data,
+                                  capped.weight_rows.data)  # the rule: weight_entries / L
+    with pytest.raises(InputError, match="label_weights"):
+        RerankConfig(label_weights=0)

@@ -24,7 +24,7 @@ from holoxmc.errors import InputError
 __all__ = ["HEAD_DEFAULTS", "HEAD_PRESETS", "DATASET_PRESETS", "MODELS", "HEAD_OPTIONS", "PROPENSITY_PRESETS",
            "PROPENSITY_SETS", "DEFAULT_PROPENSITY", "BACKBONE_DEFAULTS", "BACKBONE_OPTIONS", "PAIR_OPTIONS",
            "network_defaults", "PAPER_PRESETS", "RERANK_SHORTLIST",
-           "PAPER_DATASET_PRESETS", "PAPER_NOT_REPORTED", "model_params", "preset_params", "paper_params",
+           "PAPER_DATASET_PRESETS", "PAPER_NOT_REPORTED", "RERANK_BUDGETS", "model_params", "preset_params", "paper_params",
            "propensity_preset", "setting_defaults", "dataset_preset"]
 
 #: Values of the settings a head kind leaves at ``None`` (tuning log: ``docs/tuning.md``).
@@ -41,12 +41,17 @@ HEAD_DEFAULTS["xr"] = dict(HEAD_DEFAULTS["hrr"])  # its text network is the HRR 
 #: ``min(L, cap, max(floor, ceil(per_row x mean labels per training row)))``. ``per_row`` was
 #: chosen on validation rows of sets other than Delicious, then applied to it unchanged;
 #: ``floor`` is the earlier fixed default; ``cap`` bounds the fit's time and memory (tuning
-#: log: "The re-rank shortlist grows with the labels per row"). ``train_entries`` bounds the
-#: training shortlists (``N x`` the labels each training row brings as hard negatives,
-#: ``holoxmc.train.rerank.train_shortlist_rule``): a resource bound, not an accuracy setting;
-#: every set measured so far stays under it (the largest, L = 670K: 43M entries), and at
-#: L = 3M it keeps the memberships near 1 GB and the label fits a few times 670K's.
-RERANK_SHORTLIST: dict[str, int] = {"per_row": 16, "floor": 50, "cap": 500, "train_entries": 100_000_000}
+#: log: "The re-rank shortlist grows with the labels per row").
+RERANK_SHORTLIST: dict[str, int] = {"per_row": 16, "floor": 50, "cap": 500}
+
+#: Resource bounds of the re-rank fit, not accuracy settings (``holoxmc.train.rerank``):
+#: ``train_entries`` bounds the training shortlists (``N x`` the labels each training row
+#: brings as hard negatives, ``train_shortlist_rule``): the largest set measured before,
+#: L = 670K, holds 43M; at L = 3M it keeps the memberships near 1 GB and the label fits a few
+#: times 670K's. ``weight_entries`` bounds the per-label weights (each label keeps at most
+#: ``weight_entries / L`` of its largest, ``label_weights_rule``): at L = 3M the pruned SVMs
+#: held about 1,000 weights a label, 3.0G entries (24 GB), more than the machine.
+RERANK_BUDGETS: dict[str, int] = {"train_entries": 100_000_000, "weight_entries": 500_000_000}
 
 #: Training settings of the text backbones, over :data:`HEAD_DEFAULTS` (both network heads):
 #: sized so that Debtags trains in minutes on a CPU; the validation curves of those runs are

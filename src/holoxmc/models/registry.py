@@ -272,7 +272,9 @@ def _fit_rerank(clf: Any, config: RerankConfig, data: FitData) -> tuple[FittedMo
 
 def _rerank_refit(candidate: Any) -> dict[str, Any]:
     """The mix weight ``alpha`` the candidate's validation rows chose (no second choice on every
-    row), with the shortlist it was validated with (not the rule again on more rows)."""
+    row), with the shortlist it was validated with (not the rule again on more rows). The
+    training shortlist is resolved again on the refit's rows: a resource bound, it may cut a
+    few labels more there than on the fewer fitting rows."""
     return {"head_options": {"alpha": float(candidate.model_.alpha), "shortlist": int(candidate.model_.shortlist)}}
 
 

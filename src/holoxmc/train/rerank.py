@@ -2,14 +2,15 @@
 training rows as kNN neighbours when ``knn > 0``), each training row's shortlist (its own row
 left out of its neighbours), then one sparse linear scorer per label trained only on its
 positives and the hard negatives its shortlist brings (training rows that shortlist the label
-without having it) — so the cost grows with ``N x shortlist``, not ``N x L`` as the one-vs-all
+without having it) — so the cost grows with ``N x train_shortlist``, not ``N x L`` as the one-vs-all
 linear model's (the recipe of PECOS / SLICE). Each scorer is liblinear's squared-hinge SVM
 through :mod:`holoxmc.train.linear`'s direct binding, pruned; labels train in blocks, each a
 job of :func:`~holoxmc.distributed.run_jobs` (this process, local workers or Ray). With a
 ``run_dir``, every finished block is written there (safetensors, fingerprinted by the data
 and settings), and a fit with ``resume`` reads those blocks instead of training them again.
 The mix weight ``alpha`` is chosen on the validation split when one is given. Without a
-``shortlist``, its size is :func:`shortlist_rule` of the training labels.
+``shortlist``, its size is :func:`shortlist_rule` of the training labels; without a
+``train_shortlist``, :func:`train_shortlist_rule` of the shortlist and the training rows.
 
 Example:
     >>> from holoxmc.data import make_realistic
@@ -37,14 +38,14 @@ from holoxmc.distributed.jobs import _check_workers
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.models.matcher import ClusterMatcher
 from holoxmc.models.rerank import RerankModel, cost_chunks, in_threads, l2_rows
-from holoxmc.presets import RERANK_SHORTLIST
+from holoxmc.presets import RERANK_BUDGETS, RERANK_SHORTLIST
 from holoxmc.train.checkpoint import data_digest, load_state_dict_file, save_state_dict
 from holoxmc.train.linear import LinearConfig, _direct_liblinear_works, _fit_label, _fit_label_sklearn, \
     _training_rows
 from holoxmc.train.matcher import balanced_clusters, default_clusters
 
 __all__ = ["RerankConfig", "fit_rerank", "fit_matcher", "pifa_centroids", "pifa_index", "shortlist_rule",
-           "train_shortlist_rule", "training_shortlists",
+           "train_shortlist_rule", "label_weights_rule", "training_shortlists",
            "ALPHAS", "ALPHA_ROWS", "BLOCK_FILE", "RETRIEVERS"]
 
 #: Mix weights tried on the validation split when ``alpha`` is ``None``.
@@ -66,12 +67,15 @@ class RerankConfig:
     """Settings of the re-rank fit.
 
     Attributes:
-        shortlist: labels the retriever proposes per row (at training and at scoring);
+        shortlist: labels the retriever proposes per row at scoring (and at training, up to
+            ``train_shortlist``);
             ``None``: :func:`shortlist_rule` of the training labels, resolved by the fit.
         train_shortlist: the best labels of each training row's shortlist that its rows
             train against as hard negatives (at most ``shortlist``); ``None``:
             :func:`train_shortlist_rule`, the whole shortlist unless the training rows would
-            then hold more than ``RERANK_SHORTLIST["train_entries"]`` entries.
+            then hold more than ``RERANK_BUDGETS["train_entries"]`` entries.
+        label_weights: the most weights a label keeps after ``prune`` (its largest in
+            magnitude; ties: the lower features); ``None``: :func:`label_weights_rule`.
         C: inverse L2 regularisation of each label's SVM (rows are L2-normalised).
         prune: weights of smaller magnitude are dropped.
         alpha: the mix weight of the re-rank score; ``None`` picks it from :data:`ALPHAS` by
@@ -103,6 +107,7 @@ class RerankConfig:
 
     shortlist: int | None = None
     train_shortlist: int | None = None
+    label_weights: int | None = None
     C: float = 0.5
     prune: float = 0.05
     alpha: float | None = None
@@ -122,7 +127,8 @@ class RerankConfig:
     def __post_init__(self) -> None:
         check_number_types(self)
         checks = {"shortlist": self.shortlist is None or self.shortlist >= 1,
-                  "train_shortlist": self.train_shortlist is None or self.train_shortlist >= 1, "C": math.isfinite(self.C) and self.C > 0,
+                  "train_shortlist": self.train_shortlist is None or self.train_shortlist >= 1,
+                  "label_weights": self.label_weights is None or self.label_weights >= 1, "C": math.isfinite(self.C) and self.C > 0,
                   "prune": math.isfinite(self.prune) and self.prune >= 0,
                   "alpha": self.alpha is None or (math.isfinite(self.alpha) and 0 <= self.alpha <= 1),
                   "knn": self.knn >= 0, "negatives": self.negatives >= 0, "knn_weight": math.isfinite(self.knn_weight) and self.knn_weight >= 0,
@@ -132,8 +138,9 @@ class RerankConfig:
                   "postings": self.postings >= 0}
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
-            raise InputError(f"rerank setting {bad[0]}={getattr(self, bad[0])!r} is out of range (shortlist, train_shortlist, knn, "
-                             "negatives, max_iter, label_block: positive integers (knn may be 0, shortlist None); C, tol: "
+            raise InputError(f"rerank setting {bad[0]}={getattr(self, bad[0])!r} is out of range (shortlist, train_shortlist, label_weights, knn, "
+                             "negatives, max_iter, label_block: positive integers (knn may be 0, either shortlist or label_weights None); "
+                             "C, tol: "
                              "positive; prune, knn_weight: >= 0; alpha: in [0, 1] or None; clusters >= 0, beam >= 1, "
                              "cluster_weight >= 0, postings >= 0)")
         if self.retriever not in RETRIEVERS:
@@ -169,14 +176,26 @@ def shortlist_rule(n_labels: int, labels_per_row: float) -> int:
 def train_shortlist_rule(shortlist: int, n_rows: int) -> int:
     """The labels of each training row's shortlist that train as hard negatives when
     :class:`RerankConfig` gives none: the whole ``shortlist``, cut where ``n_rows x
-    shortlist`` would pass ``RERANK_SHORTLIST["train_entries"]`` (the training shortlists and
+    shortlist`` would pass ``RERANK_BUDGETS["train_entries"]`` (the training shortlists and
     the label memberships grow with that product, and the label fits' time with it).
 
     Example:
         >>> train_shortlist_rule(87, 490_449), train_shortlist_rule(500, 1_717_899)
         (87, 58)
     """
-    return int(max(1, min(shortlist, RERANK_SHORTLIST["train_entries"] // max(1, n_rows))))
+    return int(max(1, min(shortlist, RERANK_BUDGETS["train_entries"] // max(1, n_rows))))
+
+
+def label_weights_rule(n_labels: int) -> int:
+    """The most weights a label keeps when :class:`RerankConfig` gives no ``label_weights``:
+    ``RERANK_BUDGETS["weight_entries"] / L`` (the model's weights then hold at most that many
+    entries in all).
+
+    Example:
+        >>> label_weights_rule(670_091), label_weights_rule(3_000_000)
+        (746, 166)
+    """
+    return int(max(1, RERANK_BUDGETS["weight_entries"] // max(1, n_labels)))
 
 
 def pifa_centroids(X: sp.csr_matrix, Y: sp.csr_matrix) -> sp.csr_matrix:
@@ -196,7 +215,8 @@ def pifa_index(X: sp.csr_matrix, Y: sp.csr_matrix, postings: int = 0, *, block_e
     ``block_entries`` entries: the first, in blocks of labels, keeps only each label's norm;
     the second, in blocks of features, takes whole rows of the product, divides each entry by
     its label's norm, and prunes each row once. Memory holds the pruned index and
-    one block, never the unpruned ``(D, L)`` product, and no row is pruned twice (joining
+    one block (the pruned blocks are copied into the index one by one as it is assembled),
+    never the unpruned ``(D, L)`` product, and no row is pruned twice (joining
     label blocks' pruned rows instead re-pruned the growing index hundreds of times at L = 3M).
 
     Example:
@@ -226,22 +246,36 @@ def pifa_index(X: sp.csr_matrix, Y: sp.csr_matrix, postings: int = 0, *, block_e
         _keep_largest(part, postings)
         part.sort_indices()
         parts.append(part)
-    if not parts:
-        return sp.csr_matrix((X.shape[1], n_labels), dtype=np.float32)
-    return sp.csr_matrix(sp.vstack(parts, format="csr"), dtype=np.float32)
+    return _stack_rows(parts, (X.shape[1], n_labels))
+
+
+def _stack_rows(parts: list[sp.csr_matrix], shape: tuple[int, int]) -> sp.csr_matrix:
+    """The CSR matrix of ``parts`` stacked row-wise, each part freed once copied (``parts`` is
+    emptied): the stacked matrix and one part in memory, not two copies of every part."""
+    total = sum(part.nnz for part in parts)
+    index_type = np.int32 if max(total, shape[1]) < np.iinfo(np.int32).max else np.int64
+    data, indices = np.empty(total, np.float32), np.empty(total, index_type)
+    indptr, row, at = np.zeros(shape[0] + 1, np.int64), 0, 0
+    parts.reverse()
+    while parts:
+        part = parts.pop()
+        data[at:at + part.nnz], indices[at:at + part.nnz] = part.data, part.indices
+        indptr[row + 1:row + part.shape[0] + 1] = part.indptr[1:] + at
+        row, at = row + part.shape[0], at + part.nnz
+        del part
+    return sp.csr_matrix((data, indices, indptr.astype(index_type)), shape=shape)
 
 
 def _feature_cost(XT: sp.csr_matrix, labels_per_row: np.ndarray) -> np.ndarray:
     """Entries each feature's row of ``X.T @ Y`` sums before merging: its rows' label counts."""
-    total = np.concatenate([[0.0], np.cumsum(labels_per_row[XT.indices])])
-    return total[XT.indptr[1:]] - total[XT.indptr[:-1]]
+    pattern = sp.csr_matrix((np.ones(XT.nnz, np.float32), XT.indices, XT.indptr), shape=XT.shape)
+    return np.asarray(pattern @ labels_per_row, dtype=np.float64).ravel()
 
 
 def _keep_largest(M: sp.csr_matrix, k: int) -> None:
     """Keep only the ``k`` largest stored values of each row of ``M`` (``0``: all; ties at the
     ``k``-th value: the lower columns), in place; explicit zeros are dropped. The order is a
-    total one, so keeping a row's ``k`` largest in parts and then over the parts' union keeps
-    what one pass would."""
+    total one: which entries are kept does not depend on the order a row stores them in."""
     if k:
         for row in np.flatnonzero(np.diff(M.indptr) > k):
             lo, hi = M.indptr[row], M.indptr[row + 1]
@@ -270,8 +304,10 @@ def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, size: int |
         [0, 1, 2]
     """
     _check_workers(workers)
+    if size is not None and (isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1):
+        raise InputError(f"the training shortlist size must be a positive integer, not {size!r}")
     step = retriever.batch_rows()
-    size = retriever.shortlist if size is None else min(size, retriever.shortlist)
+    size = retriever.shortlist if size is None else min(int(size), retriever.shortlist)
     if ray_address is None:
         out = np.empty((X.shape[0], size), np.int32)
 
@@ -392,6 +428,8 @@ def _train_block(block: _Block, problem: _Problem) -> _Part:
             continue
         w, bias[j], _ = fit(_float64_rows(problem.X, rows), y, config.C, linear)
         keep = np.flatnonzero(np.abs(w) >= config.prune) if config.prune else np.flatnonzero(w)
+        if config.label_weights is not None and len(keep) > config.label_weights:  # its largest (ties: lower features)
+            keep = np.sort(keep[np.argsort(-np.abs(w[keep]), kind="stable")[:config.label_weights]])
         counts.append(len(keep))
         indices.append(keep.astype(np.int32))
         values.append(w[keep].astype(np.float32))
@@ -569,7 +607,8 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     shortlist = config.shortlist
     assert shortlist is not None
     train_size = config.train_shortlist or train_shortlist_rule(shortlist, X.shape[0])
-    config = replace(config, train_shortlist=min(train_size, shortlist))  # resolved, as the shortlist
+    config = replace(config, train_shortlist=min(train_size, shortlist),  # resolved, as the shortlist
+                     label_weights=config.label_weights or label_weights_rule(n_labels))
     if config.retriever == "clusters":  # the fingerprint gets the resolved count too
         config = replace(config, clusters=min(config.clusters or default_clusters(n_labels), n_labels))
     # the PIFA retriever's centroids are the (L, D) view of its pruned (D, L) index: one copy
