@@ -157,6 +157,7 @@ HEAD_OPTIONS: dict[str, dict[str, str]] = {
               "top_buckets": "top_buckets", "min_freq": "min_freq", "min_freq_mode": "min_freq_mode",
               "scoring": "scoring"},
     "linear": {"C": "C"},
+    "rerank": {"shortlist": "shortlist", "train_shortlist": "train_shortlist", "label_weights": "label_weights"},
 }
 
 #: ``(A, B)`` of the inverse propensities of Jain et al. (2016): its Wikipedia sets, its

@@ -110,6 +110,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--C", type=finite_float, metavar="C", dest="C",
                        help="linear: every label's SVM regularisation (default: chosen on the validation split "
                             "from 0.1, 0.3, 1, 3)")
+    train.add_argument("--shortlist", type=positive_int, metavar="S",
+                       help="rerank: labels the retriever proposes per point (default: 16 x the mean labels of a "
+                            "training point, within 50-500)")
+    train.add_argument("--train-shortlist", type=positive_int, metavar="S",
+                       help="rerank: the best labels of a training point's shortlist that train as hard negatives "
+                            "(default: the shortlist, cut to 100M entries over the training points)")
+    train.add_argument("--label-weights", type=positive_int, metavar="W",
+                       help="rerank: the most weights a label keeps, its largest (default: 500M / L)")
     train.add_argument("--chunks", type=positive_int, metavar="K", help="SOLAR: independent chunk models")
     train.add_argument("--buckets", type=positive_int, metavar="B", help="SOLAR: buckets per chunk")
     train.add_argument("--code-method", choices=["balanced", "murmur"],
