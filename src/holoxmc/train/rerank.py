@@ -75,7 +75,8 @@ class RerankConfig:
             :func:`train_shortlist_rule`, the whole shortlist unless the training rows would
             then hold more than ``RERANK_BUDGETS["train_entries"]`` entries.
         label_weights: the most weights a label keeps after ``prune`` (its largest in
-            magnitude; ties: the lower features); ``None``: :func:`label_weights_rule`.
+            magnitude; ties: the lower features; the clustered retriever's cluster scorers
+            too); ``None``: :func:`label_weights_rule`.
         C: inverse L2 regularisation of each label's SVM (rows are L2-normalised).
         prune: weights of smaller magnitude are dropped.
         alpha: the mix weight of the re-rank score; ``None`` picks it from :data:`ALPHAS` by
