@@ -36,6 +36,22 @@ def map_every_array(monkeypatch):
     monkeypatch.setattr(jobs, "MAP_BYTES", 1)
 
 
+@pytest.fixture
+def shortlist_widths(monkeypatch) -> list[int]:
+    """The widths of the training shortlists each re-rank fit builds, recorded in order."""
+    from holoxmc.train import rerank as rerank_fit
+
+    widths: list[int] = []
+    real = rerank_fit.training_shortlists
+
+    def recorded(*args, **kwargs):
+        out = real(*args, **kwargs)
+        widths.append(out.shape[1])
+        return out
+    monkeypatch.setattr(rerank_fit, "training_shortlists", recorded)
+    return widths
+
+
 @pytest.fixture(scope="session")
 def toy(tmp_path_factory) -> Path:
     """A small dataset folder in the XML-repository format: toy_train.txt, toy_test.txt

@@ -9,18 +9,10 @@ import pytest
 
 from holoxmc.cli import main
 from holoxmc.estimator import XMCClassifier
-from holoxmc.train import rerank as rerank_fit
 
 
-def test_train_sets_the_rerank_sizes(toy, tmp_path, monkeypatch):
-    widths: list[int] = []
-    real = rerank_fit.training_shortlists
-
-    def recorded(*args, **kwargs):
-        out = real(*args, **kwargs)
-        widths.append(out.shape[1])
-        return out
-    monkeypatch.setattr(rerank_fit, "training_shortlists", recorded)
+def test_train_sets_the_rerank_sizes(toy, tmp_path, shortlist_widths):
+    widths = shortlist_widths
     run = tmp_path / "run"
     assert main(["train", str(toy), "--model", "rerank", "--out", str(run), "--shortlist", "7",
                  "--train-shortlist", "3", "--label-weights", "4", "--quiet"]) == 0

@@ -132,20 +132,14 @@ def test_training_shortlists_are_the_best_labels_of_the_shortlists(data, monkeyp
             training_shortlists(model, X, size=bad)
 
 
-def test_the_training_shortlist_is_cut_past_the_entry_budget(data, monkeypatch, tmp_path):
+def test_the_training_shortlist_is_cut_past_the_entry_budget(data, monkeypatch, tmp_path, shortlist_widths):
     train, _ = data
     n = train.X.shape[0]
     assert train_shortlist_rule(12, n) == 12  # far under the budget: the whole shortlist
     monkeypatch.setitem(presets.RERANK_BUDGETS, "train_entries", n * 5 + 7)
     assert train_shortlist_rule(12, n) == 5 and train_shortlist_rule(3, n) == 3
     assert train_shortlist_rule(12, 10 * presets.RERANK_BUDGETS["train_entries"]) == 1
-    widths: list[int] = []
-    real = rerank_fit.training_shortlists
-    def recorded(*args, **kwargs):
-        out = real(*args, **kwargs)
-        widths.append(out.shape[1])
-        return out
-    monkeypatch.setattr(rerank_fit, "training_shortlists", recorded)
+    widths = shortlist_widths
     model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5, label_block=64), run_dir=tmp_path)
     assert widths == [5] and model.shortlist == 12  # scoring keeps the whole shortlist
     _, metadata = load_state_dict_file(tmp_path / BLOCK_FILE.format(start=0, stop=train.Y.shape[1]))
