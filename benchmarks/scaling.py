@@ -71,8 +71,25 @@ def set_arguments(n_labels: int) -> dict[str, Any]:
 
 
 def stage(name: str) -> None:
-    """Tell the parent which stage this child has reached."""
-    print(STAGE + name, flush=True)
+    """Tell the parent which stage this child has reached, and when (epoch seconds)."""
+    print(f"{STAGE}{name} {time.time():.1f}", flush=True)
+
+
+def last_stage(lines: list[str], now: float) -> dict[str, Any]:
+    """The stage a stopped child had reached, from its log's last stage line, and how many
+    seconds it had spent in it by ``now`` (``stage_seconds``, left out for lines without a time).
+
+    Example:
+        >>> last_stage(["stage: generate 100.0", "x", "stage: fit 160.5"], now=200.0)
+        {'stage': 'fit', 'stage_seconds': 39.5}
+        >>> last_stage([], now=1.0)
+        {'stage': 'start'}
+    """
+    marks = [line[len(STAGE):].split() for line in lines if line.startswith(STAGE)]
+    if not marks:
+        return {"stage": "start"}
+    name, *at = marks[-1]
+    return {"stage": name, **({"stage_seconds": round(now - float(at[0]), 1)} if at else {})}
 
 
 def model_fit(model: str, threads: int) -> Any:
@@ -177,9 +194,9 @@ def run_cell(n_labels: int, model: str, args: argparse.Namespace) -> dict[str, A
     with open(log, "w") as stdout:
         child = subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
         reason, peaks = _watch(child, args.timeout, args.memory_gb * 1024)
+    stopped = time.time()
     load.append(round(os.getloadavg()[0], 2))
     lines = log.read_text().splitlines()
-    reached = ([line[len(STAGE):] for line in lines if line.startswith(STAGE)] or ["start"])[-1]
     if reason is None and child.returncode == 0 and lines and lines[-1].startswith("{"):
         log.unlink()
         cell = json.loads(lines[-1])
@@ -187,7 +204,7 @@ def run_cell(n_labels: int, model: str, args: argparse.Namespace) -> dict[str, A
         return {**cell, "load": load}
     if reason is None:
         reason = f"exit {child.returncode}: {(lines or ['no output'])[-1][:200]}"
-    return {"error": reason, "stage": reached, "load": load}
+    return {"error": reason, **last_stage(lines, stopped), "load": load}
 
 
 def _heads() -> tuple[str, ...]:
@@ -225,8 +242,9 @@ def table(results: dict[str, Any]) -> str:
             row = cell.get("row")
             load = "-".join(f"{value:.1f}" for value in cell.get("load", [])) or "?"
             if row is None:
-                lines.append(f"| {int(key):,} | {size} | {model} | {cell['error']} (stopped at: {cell['stage']}) "
-                             f"||||| {load} |")
+                spent = f", {cell['stage_seconds']:,.0f} s in" if "stage_seconds" in cell else ""
+                lines.append(f"| {int(key):,} | {size} | {model} | {cell['error']} (stopped at: {cell['stage']}"
+                             f"{spent}) ||||| {load} |")
                 continue
             lines.append(f"| {int(key):,} | {size} | {model} | {row['fit_seconds']:.1f} | {peak_mb(row):.0f} | "
                          f"{row['predict_ms_per_point']:.3f} | {row['P@1']:.2f} | {row['P@5']:.2f} | {load} |")

@@ -46,7 +46,17 @@ def test_a_cell_past_its_memory_limit_records_why_and_where(tmp_path):
     assert done.returncode == 0, done.stderr
     cell = json.loads(out.read_text())["cells"]["300"]["holoxmc-linear"]
     assert cell["error"].startswith("memory limit:") and cell["stage"] in ("start", "generate", "fit")
+    if cell["stage"] != "start":
+        assert 0 <= cell["stage_seconds"] < 600  # how long it had been in that stage when stopped
     assert "memory limit" in out.with_suffix(".md").read_text()
+
+
+def test_last_stage_reads_the_stage_and_the_seconds_spent_in_it():
+    scaling = _scaling_module()
+    lines = ["stage: generate 100.0", "a library's own output", "stage: fit 160.5", "more output"]
+    assert scaling.last_stage(lines, now=200.0) == {"stage": "fit", "stage_seconds": 39.5}
+    assert scaling.last_stage(["stage: fit"], now=200.0) == {"stage": "fit"}  # a line without a time
+    assert scaling.last_stage(["no stage yet"], now=1.0) == {"stage": "start"}
 
 
 def _scaling_module():
@@ -73,7 +83,9 @@ def test_table_and_plot_of_a_fake_result_file(tmp_path):
                                                                                "n_features": 60000},
                                     "load": [2.0, 3.5]},
                    "holoxmc-solar": {"error": "time limit: not finished within 600 s", "stage": "fit",
-                                     "load": [2.5, 4.0]}},
+                                     "load": [2.5, 4.0]},
+                   "omikuji": {"error": "memory limit: 9 MB resident > 8 MB", "stage": "fit",
+                               "stage_seconds": 1234.4}},
         "10000": {"napkinxc-plt": {"row": _fake_row(55.25, 10.0), "shape": {"n_train": 7300, "n_test": 2300,
                                                                              "n_features": 20000}}}}}
     lines = scaling.table(results).splitlines()
@@ -84,6 +96,8 @@ def test_table_and_plot_of_a_fake_result_file(tmp_path):
         "| 2.0-3.5 |")
     assert lines[4].startswith("| 100,000 | 73000 / 23000 | holoxmc-solar | time limit: not finished within 600 s "
                                "(stopped at: fit) |")
+    assert lines[5].startswith("| 100,000 | 73000 / 23000 | omikuji | memory limit: 9 MB resident > 8 MB "
+                               "(stopped at: fit, 1,234 s in) |")
     assert scaling.peak_mb({**_fake_row(50.0, 1.0), "peak_tree_mb": 700.0}) == 700.0  # workers counted
     assert scaling.peak_mb({**_fake_row(50.0, 1.0), "peak_tree_mb": 300.0}) == 512.0
     path = tmp_path / "fake.png"
