@@ -86,12 +86,14 @@ def omikuji_model(threads: int) -> Fit:
     return fit
 
 
-def napkinxc_model(threads: int) -> Fit:
+def napkinxc_model(threads: int, verbose: bool = False) -> Fit:
+    """napkinXC's PLT at its defaults; ``verbose`` prints its own progress (its steps), so that
+    a run stopped midway shows where."""
     from napkinxc.models import PLT
 
     def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
         folder = tempfile.TemporaryDirectory(prefix="napkinxc-")  # removed once ``predict`` is dropped
-        model = PLT(folder.name, threads=threads, seed=0)
+        model = PLT(folder.name, threads=threads, seed=0, verbose=int(verbose))
         model.fit(X, [row.indices.tolist() for row in Y])
 
         def predict(X_test: sp.csr_matrix, _folder: tempfile.TemporaryDirectory = folder) -> np.ndarray:
@@ -101,14 +103,25 @@ def napkinxc_model(threads: int) -> Fit:
     return fit
 
 
-def pecos_model(threads: int) -> Fit:
+def pecos_model(threads: int, verbose: bool = False) -> Fit:
+    """PECOS XR-Linear at its recommended settings (PIFA label features, hierarchical k-means
+    index); ``verbose`` prints each of the three steps as it starts, so that a run stopped
+    midway shows where."""
     from pecos.xmc import Indexer, LabelEmbeddingFactory
     from pecos.xmc.xlinear.model import XLinearModel
 
+    def step(name: str) -> None:
+        if verbose:
+            print(f"pecos: {name}", flush=True)
+
     def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
         X, Y = normalize(X.astype(np.float32)), Y.astype(np.float32)
+        step("label features (pifa)")
         label_features = LabelEmbeddingFactory.create(Y, X, method="pifa")
-        model = XLinearModel.train(X, Y, C=Indexer.gen(label_features, threads=threads), threads=threads)
+        step("label tree (hierarchical k-means)")
+        tree = Indexer.gen(label_features, threads=threads)
+        step("linear rankers of every layer")
+        model = XLinearModel.train(X, Y, C=tree, threads=threads)
 
         def predict(X_test: sp.csr_matrix) -> np.ndarray:
             scores = model.predict(normalize(X_test.astype(np.float32)), only_topk=5, threads=threads).tocsr()

@@ -31,6 +31,7 @@ import os
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +106,8 @@ def model_fit(model: str, threads: int) -> Any:
             return lambda X_test: clf.predict(X_test, k=5)[0]
         inner = fit_holoxmc
     else:
-        inner = {"napkinxc-plt": baselines.napkinxc_model, "omikuji": baselines.omikuji_model,
-                 "pecos-xrlinear": baselines.pecos_model}[model](threads)
+        inner = {"napkinxc-plt": partial(baselines.napkinxc_model, verbose=True), "omikuji": baselines.omikuji_model,
+                 "pecos-xrlinear": partial(baselines.pecos_model, verbose=True)}[model](threads)
 
     def fit(X: Any, Y: Any) -> Any:
         stage("fit")
