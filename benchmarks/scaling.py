@@ -35,6 +35,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import scipy.sparse as sp
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -93,6 +96,28 @@ def last_stage(lines: list[str], now: float) -> dict[str, Any]:
     return {"stage": name, **({"stage_seconds": round(now - float(at[0]), 1)} if at else {})}
 
 
+#: Facts of the fitted model that a cell's row records beside its measures (:func:`weight_facts`).
+MODEL_FACTS: dict[str, Any] = {}
+
+
+def weight_facts(weights: Any) -> dict[str, Any]:
+    """How many weights the re-rank model's labels kept: the most a label has, and how many
+    labels stand at the default cap (:func:`holoxmc.train.rerank.label_weights_rule`), which
+    is where the cap has bitten (or a label's pruned weights number exactly that many).
+
+    Example:
+        >>> import scipy.sparse as sp
+        >>> weight_facts(sp.csc_matrix(([1.0, 2.0, 3.0], ([0, 1, 1], [0, 0, 2])), shape=(5, 4)))
+        {'weights_per_label_max': 2, 'labels_at_weight_cap': 0, 'weight_cap': 125000000}
+    """
+    from holoxmc.train.rerank import label_weights_rule
+
+    counts = np.diff(sp.csc_matrix(weights).indptr)
+    cap = label_weights_rule(weights.shape[1])
+    return {"weights_per_label_max": int(counts.max(initial=0)), "labels_at_weight_cap": int((counts == cap).sum()),
+            "weight_cap": cap}
+
+
 def model_fit(model: str, threads: int) -> Any:
     """The ``baselines.measure`` fit function of ``model``, reporting its fit and predict stages."""
     import baselines
@@ -103,6 +128,8 @@ def model_fit(model: str, threads: int) -> Any:
         def fit_holoxmc(X: Any, Y: Any) -> Any:
             jobs = {"workers": threads} if model in JOB_MODELS else {}
             clf = XMCClassifier(progress=False, **HOLOXMC[model], **jobs).fit(X, Y)
+            if clf.head_ == "rerank":
+                MODEL_FACTS.update(weight_facts(clf.model_.weights))
             return lambda X_test: clf.predict(X_test, k=5)[0]
         inner = fit_holoxmc
     else:
@@ -140,7 +167,7 @@ def run_child(n_labels: int, model: str, threads: int, max_test: int | None = No
     row = measure(model_fit(model, threads), train, test, repeats)
     stage("score")
     shape = {"n_train": len(train), "n_test": len(test), "n_features": train.n_features}
-    print(json.dumps({"row": {**row, "generate_seconds": generate_s}, "shape": shape}), flush=True)
+    print(json.dumps({"row": {**row, "generate_seconds": generate_s, **MODEL_FACTS}, "shape": shape}), flush=True)
 
 
 def tree_mb(pid: int) -> tuple[float, float]:

@@ -123,3 +123,17 @@ def test_merge_joins_runs_into_one_result_file(tmp_path):
     assert joined["runs"] == [{"command": "run 0"}, {"command": "run 1"}]
     assert "| 100,000 | 73000 / 23000 | holoxmc-hrr | 1.0 |" in out.with_suffix(".md").read_text()
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_weight_facts_count_the_labels_at_the_default_cap():
+    """At L = 670,091 the default cap is 746 weights a label: two labels at it, one below."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    scaling = _scaling_module()
+    n_labels = 670_091
+    columns = np.repeat([0, 5, 9], [746, 746, 3])
+    rows = np.concatenate([np.arange(746), np.arange(746), np.arange(3)])
+    weights = sp.csc_matrix((np.ones(len(rows)), (rows, columns)), shape=(1000, n_labels))
+    assert scaling.weight_facts(weights) == {"weights_per_label_max": 746, "labels_at_weight_cap": 2,
+                                             "weight_cap": 746}
