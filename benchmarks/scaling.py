@@ -8,8 +8,9 @@ preset of that L (``realistic-10k``, ``-100k``, ``-670k``, ``-3m``: 10000, 10000
 0.6 features per label). Every (L, model) cell runs in a process of its own under a wall-clock
 limit (``--timeout``) and a resident-memory limit (``--memory-gb``: the process tree's summed
 ``VmRSS``, polled from ``/proc``); the child reports its stage (``generate``, ``fit``,
-``predict``, ``score``), so a cell that cannot run records why (time, memory, an error) and
-the stage where it stopped. A row's memory: ``peak_rss_mb`` (the cell process's
+``predict``, ``score``) and when it got there, so a cell that cannot run records why (time,
+memory, an error), the stage where it stopped and how long it had been in it
+(``stage_seconds``); the cell's log (kept when it stops) holds the libraries' own progress. A row's memory: ``peak_rss_mb`` (the cell process's
 ``ru_maxrss``), and the tree's polled peaks, ``peak_tree_mb`` (summed PSS: a page several
 processes share counts once) and ``peak_tree_rss_mb`` (summed resident sizes); the table shows
 the larger of the first two (:func:`peak_mb`). Top-5 is timed ``--predict-repeats`` times.
