@@ -82,12 +82,18 @@ def parse_settings(text: str) -> dict[str, float | int | str]:
 def retriever_table(specs: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, Yv: sp.csr_matrix,
                     ceiling: float, workers: int) -> None:
     """Recall@k (/ceiling), fit seconds and scoring seconds per 1000 validation rows of each
-    retriever setting (``pifa``, or RerankConfig fields such as ``retriever=clusters,beam=10``)."""
+    retriever setting (``pifa``, or RerankConfig fields such as ``retriever=clusters,beam=10``;
+    ``linear``: a reference, not a retriever the model offers: the linear one-vs-rest model's
+    top labels over all L, what a row's best labels are by per-label SVMs trained on every
+    fitting row, at a cost of rows x L)."""
     from holoxmc.train.rerank import RerankConfig, fit_matcher, pifa_index
 
     print("| retriever | fit s | " + " | ".join(f"recall@{k} (/ceiling)" for k in KS) + " | s per 1000 rows |")
     print("|---|---|" + "---|" * (len(KS) + 1))
     for text in specs:
+        if text == "linear":
+            _linear_row(X, Y, Xv, Yv, ceiling, workers)
+            continue
         config = RerankConfig(**parse_settings("" if text == "pifa" else text))  # type: ignore[arg-type]
         started = time.perf_counter()
         if config.retriever == "clusters":
@@ -106,6 +112,23 @@ def retriever_table(specs: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp
         extra = "" if matcher is None else f" (C={matcher.n_clusters}, beam at k=200: {model.matcher.beam})"
         print(f"| {text}{extra} | {fit_s:.1f} | " + " | ".join(row) + f" | {1000 * seconds / Xv.shape[0]:.2f} |",
               flush=True)
+
+
+def _linear_row(X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, Yv: sp.csr_matrix, ceiling: float,
+                workers: int) -> None:
+    """The retriever table's ``linear`` row: holoxmc's linear model (its default C, no
+    validation split), every label scored."""
+    from holoxmc.train.linear import DEFAULT_C_GRID, LinearConfig, fit_linear
+
+    started = time.perf_counter()
+    model, _ = fit_linear(X, Y, LinearConfig(C=DEFAULT_C_GRID[0]), val_fraction=0.0, refit=False, workers=workers)
+    fit_s = time.perf_counter() - started
+    started = time.perf_counter()
+    short = model.predict_topk(Xv, max(KS))[0]
+    seconds = time.perf_counter() - started
+    row = [f"{recall(short, Yv, k):.3f} ({recall(short, Yv, k) / ceiling:.2f})" for k in KS]
+    print(f"| linear one-vs-rest, all L (reference) | {fit_s:.1f} | " + " | ".join(row)
+          + f" | {1000 * seconds / Xv.shape[0]:.2f} |", flush=True)
 
 
 def margins_table(repeats: int = 5) -> None:
@@ -257,9 +280,9 @@ def main() -> None:
                         help="instead of recall: fit the re-rank model with each of these settings on the fitting "
                              "rows and score it on the validation rows (e.g. shortlist=100,C=1 knn=50; "
                              "linear,C=0.3: the one-vs-all linear model)")
-    parser.add_argument("--retrievers", nargs="+", metavar="pifa|KEY=VALUE,...",
+    parser.add_argument("--retrievers", nargs="+", metavar="pifa|linear|KEY=VALUE,...",
                         help="instead of the kNN/prior table: recall, fit and scoring time of each retriever "
-                             "(pifa, or e.g. retriever=clusters,beam=10,cluster_weight=1)")
+                             "(pifa, linear: the one-vs-rest reference, or e.g. retriever=clusters,beam=10,cluster_weight=1)")
     parser.add_argument("--margins", action="store_true",
                         help="only time a shortlist's margins, dense product against row-by-row (no data set)")
     parser.add_argument("--phases", action="store_true",
