@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -101,20 +100,21 @@ def last_stage(lines: list[str], now: float) -> dict[str, Any]:
 MODEL_FACTS: dict[str, Any] = {}
 
 
-def weight_facts(weights: Any) -> dict[str, Any]:
-    """How many weights the re-rank model's labels kept: the most a label has, and how many
-    labels stand at the default cap (:func:`holoxmc.train.rerank.label_weights_rule`), which
-    is where the cap has bitten (or a label's pruned weights number exactly that many).
+def weight_facts(weight_rows: Any) -> dict[str, Any]:
+    """How many weights the re-rank model's labels kept, from its ``(L, D)`` CSR
+    ``weight_rows`` (no copy): the most a label has, and how many labels stand at the default
+    cap (:func:`holoxmc.train.rerank.label_weights_rule`), which is where the cap has bitten
+    (or a label's pruned weights number exactly that many).
 
     Example:
         >>> import scipy.sparse as sp
-        >>> weight_facts(sp.csc_matrix(([1.0, 2.0, 3.0], ([0, 1, 1], [0, 0, 2])), shape=(5, 4)))
+        >>> weight_facts(sp.csr_matrix(([1.0, 2.0, 3.0], ([0, 0, 2], [0, 1, 1])), shape=(4, 5)))
         {'weights_per_label_max': 2, 'labels_at_weight_cap': 0, 'weight_cap': 125000000}
     """
     from holoxmc.train.rerank import label_weights_rule
 
-    counts = np.diff(sp.csc_matrix(weights).indptr)
-    cap = label_weights_rule(weights.shape[1])
+    counts = np.diff(weight_rows.indptr)
+    cap = label_weights_rule(weight_rows.shape[0])
     return {"weights_per_label_max": int(counts.max(initial=0)), "labels_at_weight_cap": int((counts == cap).sum()),
             "weight_cap": cap}
 
@@ -130,7 +130,7 @@ def model_fit(model: str, threads: int) -> Any:
             jobs = {"workers": threads} if model in JOB_MODELS else {}
             clf = XMCClassifier(progress=False, **HOLOXMC[model], **jobs).fit(X, Y)
             if clf.head_ == "rerank":
-                MODEL_FACTS.update(weight_facts(clf.model_.weights))
+                MODEL_FACTS.update(weight_facts(clf.model_.weight_rows))
             return lambda X_test: clf.predict(X_test, k=5)[0]
         inner = fit_holoxmc
     else:

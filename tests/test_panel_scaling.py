@@ -132,8 +132,8 @@ def test_weight_facts_count_the_labels_at_the_default_cap():
 
     scaling = _scaling_module()
     n_labels = 670_091
-    columns = np.repeat([0, 5, 9], [746, 746, 3])
-    rows = np.concatenate([np.arange(746), np.arange(746), np.arange(3)])
-    weights = sp.csc_matrix((np.ones(len(rows)), (rows, columns)), shape=(1000, n_labels))
-    assert scaling.weight_facts(weights) == {"weights_per_label_max": 746, "labels_at_weight_cap": 2,
+    labels = np.repeat([0, 5, 9], [746, 746, 3])
+    features = np.concatenate([np.arange(746), np.arange(746), np.arange(3)])
+    weight_rows = sp.csr_matrix((np.ones(len(labels)), (labels, features)), shape=(n_labels, 1000))
+    assert scaling.weight_facts(weight_rows) == {"weights_per_label_max": 746, "labels_at_weight_cap": 2,
                                              "weight_cap": 746}
