@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,12 +114,20 @@ def check_network_config(
         check_allocation(estimate_network_bytes(member), "the network this configuration describes", where=where)
 
 
-def check_finite(tensors: Iterable[tuple[str, torch.Tensor]], where: str) -> None:
-    """Refuse stored weights holding NaN or infinite values.
+def check_finite(tensors: Iterable[tuple[str, torch.Tensor]], where: str, *,
+                 infinite_ok: Collection[str] = ()) -> None:
+    """Refuse stored weights holding NaN or infinite values; the tensors named in
+    ``infinite_ok`` may hold ±inf (never NaN): the linear model's biases, ``-inf`` for a label
+    no training row has and ``+inf`` for one every row has.
 
     Raises:
         InputError: naming the first such tensor.
     """
     for name, tensor in tensors:
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        if not tensor.is_floating_point():
+            continue
+        if name in infinite_ok:
+            if bool(torch.isnan(tensor).any()):
+                raise InputError(f"{where}: tensor {name!r} holds NaN values")
+        elif not bool(torch.isfinite(tensor).all()):
             raise InputError(f"{where}: tensor {name!r} holds NaN or infinite values")

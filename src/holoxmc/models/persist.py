@@ -140,6 +140,11 @@ def _new_classifier(cls: Any, config: dict[str, Any], path: Path, device: str | 
     return cls(**params)
 
 
+#: Stored tensors that may hold ±inf: the linear model's biases (a label no training row has
+#: scores -inf, one every row has +inf), alone or inside the fused text model.
+INFINITE_OK = frozenset({"linear.bias"})
+
+
 def _read_weights(path: Path, config: dict[str, Any], clf: Any, *, check_network: bool) -> dict[str, torch.Tensor]:
     """The checked tensors of ``path/model.safetensors``: shapes against the config, finite,
     and the config's scoring digest unchanged."""
@@ -152,7 +157,7 @@ def _read_weights(path: Path, config: dict[str, Any], clf: Any, *, check_network
         check_network_config(config["network"], shapes, n_features=clf.n_features_, n_labels=clf.n_labels_,
                              where=str(config_path))
     tensors, metadata = load_state_dict_file(model_file)
-    check_finite(tensors.items(), str(model_file))
+    check_finite(tensors.items(), str(model_file), infinite_ok=INFINITE_OK)
     digest = metadata.get(DIGEST_KEY)
     if digest is not None and digest != scoring_digest(config):
         raise InputError(f"{config_path}: edited after the model was saved (its scoring settings no longer "
