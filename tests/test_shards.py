@@ -271,6 +271,8 @@ def test_scoring_a_store_equals_scoring_in_memory(data, store, tmp_path):
     assert clf.evaluate(store.X, store.Y) == clf.evaluate(data.X, data.Y)
     test = open_shards(write_shards(_dataset(n=31, seed=9), tmp_path / "test", rows_per_shard=7))
     assert clf.evaluate(test.X, test.Y, ks=(1, 3)) == clf.evaluate(test.load().X, test.load().Y, ks=(1, 3))
+    streamed = clf.evaluate(test.X, test.Y, recall_ks=(7,))  # a cut-off past the top-5, read from one top-7
+    assert "Recall@7" in streamed and streamed == clf.evaluate(test.load().X, test.load().Y, recall_ks=(7,))
 
 
 def test_a_model_fitted_on_shards_scores_like_one_fitted_in_memory(data, store):

@@ -382,17 +382,23 @@ class XMCClassifier(BaseEstimator):
         batch_size = check_batch_size(batch_size)
         return dense_scores(self.model_, self._check_X(X), self.n_labels_, batch_size, MAX_DENSE_SCORES)
 
-    def evaluate(self, X: Any, Y: Any, *, ks: Sequence[int] = (1, 2, 3, 4, 5)) -> dict[str, float]:
-        """P@k, nDCG@k, PSP@k, PSnDCG@k (percent) of the top-k predictions against ``Y``
-        (PSP with the training labels' propensities)."""
+    def evaluate(self, X: Any, Y: Any, *, ks: Sequence[int] = (1, 2, 3, 4, 5),
+                 recall_ks: Sequence[int] = ()) -> dict[str, float]:
+        """P@k, nDCG@k, Recall@k, PSP@k, PSnDCG@k (percent) of the top-k predictions against
+        ``Y`` (PSP with the training labels' propensities); ``recall_ks`` adds Recall at
+        further cut-offs (e.g. ``(100,)``, SOLAR's Recall@100), every metric then read from
+        one top-``max(ks + recall_ks)`` prediction (ranks past the model's labels are misses)."""
         self._check_fitted()
         ks = check_ks(ks)
+        recall_ks = () if isinstance(recall_ks, (list, tuple, range)) and not len(recall_ks) else check_ks(recall_ks)
         X = self._check_X(X)
         if is_sharded(X):  # top-k and metrics batch by batch
-            return evaluate_streamed(self.model_, X, Y, inv_prop=self.inv_prop_, ks=ks, n_labels=self.n_labels_)
+            return evaluate_streamed(self.model_, X, Y, inv_prop=self.inv_prop_, ks=ks, n_labels=self.n_labels_,
+                                     recall_ks=recall_ks)
         Y = check_Y(Y, X.shape[0], n_labels=self.n_labels_)
-        indices, _ = self.predict(X, k=min(max(ks), self.n_labels_))
-        return evaluate(pad_predictions(indices, max(ks)), Y, inv_prop=self.inv_prop_, ks=ks)
+        k = max((*ks, *recall_ks))
+        indices, _ = self.predict(X, k=min(k, self.n_labels_))
+        return evaluate(pad_predictions(indices, k), Y, inv_prop=self.inv_prop_, ks=ks, recall_ks=recall_ks)
 
     def score(self, X: Any, Y: Any, *, metric: str = "P@1") -> float:
         """One metric of the top-k predictions against ``Y``, in percent (higher is better):

@@ -548,7 +548,7 @@ def check_k(k: Any, n_labels: int) -> int:
 
 def check_ks(ks: Any) -> tuple[int, ...]:
     """Metric cut-offs: a non-empty sequence of positive integers."""
-    if not ks or not all(_is_integer(k) and k >= 1 for k in ks):
+    if not isinstance(ks, (list, tuple, range, np.ndarray)) or not len(ks) or not all(_is_integer(k) and k >= 1 for k in ks):
         raise InputError(f"ks must be positive integers, got {ks!r}")
     return tuple(int(k) for k in ks)
 

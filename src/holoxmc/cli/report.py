@@ -13,7 +13,7 @@ from holoxmc.models.registry import FAMILIES
 from holoxmc.models.solar import SolarModel
 from holoxmc.validation import check_Y
 
-__all__ = ["fit_and_report", "metrics_table", "REPORT_FAMILIES"]
+__all__ = ["fit_and_report", "metrics_table", "recall_cutoffs", "REPORT_FAMILIES"]
 
 #: Metric families reported on a test set (each at k = 1..5, percent).
 REPORT_FAMILIES = ("P", "nDCG", "PSP", "PSnDCG", "Recall")
@@ -59,7 +59,7 @@ def fit_and_report(
     Y_test = check_Y(Y_test, X_test.shape[0], n_labels=clf.n_labels_)
     X_test = clf._check_X(X_test)
     extra: dict[str, Any] = {}
-    recall_ks = (RECALL_AT,) if clf.n_labels_ >= RECALL_AT else ()
+    recall_ks = recall_cutoffs(clf.n_labels_)
     started = time.perf_counter()  # the top-5 prediction alone is timed
     indices = _top(clf, X_test, min(max(_KS), clf.n_labels_), extra)
     predict_ms = 1000.0 * (time.perf_counter() - started) / X_test.shape[0]
@@ -77,6 +77,17 @@ def fit_and_report(
         "predict_ms_per_point": predict_ms,
         "params": clf.n_parameters(),
     }
+
+
+def recall_cutoffs(n_labels: int) -> tuple[int, ...]:
+    """The extra Recall cut-offs a report shows: ``(RECALL_AT,)`` where the model has that
+    many labels, else none.
+
+    Example:
+        >>> recall_cutoffs(159), recall_cutoffs(983)
+        ((), (100,))
+    """
+    return (RECALL_AT,) if n_labels >= RECALL_AT else ()
 
 
 def _top(clf: Any, X: Any, k: int, extra: dict[str, Any]) -> Any:

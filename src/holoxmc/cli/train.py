@@ -612,6 +612,7 @@ def _remove_checkpoints(run_dir: Path) -> None:
 
 # ---------------------------------------------------------------------------- evaluate / predict
 def run_evaluate(args: argparse.Namespace) -> int:
+    from holoxmc.cli.report import recall_cutoffs
     from holoxmc.estimator import XMCClassifier
     from holoxmc.io import atomic_write_json
     from holoxmc.metrics import label_set_f1
@@ -623,7 +624,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     overridden = _solar_decoding(args, clf)
     options = _options_for(args.run_dir, args.data, data_options(args))
     inputs, Y, name, _ = _run_inputs(args.run_dir, clf, args.data, args.split, options, labels=True)
-    metrics = clf.evaluate(inputs, Y)
+    metrics = clf.evaluate(inputs, Y, recall_ks=recall_cutoffs(clf.n_labels_))
     scored = "every row of the file" if Path(str(args.data)).is_file() else f"its {args.split} split"
     report: dict[str, Any] = {"data": str(args.data), "split": "file" if Path(str(args.data)).is_file() else args.split,
                               "rows": int(Y.shape[0]), "metrics": metrics}

@@ -150,7 +150,8 @@ def streamed_input(X: ShardedRows, head: str, backbone: str, n_features: int, st
 
 
 def evaluate_streamed(model: Any, X: ShardedRows, Y: ShardedRows, *, inv_prop: np.ndarray | None,
-                      ks: Sequence[int], n_labels: int, batch_size: int = 1024) -> dict[str, float]:
+                      ks: Sequence[int], n_labels: int, batch_size: int = 1024,
+                      recall_ks: Sequence[int] = ()) -> dict[str, float]:
     """:func:`holoxmc.metrics.evaluate` of ``model``'s top-k over sharded rows, a batch of
     ``batch_size`` rows at a time (the batches in-memory scoring uses, so the result is the
     same): the metrics are accumulated, never a matrix of every row's predictions.
@@ -163,8 +164,8 @@ def evaluate_streamed(model: Any, X: ShardedRows, Y: ShardedRows, *, inv_prop: n
         raise InputError("evaluate a shard store with its own labels: clf.evaluate(store.X, store.Y)")
     if Y.shape[1] != n_labels:
         raise InputError(f"Y has {Y.shape[1]} labels, but the model was fitted with {n_labels}")
-    k = max(ks)
-    accumulator = MetricAccumulator(ks=ks, inv_prop=inv_prop)
+    accumulator = MetricAccumulator(ks=ks, inv_prop=inv_prop, recall_ks=recall_ks)
+    k = accumulator.k_needed
     for start in range(0, X.shape[0], batch_size):  # the batches predict scores in memory
         rows = np.arange(start, min(start + batch_size, X.shape[0]))
         indices, _ = model.predict_topk(X[rows], min(k, n_labels), batch_size=batch_size)
