@@ -89,7 +89,7 @@ def last_stage(lines: list[str], now: float) -> dict[str, Any]:
         >>> last_stage([], now=1.0)
         {'stage': 'start'}
     """
-    marks = [line[len(STAGE):].split() for line in lines if line.startswith(STAGE)]
+    marks = [mark for line in lines if line.startswith(STAGE) and (mark := line[len(STAGE):].split())]
     if not marks:
         return {"stage": "start"}
     name, *at = marks[-1]

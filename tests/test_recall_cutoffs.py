@@ -40,11 +40,25 @@ def test_recall_at_100_is_read_from_the_top_100(linear, sets):
     assert linear.evaluate(test.X, test.Y, recall_ks=[]) == linear.evaluate(test.X, test.Y)
 
 
-@pytest.mark.parametrize("bad", [100, [0], ["100"], "100"])
+@pytest.mark.parametrize("bad", [100, [0], ["100"], "100", np.array(100), {100}])
 def test_bad_recall_cutoffs_are_one_error(linear, sets, bad):
     _, test = sets
-    with pytest.raises(InputError, match="ks must be positive integers"):
+    with pytest.raises(InputError, match="recall_ks must be a list of positive integers"):
         linear.evaluate(test.X, test.Y, recall_ks=bad)
+    assert linear.evaluate(test.X, test.Y, recall_ks=np.array([], dtype=int)) == linear.evaluate(test.X, test.Y)
+
+
+def test_check_finite_lets_infinities_through_only_where_allowed():
+    import torch
+
+    from holoxmc.trust import check_finite
+
+    biases = torch.tensor([float("-inf"), 0.5, float("inf")])
+    check_finite([("linear.bias", biases)], "m", infinite_ok={"linear.bias"})  # ±inf allowed there
+    with pytest.raises(InputError, match="'other' holds NaN or infinite values"):
+        check_finite([("other", biases)], "m", infinite_ok={"linear.bias"})
+    with pytest.raises(InputError, match="'linear.bias' holds NaN values"):
+        check_finite([("linear.bias", torch.tensor([float("nan")]))], "m", infinite_ok={"linear.bias"})
 
 
 def test_the_cli_evaluate_reports_recall_at_100_as_train_does(sets, tmp_path, capsys):

@@ -390,7 +390,7 @@ class XMCClassifier(BaseEstimator):
         one top-``max(ks + recall_ks)`` prediction (ranks past the model's labels are misses)."""
         self._check_fitted()
         ks = check_ks(ks)
-        recall_ks = () if isinstance(recall_ks, (list, tuple, range)) and not len(recall_ks) else check_ks(recall_ks)
+        recall_ks = check_ks(recall_ks, "recall_ks", empty_ok=True)
         X = self._check_X(X)
         if is_sharded(X):  # top-k and metrics batch by batch
             return evaluate_streamed(self.model_, X, Y, inv_prop=self.inv_prop_, ks=ks, n_labels=self.n_labels_,

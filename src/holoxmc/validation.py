@@ -546,10 +546,21 @@ def check_k(k: Any, n_labels: int) -> int:
     return int(k)
 
 
-def check_ks(ks: Any) -> tuple[int, ...]:
-    """Metric cut-offs: a non-empty sequence of positive integers."""
-    if not isinstance(ks, (list, tuple, range, np.ndarray)) or not len(ks) or not all(_is_integer(k) and k >= 1 for k in ks):
-        raise InputError(f"ks must be positive integers, got {ks!r}")
+def check_ks(ks: Any, name: str = "ks", *, empty_ok: bool = False) -> tuple[int, ...]:
+    """Metric cut-offs: a sequence (or 1-D array) of positive integers, non-empty unless
+    ``empty_ok``.
+
+    Example:
+        >>> check_ks([1, 5]), check_ks((), "recall_ks", empty_ok=True)
+        ((1, 5), ())
+        >>> check_ks(100, "recall_ks")
+        Traceback (most recent call last):
+        ...
+        holoxmc.errors.InputError: recall_ks must be a list of positive integers, got 100
+    """
+    listed = isinstance(ks, Sequence) and not isinstance(ks, (str, bytes)) or isinstance(ks, np.ndarray) and ks.ndim == 1
+    if not listed or not (len(ks) or empty_ok) or not all(_is_integer(k) and k >= 1 for k in ks):
+        raise InputError(f"{name} must be a list of positive integers, got {ks!r}")
     return tuple(int(k) for k in ks)
 
 
