@@ -84,7 +84,7 @@ def recall_cutoffs(n_labels: int) -> tuple[int, ...]:
     many labels, else none.
 
     Example:
-        >>> recall_cutoffs(159), recall_cutoffs(983)
+        >>> recall_cutoffs(30), recall_cutoffs(983)
         ((), (100,))
     """
     return (RECALL_AT,) if n_labels >= RECALL_AT else ()
