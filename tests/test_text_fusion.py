@@ -151,6 +151,19 @@ def test_a_saved_model_loads_and_scores_as_it_was(tmp_path, backbone):
     assert loaded.evaluate(X, Y) == clf.evaluate(X, Y)
 
 
+def test_a_saved_model_with_a_label_no_training_row_has_loads(tmp_path):
+    """The fused model's linear part scores such a label with a -inf bias: saved, it loads
+    (the tensor ``linear.bias`` may hold ±inf) and scores as it was."""
+    X, Y = _keyword_rows(300, 0)
+    rows = np.repeat(np.arange(len(Y)), [len(labels) for labels in Y])
+    Y_wide = sp.csr_matrix((np.ones(len(rows)), (rows, np.concatenate(Y))), shape=(len(Y), 11))  # label 10: no row
+    clf = XMCClassifier(head="xr", backbone="cnn", epochs=2, progress=False,
+                        head_options={**TINY, "min_df": 1}).fit(X, Y_wide)
+    assert clf.model_.linear.bias[10] == -np.inf
+    loaded = XMCClassifier.load(clf.save(tmp_path / "model"))
+    np.testing.assert_array_equal(loaded.predict(X, k=3)[0], clf.predict(X, k=3)[0])
+
+
 def test_a_saved_model_with_a_misshapen_idf_is_refused(tmp_path):
     clf, _, _ = _fit()
     folder = clf.save(tmp_path / "model")
