@@ -66,6 +66,11 @@ def recall(shortlists: np.ndarray, Y: sp.csr_matrix, k: int) -> float:
     return hit / max(Y.nnz, 1)
 
 
+def recall_cells(shortlists: np.ndarray, Y: sp.csr_matrix, ceiling: float) -> list[str]:
+    """A table row's ``recall@k (/ceiling)`` cells, one per k of ``KS``."""
+    return [f"{value:.3f} ({value / ceiling:.2f})" for value in (recall(shortlists, Y, k) for k in KS)]
+
+
 def parse_settings(text: str) -> dict[str, float | int | str]:
     """``"shortlist=100,C=1,retriever=clusters"`` as ``{"shortlist": 100, "C": 1.0, "retriever":
     "clusters"}`` (integers stay integers, words stay words)."""
@@ -108,7 +113,7 @@ def retriever_table(specs: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp
         step = model.batch_rows()
         short = np.concatenate([model.shortlists(Xv[start:start + step])[0] for start in range(0, Xv.shape[0], step)])
         seconds = time.perf_counter() - started
-        row = [f"{recall(short, Yv, k):.3f} ({recall(short, Yv, k) / ceiling:.2f})" for k in KS]
+        row = recall_cells(short, Yv, ceiling)
         extra = "" if matcher is None else f" (C={matcher.n_clusters}, beam at k=200: {model.matcher.beam})"
         print(f"| {text}{extra} | {fit_s:.1f} | " + " | ".join(row) + f" | {1000 * seconds / Xv.shape[0]:.2f} |",
               flush=True)
@@ -126,7 +131,7 @@ def _linear_row(X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, Yv: sp.cs
     started = time.perf_counter()
     short = model.predict_topk(Xv, min(max(KS), Y.shape[1]))[0]  # recall reads at most L ranks
     seconds = time.perf_counter() - started
-    row = [f"{recall(short, Yv, k):.3f} ({recall(short, Yv, k) / ceiling:.2f})" for k in KS]
+    row = recall_cells(short, Yv, ceiling)
     print(f"| linear one-vs-rest, all L (reference) | {fit_s:.1f} | " + " | ".join(row)
           + f" | {1000 * seconds / Xv.shape[0]:.2f} |", flush=True)
 
@@ -353,7 +358,7 @@ def main() -> None:
         for name, *_ in VARIANTS:
             short = np.concatenate(parts[name])
             cost = seconds["knn" if name == "knn" else "pifa"] + (seconds["knn"] if "knn" in name[4:] else 0.0)
-            row = [f"{recall(short, Yv, k):.3f} ({recall(short, Yv, k) / ceiling:.2f})" for k in KS]
+            row = recall_cells(short, Yv, ceiling)
             print(f"| {name} | {knn if 'knn' in name else '-'} | " + " | ".join(row)
                   + f" | {1000 * cost / Xv.shape[0]:.2f} |", flush=True)
 
