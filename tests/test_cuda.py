@@ -76,7 +76,7 @@ def test_cuda_sparse_updates_learn_like_cpu(data, head, linear_width):
 
 def test_cuda_model_saved_and_loaded_on_cpu_decodes_the_same(tmp_path, data):
     train, test = data
-    gpu = XMCClassifier(**SMALL, head_options={"ranking": 1.0, "label_bias": True}, device="cuda").fit(train.X, train.Y)
+    gpu = XMCClassifier(**SMALL, head="hrr", head_options={"ranking": 1.0, "label_bias": True}, device="cuda").fit(train.X, train.Y)
     on_cpu = XMCClassifier.load(gpu.save(tmp_path / "model"), device="cpu")
     assert all(not p.is_cuda for p in on_cpu.network_.parameters())
     gpu_indices, gpu_scores = gpu.predict(test.X, k=5)
@@ -100,7 +100,7 @@ def test_cuda_topk_agrees_with_the_full_scores(data, head, n_models):
 
 def test_cuda_killed_run_resumes_to_the_uninterrupted_weights(tmp_path, data):
     train, _ = data
-    clf = XMCClassifier(**SMALL, head_options={"ranking": 1.0, "label_bias": True}, device="cuda")
+    clf = XMCClassifier(**SMALL, head="hrr", head_options={"ranking": 1.0, "label_bias": True}, device="cuda")
     config = TrainConfig(epochs=6, batch_size=32, lr=1e-2, seed=1, device="cuda", progress=False)
 
     def network():
