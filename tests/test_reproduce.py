@@ -194,3 +194,32 @@ def test_quick_caps_the_width_of_the_paper_solar_networks(tmp_path):
     full = reproduce.model_settings(reproduce.Context(out=tmp_path), "delicious", "solar", "paper")
     assert full["hidden"] == (4096,) and quick["hidden"] == (reproduce.QUICK_SOLAR_HIDDEN,)
     assert quick["head_options"]["n_chunks"] == full["head_options"]["n_chunks"] == 16  # K stays the paper's
+
+
+@pytest.mark.parametrize("processor, expected", [("x86_64", "x86_64, "), ("", "x86_64, "), ("AMD EPYC", "x86_64 AMD EPYC, ")])
+def test_machine_line_names_the_cpu_once(monkeypatch, processor, expected):
+    monkeypatch.setattr(reproduce.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(reproduce.platform, "processor", lambda: processor)
+    line = reproduce.machine()
+    assert line.startswith(expected + f"{os.cpu_count()} cores, ")
+    assert re.search(r"\(\d+ threads?\)", line)
+
+
+def test_table7_scores_on_the_network_s_own_device(monkeypatch, tmp_path):
+    """Table 7's execution timing puts the fresh network where its batches go (a GPU run
+    once failed: the network stayed on the CPU while predict_topk sent the rows to cuda)."""
+    import holoxmc.train as train_module
+
+    seen = {}
+
+    def fake_topk(network, X, k=5, *, batch_size=1024, device="cpu"):
+        seen["network"] = next(network.parameters()).device.type
+        seen["rows"] = str(device)
+        return np.zeros((X.shape[0], k), dtype=np.int64), np.zeros((X.shape[0], k), dtype=np.float32)
+
+    monkeypatch.setattr(train_module, "predict_topk", fake_topk)
+    ctx = reproduce.Context(out=tmp_path, quick=True, device="meta")
+    params = {"head": "hrr", "backbone": "cnn", "dim": 16, "epochs": 1, "progress": False}
+    X = np.arange(1, 13, dtype=np.int64).reshape(3, 4)
+    reproduce._execution_seconds(ctx, params, X, sp.csr_matrix(np.eye(3, 5, dtype=np.float32)))
+    assert seen == {"network": "meta", "rows": "meta"}

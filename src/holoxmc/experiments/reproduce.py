@@ -495,7 +495,7 @@ def _execution_seconds(ctx: Context, params: dict[str, Any], X: Any, Y: Any) -> 
     from holoxmc.estimator import XMCClassifier
     from holoxmc.train import predict_topk
 
-    network = XMCClassifier(**params).new_network(Y.shape[1], int(X.max()) + 1)
+    network = XMCClassifier(**params).new_network(Y.shape[1], int(X.max()) + 1).to(ctx.device)
     started = time.perf_counter()
     predict_topk(network, X, k=5, device=ctx.device)
     return time.perf_counter() - started
@@ -781,8 +781,10 @@ def machine() -> str:
     import torch
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return (f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores, {gpu}, torch "
-            f"{torch.__version__} ({torch.get_num_threads()} threads), Python {platform.python_version()}").replace("  ", " ")
+    cpu = " ".join(dict.fromkeys(part for part in (platform.machine(), platform.processor()) if part))
+    threads = torch.get_num_threads()
+    return (f"{cpu}, {os.cpu_count()} cores, {gpu}, torch {torch.__version__} "
+            f"({threads} thread{'' if threads == 1 else 's'}), Python {platform.python_version()}")
 
 
 def _load() -> str:
