@@ -223,3 +223,17 @@ def test_table7_scores_on_the_network_s_own_device(monkeypatch, tmp_path):
     X = np.arange(1, 13, dtype=np.int64).reshape(3, 4)
     reproduce._execution_seconds(ctx, params, X, sp.csr_matrix(np.eye(3, 5, dtype=np.float32)))
     assert seen == {"network": "meta", "rows": "meta"}
+
+
+@pytest.mark.parametrize("model", ["fc", "hrr-fc", "cnn", "hrr-cnn", "lstm", "hrr-lstm"])
+@pytest.mark.parametrize("preset", ["paper", "tuned"])
+def test_full_run_epochs_are_the_estimator_s_own_where_a_preset_leaves_them_out(tmp_path, model, preset):
+    """A full run trains each network as long as ``XMCClassifier`` would at its defaults (a text
+    backbone's 8 or 5 epochs, not the FC head's 20) unless the preset names its epochs."""
+    from holoxmc.estimator import XMCClassifier
+    from holoxmc.presets import paper_params, preset_params
+
+    params = reproduce.model_settings(reproduce.Context(out=tmp_path), "debtags", model, preset)
+    named = (paper_params if preset == "paper" else preset_params)("debtags", model).get("epochs")
+    unset = {key: value for key, value in params.items() if key != "epochs"}
+    assert params["epochs"] == (named or XMCClassifier(**unset).setting("epochs"))

@@ -217,7 +217,7 @@ def model_settings(ctx: Context, name: str, model: str, preset: str, **changes: 
     and model, with ``changes``, sized for the run's mode (epochs capped in quick and tiny
     runs, one network and toy widths in tiny ones)."""
     from holoxmc.models.registry import FAMILIES
-    from holoxmc.presets import HEAD_DEFAULTS, paper_params, preset_params
+    from holoxmc.presets import HEAD_DEFAULTS, paper_params, preset_params, setting_defaults
 
     params = paper_params(name, model) if preset == "paper" else preset_params(name, model)
     options = dict(params.get("head_options") or {}) | changes.pop("head_options", {})
@@ -227,7 +227,8 @@ def model_settings(ctx: Context, name: str, model: str, preset: str, **changes: 
         params.setdefault("dim", _ESTIMATOR_DIM)
     if params["backbone"] != "fc":  # the dataset presets' FC widths do not apply to a text backbone
         params = {key: value for key, value in params.items() if key not in ("hidden", "linear_width")}
-    epochs = params.get("epochs") or HEAD_DEFAULTS[params["head"]].get("epochs", 20)
+    # the estimator's own default where a preset leaves epochs out: a text backbone's is not the FC head's
+    epochs = params.get("epochs") or setting_defaults(HEAD_DEFAULTS[params["head"]], params["backbone"]).get("epochs", 20)
     params["epochs"] = ctx.size(epochs, min(epochs, 2 if params["backbone"] == "fc" else 1), 1)
     if ctx.quick or ctx.tiny:
         params["n_models"] = 1
