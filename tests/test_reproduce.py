@@ -63,6 +63,7 @@ def test_tables_set_paper_numbers_beside_ours(tiny_run):
     cnn = rows[("bibtex", "cnn", "paper")]
     assert cnn["status"].startswith("not run: bibtex has no raw text") and cnn["P@1"] == ""
     assert rows[("debtags", "hrr-lstm", "paper")]["status"] == "ran"
+    assert rows[("debtags", "hrr-lstm", "paper")]["epochs"] == "1" and rows[("bibtex", "cnn", "paper")]["epochs"] == ""
     with open(out / "solar_table2.csv", newline="") as handle:
         solar = list(csv.DictReader(handle))
     assert {r["scoring"] for r in solar} == {"prob", "logprob", "logit"}
@@ -196,9 +197,10 @@ def test_quick_caps_the_width_of_the_paper_solar_networks(tmp_path):
     assert quick["head_options"]["n_chunks"] == full["head_options"]["n_chunks"] == 16  # K stays the paper's
 
 
-@pytest.mark.parametrize("processor, expected", [("x86_64", "x86_64, "), ("", "x86_64, "), ("AMD EPYC", "x86_64 AMD EPYC, ")])
-def test_machine_line_names_the_cpu_once(monkeypatch, processor, expected):
-    monkeypatch.setattr(reproduce.platform, "machine", lambda: "x86_64")
+@pytest.mark.parametrize("machine, processor, expected", [("x86_64", "x86_64", "x86_64, "), ("x86_64", "", "x86_64, "),
+                                                        ("x86_64", "AMD EPYC", "x86_64 AMD EPYC, "), ("", "", "CPU, ")])
+def test_machine_line_names_the_cpu_once(monkeypatch, machine, processor, expected):
+    monkeypatch.setattr(reproduce.platform, "machine", lambda: machine)
     monkeypatch.setattr(reproduce.platform, "processor", lambda: processor)
     line = reproduce.machine()
     assert line.startswith(expected + f"{os.cpu_count()} cores, ")

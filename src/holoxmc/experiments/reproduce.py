@@ -228,7 +228,8 @@ def model_settings(ctx: Context, name: str, model: str, preset: str, **changes: 
     if params["backbone"] != "fc":  # the dataset presets' FC widths do not apply to a text backbone
         params = {key: value for key, value in params.items() if key not in ("hidden", "linear_width")}
     # the estimator's own default where a preset leaves epochs out: a text backbone's is not the FC head's
-    epochs = params.get("epochs") or setting_defaults(HEAD_DEFAULTS[params["head"]], params["backbone"]).get("epochs", 20)
+    defaults = setting_defaults(HEAD_DEFAULTS[params["head"]], params["backbone"])
+    epochs = params.get("epochs") or defaults.get("epochs", 20)
     params["epochs"] = ctx.size(epochs, min(epochs, 2 if params["backbone"] == "fc" else 1), 1)
     if ctx.quick or ctx.tiny:
         params["n_models"] = 1
@@ -335,7 +336,8 @@ def hrr_table1(ctx: Context) -> Result:
                     rows.append(row | {"status": _not_run(exc)})
                     continue
                 row |= {key: _cell(result["test"][key]) for key in _METRIC_COLUMNS}
-                rows.append(row | {"train s": _cell(result["train_seconds"], 1), "status": "ran"})
+                rows.append(row | {"epochs": params["epochs"], "train s": _cell(result["train_seconds"], 1),
+                                   "status": "ran"})
     notes = ["Paper numbers: HRR paper Table 1 (k = 1 only; Debtags is not in the paper, nor are CNN/LSTM on "
              "Bibtex and Delicious: the paper had no raw text for those sets either).",
              "preset 'paper': `holoxmc.presets.paper_params` (the papers' configuration); 'tuned': the library's "
@@ -346,7 +348,8 @@ def hrr_table1(ctx: Context) -> Result:
                      f"averages several (Bibtex's tuned HRR-FC: 3); CNN/LSTM trained on the first "
                      f"{QUICK_TEXT_ROWS:,} training rows, texts cut to their first {QUICK_TEXT_LENGTH} tokens "
                      "(test texts too); the tuned text rows are left out.")
-    columns = ["dataset", "model", "preset", *_METRIC_COLUMNS, "paper P@1", "paper PSP@1", "train s", "status"]
+    columns = ["dataset", "model", "preset", *_METRIC_COLUMNS, "paper P@1", "paper PSP@1", "epochs", "train s",
+               "status"]
     return Result("HRR paper Table 1: test P@k / PSP@k (percent)", columns, rows, notes)
 
 
@@ -782,7 +785,7 @@ def machine() -> str:
     import torch
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    cpu = " ".join(dict.fromkeys(part for part in (platform.machine(), platform.processor()) if part))
+    cpu = " ".join(dict.fromkeys(part for part in (platform.machine(), platform.processor()) if part)) or "CPU"
     threads = torch.get_num_threads()
     return (f"{cpu}, {os.cpu_count()} cores, {gpu}, torch {torch.__version__} "
             f"({threads} thread{'' if threads == 1 else 's'}), Python {platform.python_version()}")
