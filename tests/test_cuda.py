@@ -76,7 +76,8 @@ def test_cuda_sparse_updates_learn_like_cpu(data, head, linear_width):
 
 def test_cuda_model_saved_and_loaded_on_cpu_decodes_the_same(tmp_path, data):
     train, test = data
-    gpu = XMCClassifier(**SMALL, head="hrr", head_options={"ranking": 1.0, "label_bias": True}, device="cuda").fit(train.X, train.Y)
+    gpu = XMCClassifier(**SMALL, head="hrr", head_options={"ranking": 1.0, "label_bias": True}, device="cuda")
+    gpu.fit(train.X, train.Y)
     on_cpu = XMCClassifier.load(gpu.save(tmp_path / "model"), device="cpu")
     assert all(not p.is_cuda for p in on_cpu.network_.parameters())
     gpu_indices, gpu_scores = gpu.predict(test.X, k=5)
