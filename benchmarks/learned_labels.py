@@ -23,16 +23,19 @@ from holoxmc.presets import paper_params
 
 
 def label_cosines(clf: XMCClassifier, Y, top: int = 50) -> tuple[float, float]:
-    """Mean cosine between different labels' vectors: all pairs, and the ``top`` most frequent labels'."""
+    """Mean cosine between different labels' vectors: all pairs, and the ``top`` most frequent labels'.
+    For unit vectors the pairs' sum is ``|sum v|^2 - n``, so no ``L x L`` matrix is formed."""
     head = next(m for m in clf.network_.modules() if hasattr(m, "label_chunks"))
+
+    def mean_pair_cosine(unit: torch.Tensor) -> float:
+        n = unit.shape[0]
+        return float((unit.sum(0).double().square().sum() - n) / (n * (n - 1)))
+
     with torch.no_grad():
         vectors = torch.cat([chunk for _, chunk in head.label_chunks()])
         vectors = vectors / vectors.norm(dim=1, keepdim=True)
-        cos = vectors @ vectors.T
         frequent = torch.as_tensor(np.argsort(-np.asarray(Y.sum(0)).ravel())[:top])
-        sub = cos[frequent][:, frequent]
-        return (float(cos[~torch.eye(len(cos), dtype=torch.bool)].mean()),
-                float(sub[~torch.eye(len(sub), dtype=torch.bool)].mean()))
+        return mean_pair_cosine(vectors), mean_pair_cosine(vectors[frequent])
 
 
 def main() -> None:
