@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--labels-10k", type=int, default=500)
     args = parser.parse_args()
     from holoxmc.metrics import evaluate
-    from holoxmc.train import linear
+    from holoxmc.models.linear import fit as linear
 
     config = linear.LinearConfig(C=0.3)
     print("| set | rows x features | labels | old s (LinearSVC) | new s (direct) | speed-up | old P@1 | new P@1 |")
@@ -48,14 +48,14 @@ def main() -> None:
         p1 = {}
         for _ in range(args.repeats):
             for direct in (False, True):
-                original = linear._direct_liblinear_works
-                linear._direct_liblinear_works = (lambda d=direct: d)  # type: ignore[assignment]
+                original = linear.direct_liblinear_works
+                linear.direct_liblinear_works = (lambda d=direct: d)  # type: ignore[assignment]
                 try:
                     started = time.perf_counter()
                     model, _ = linear.fit_linear(X, Y, config)
                     times[direct].append(time.perf_counter() - started)
                 finally:
-                    linear._direct_liblinear_works = original  # type: ignore[assignment]
+                    linear.direct_liblinear_works = original  # type: ignore[assignment]
                 if X_test is not None:
                     p1[direct] = evaluate(model.predict(X_test, k=1)[0], Y_test, ks=(1,))["P@1"]
         old, new = statistics.median(times[False]), statistics.median(times[True])

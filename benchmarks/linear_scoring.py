@@ -21,9 +21,9 @@ import time
 import numpy as np
 import torch
 
-import holoxmc.models.linear as linear
+import holoxmc.models.linear.model as linear
 from holoxmc.data import load
-from holoxmc.train.linear import LinearConfig, fit_linear
+from holoxmc.models.linear.fit import LinearConfig, fit_linear
 
 
 def top5_seconds(model: linear.LinearModel, X, dense: bool) -> tuple[float, np.ndarray]:

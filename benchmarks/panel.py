@@ -122,7 +122,7 @@ def missing_head(model: str) -> str | None:
     head = HOLOXMC.get(model, {}).get("head")
     if head is None:
         return None
-    from holoxmc.models.auto import SELECTORS
+    from holoxmc.auto import SELECTORS
     from holoxmc.models.registry import HEADS
 
     return None if head in HEADS or head in SELECTORS else f"not run: holoxmc has no head={head!r} yet (heads: {', '.join(HEADS)})"

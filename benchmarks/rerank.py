@@ -43,8 +43,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from holoxmc.data import load, make_realistic
-from holoxmc.models.rerank import RerankModel, top_columns, l2_rows
-from holoxmc.train.rerank import pifa_centroids
+from holoxmc.models.rerank.model import RerankModel
+from holoxmc.sparse import l2_rows, top_columns
+from holoxmc.models.rerank.fit import pifa_centroids
 
 KS = (50, 100, 200)
 #: (name, PIFA weight, kNN weight, prior weight)
@@ -91,7 +92,7 @@ def retriever_table(specs: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp
     ``linear``: a reference, not a retriever the model offers: the linear one-vs-rest model's
     top labels over all L, what a row's best labels are by per-label SVMs trained on every
     fitting row, at a cost of rows x L)."""
-    from holoxmc.train.rerank import RerankConfig, fit_matcher, pifa_index
+    from holoxmc.models.rerank.fit import RerankConfig, fit_matcher, pifa_index
 
     print("| retriever | fit s | " + " | ".join(f"recall@{k} (/ceiling)" for k in KS) + " | s per 1000 rows |")
     print("|---|---|" + "---|" * (len(KS) + 1))
@@ -123,7 +124,7 @@ def _linear_row(X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, Yv: sp.cs
                 workers: int) -> None:
     """The retriever table's ``linear`` row: holoxmc's linear model (its default C, no
     validation split), every label scored."""
-    from holoxmc.train.linear import DEFAULT_C_GRID, LinearConfig, fit_linear
+    from holoxmc.models.linear.fit import DEFAULT_C_GRID, LinearConfig, fit_linear
 
     started = time.perf_counter()
     model, _ = fit_linear(X, Y, LinearConfig(C=DEFAULT_C_GRID[0]), val_fraction=0.0, refit=False, workers=workers)
@@ -140,7 +141,7 @@ def margins_table(repeats: int = 5) -> None:
     """Seconds of a shortlist's margins (1000 rows x 50 labels, random sparse weights of 60
     nonzeros per label, rows of 100, D = 60,000): the dense ``rows x L`` product then a gather,
     against :meth:`RerankModel.margins`' row-by-row sparse dot products; medians of ``repeats``."""
-    import holoxmc.models.rerank as rerank_module
+    import holoxmc.models.rerank.model as rerank_module
 
     rerank_module.DENSE_UP_TO = 0  # time the row-by-row path at every L
     rng = np.random.default_rng(0)
@@ -173,8 +174,8 @@ def fit_table(settings: list[str], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.cs
               workers: int) -> None:
     """Fit on ``(X, Y)`` with each setting, score on the validation rows: P@1, P@5, seconds."""
     from holoxmc.metrics import evaluate, pad_predictions
-    from holoxmc.train.linear import LinearConfig, fit_linear
-    from holoxmc.train.rerank import RerankConfig, fit_rerank
+    from holoxmc.models.linear.fit import LinearConfig, fit_linear
+    from holoxmc.models.rerank.fit import RerankConfig, fit_rerank
 
     half = Xv.shape[0] // 2  # alpha is chosen on the first half, the scores are of the second
     print("| settings | alpha | val P@1 | val P@5 | fit s | top-5 ms/pt |")
@@ -202,7 +203,7 @@ def phase_table(X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, Yv: sp.cs
     import resource
     import threading
 
-    import holoxmc.train.rerank as fit_module
+    import holoxmc.models.rerank.fit as fit_module
 
     def resident_mb() -> float:
         with open("/proc/self/status") as status:
@@ -242,12 +243,12 @@ def phase_table(X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix, Yv: sp.cs
 def sweep_table(constant: str, values: list[int], X: sp.csr_matrix, Y: sp.csr_matrix, Xv: sp.csr_matrix,
                 repeats: int = 2) -> None:
     """Seconds per 1000 validation rows of the sparse PIFA shortlist (default postings) for
-    each value of ``holoxmc.models.rerank.<constant>`` (``SPARSE_CHUNK_ENTRIES``: the cap on a
+    each value of ``holoxmc.models.rerank.model.<constant>`` (``SPARSE_CHUNK_ENTRIES``: the cap on a
     chunk's products; ``INDEX_BLOCK_LABELS``: the index's column blocks), in this process,
     repeats interleaved, the model built anew for each value; the shortlists' scores must not
     change (labels may, among ties)."""
-    import holoxmc.models.rerank as rerank_module
-    from holoxmc.train.rerank import RerankConfig, pifa_index
+    import holoxmc.models.rerank.model as rerank_module
+    from holoxmc.models.rerank.fit import RerankConfig, pifa_index
 
     index, default = pifa_index(X, Y, RerankConfig().postings), getattr(rerank_module, constant)
     seconds: dict[int, list[float]] = {value: [] for value in values}

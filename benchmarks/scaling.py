@@ -103,7 +103,7 @@ MODEL_FACTS: dict[str, Any] = {}
 def weight_facts(weight_rows: Any) -> dict[str, Any]:
     """How many weights the re-rank model's labels kept, from its ``(L, D)`` CSR
     ``weight_rows`` (no copy): the most a label has, and how many labels stand at the default
-    cap (:func:`holoxmc.train.rerank.label_weights_rule`), which is where the cap has bitten
+    cap (:func:`holoxmc.models.rerank.fit.label_weights_rule`), which is where the cap has bitten
     (or a label's pruned weights number exactly that many).
 
     Example:
@@ -111,7 +111,7 @@ def weight_facts(weight_rows: Any) -> dict[str, Any]:
         >>> weight_facts(sp.csr_matrix(([1.0, 2.0, 3.0], ([0, 0, 2], [0, 1, 1])), shape=(4, 5)))
         {'weights_per_label_max': 2, 'labels_at_weight_cap': 0, 'weight_cap': 125000000}
     """
-    from holoxmc.train.rerank import label_weights_rule
+    from holoxmc.models.rerank.fit import label_weights_rule
 
     counts = np.diff(weight_rows.indptr)
     cap = label_weights_rule(weight_rows.shape[0])

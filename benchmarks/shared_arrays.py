@@ -6,7 +6,7 @@ index of all of them, 1000 postings).
 ``mapped``: row blocks as jobs of :func:`holoxmc.distributed.run_jobs` in two worker
 processes (arrays of 1 MiB or more mapped read-only from temporary files); ``copied``:
 ``MAP_BYTES`` past every array, so each worker unpickles its own copy (the behaviour before
-stage 11); ``threads``: :func:`holoxmc.train.rerank.training_shortlists` as it is, two threads
+stage 11); ``threads``: :func:`holoxmc.models.rerank.fit.training_shortlists` as it is, two threads
 of this process (stage 12). The shortlists must be the same.
 
 Usage:
@@ -23,8 +23,9 @@ import scipy.sparse as sp
 
 from holoxmc.data import load
 from holoxmc.distributed import jobs
-from holoxmc.models.rerank import RerankModel, l2_rows
-from holoxmc.train.rerank import _Block, _shortlist_block, pifa_index, training_shortlists
+from holoxmc.models.rerank.model import RerankModel
+from holoxmc.sparse import l2_rows
+from holoxmc.models.rerank.fit import _Block, _shortlist_block, pifa_index, training_shortlists
 
 
 def main() -> None:

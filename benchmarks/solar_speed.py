@@ -28,7 +28,7 @@ from holoxmc.heads.dense import DenseHead
 from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate
 from holoxmc.train.inference import predict_topk
-from holoxmc.train.solar import SolarConfig, fit_solar
+from holoxmc.models.solar.fit import SolarConfig, fit_solar
 from holoxmc.train.trainer import TrainConfig, split_validation
 
 

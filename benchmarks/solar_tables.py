@@ -23,7 +23,7 @@ import torch
 from holoxmc.data import load
 from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate, inverse_propensity
-from holoxmc.train.solar import SolarConfig, SolarModel, fit_solar
+from holoxmc.models.solar.fit import SolarConfig, SolarModel, fit_solar
 from holoxmc.train.trainer import TrainConfig, split_validation
 
 KEYS = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5")

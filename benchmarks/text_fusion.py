@@ -25,7 +25,7 @@ from holoxmc.data import load
 from holoxmc.data.batch import input_batch
 from holoxmc.estimator import XMCClassifier
 from holoxmc.metrics import evaluate
-from holoxmc.train.linear import LinearConfig, fit_linear
+from holoxmc.models.linear.fit import LinearConfig, fit_linear
 from holoxmc.train.trainer import split_validation
 
 

@@ -39,7 +39,7 @@ def map_every_array(monkeypatch):
 @pytest.fixture
 def shortlist_widths(monkeypatch) -> list[int]:
     """The widths of the training shortlists each re-rank fit builds, recorded in order."""
-    from holoxmc.train import rerank as rerank_fit
+    from holoxmc.models.rerank import fit as rerank_fit
 
     widths: list[int] = []
     real = rerank_fit.training_shortlists

@@ -11,7 +11,7 @@ from holoxmc.cli import main
 from holoxmc.data import make_synthetic
 from holoxmc.errors import InputError
 from holoxmc.estimator import XMCClassifier
-from holoxmc.models.auto import CANDIDATES
+from holoxmc.auto import CANDIDATES
 
 # small networks would need settings of their own; auto trains each candidate at its defaults,
 # so the data is kept small instead
@@ -56,7 +56,7 @@ def test_the_refit_reuses_the_chosen_alpha_on_every_row_without_choosing_again()
 def test_a_rerank_winner_is_refit_with_the_alpha_it_chose():
     from types import SimpleNamespace
 
-    from holoxmc.models.auto import refit_settings
+    from holoxmc.auto import refit_settings
 
     chosen = SimpleNamespace(head="rerank", model_=SimpleNamespace(alpha=0.75, shortlist=61))
     assert refit_settings(chosen) == {"head_options": {"alpha": 0.75, "shortlist": 61}}
@@ -64,7 +64,7 @@ def test_a_rerank_winner_is_refit_with_the_alpha_it_chose():
 
 def test_the_linear_refit_reuses_the_chosen_C():
     """A linear model chosen on validation retrains with the C its validation run chose."""
-    from holoxmc.models.auto import refit_settings
+    from holoxmc.auto import refit_settings
 
     train = DATA[0]
     X_fit, Y_fit, X_val, Y_val = train.X[:240], train.Y[:240], train.X[240:], train.Y[240:]
@@ -77,7 +77,7 @@ def test_the_linear_refit_reuses_the_chosen_C():
 def test_a_network_winner_trains_its_best_epoch_count_on_every_row():
     from types import SimpleNamespace
 
-    from holoxmc.models.auto import refit_settings
+    from holoxmc.auto import refit_settings
 
     network = SimpleNamespace(head="dense", fit_results_=[SimpleNamespace(best_epoch=0)])
     assert refit_settings(network) == {"epochs": 1, "val_fraction": 0.0}
@@ -136,7 +136,7 @@ def test_the_cli_prints_what_it_tried(tmp_path, capsys, toy):
 def test_a_network_candidate_trains_within_what_is_left_of_the_budget(monkeypatch):
     """The FC candidate gets the budget's remainder as its time limit (here none left: it
     stops after its first epoch, and the trial says so)."""
-    from holoxmc.models import auto
+    from holoxmc import auto
 
     given: list[dict] = []
 
@@ -154,7 +154,7 @@ def test_a_network_candidate_trains_within_what_is_left_of_the_budget(monkeypatc
 
 
 def test_only_network_candidates_get_a_time_limit():
-    from holoxmc.models.auto import _time_limit
+    from holoxmc.auto import _time_limit
 
     assert _time_limit({"head": "dense"}, 12.0) == {"time_limit": 12.0}
     assert _time_limit({"head": "dense"}, -3.0) == {"time_limit": 0.0}

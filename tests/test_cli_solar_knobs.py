@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from holoxmc.cli import build_parser, main
-from holoxmc.codes.solar import SolarLabelCode
+from holoxmc.models.solar.codes import SolarLabelCode
 from holoxmc.errors import InputError
 from holoxmc.estimator import XMCClassifier
-from holoxmc.heads.solar import solar_decode
-from holoxmc.train.solar import SolarConfig
+from holoxmc.models.solar.head import solar_decode
+from holoxmc.models.solar.fit import SolarConfig
 
 FAST = ["--hidden", "16", "--epochs", "2", "--batch-size", "64", "--lr", "0.01", "--quiet"]
 #: Every SOLAR option of ``train``, a value for it, and the SolarConfig field it sets.

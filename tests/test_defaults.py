@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 
 from holoxmc.presets import HEAD_DEFAULTS
-from holoxmc.train.linear import LinearConfig
+from holoxmc.models.linear.fit import LinearConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = [ROOT / "benchmarks" / "results" / f"defaults_loo_{part}.jsonl" for part in ("linear", "network")]

@@ -16,7 +16,7 @@ from holoxmc.heads import OutputHead
 from holoxmc.heads.decoding import above_fraction_of_best
 from holoxmc.heads.dense import DenseHead
 from holoxmc.heads.hrr import HRRHead
-from holoxmc.heads.solar import SolarChunkHead
+from holoxmc.models.solar.head import SolarChunkHead
 
 N_LABELS = 37
 LABEL_ROWS = [[0, 5, 36], [], [7], [1, 2, 3, 4, 30], [], [36]]

@@ -20,7 +20,7 @@ from holoxmc.errors import InputError
 from holoxmc.estimator import MODEL_FILE, XMCClassifier
 from holoxmc.metrics import evaluate
 from holoxmc.train import split_validation
-from holoxmc.train.linear import DEFAULT_C_GRID, LinearConfig, fit_linear
+from holoxmc.models.linear.fit import DEFAULT_C_GRID, LinearConfig, fit_linear
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_each_label_is_scikit_learns_linear_svm_on_the_normalised_rows(data):
 def test_margins_are_the_normalised_rows_times_the_weights(data, monkeypatch, dense_table):
     train, test = data
     if not dense_table:  # the sparse product of weights too large to densify
-        monkeypatch.setattr("holoxmc.models.linear.DENSE_SCORING_ENTRIES", 0)
+        monkeypatch.setattr("holoxmc.models.linear.model.DENSE_SCORING_ENTRIES", 0)
     model, _ = fit_linear(train.X, train.Y, LinearConfig(C=1.0))
     expected = normalize(test.X.astype(np.float64)) @ model.weights.toarray() + model.bias
     np.testing.assert_allclose(model.margins(test.X), expected, rtol=1e-4, atol=1e-5)

@@ -9,8 +9,8 @@ import scipy.sparse as sp
 from sklearn.svm import LinearSVC
 
 from holoxmc.data import make_synthetic
-from holoxmc.train import linear
-from holoxmc.train.linear import LinearConfig, fit_linear
+from holoxmc.models.linear import fit as linear
+from holoxmc.models.linear.fit import LinearConfig, fit_linear
 
 
 @pytest.fixture(scope="module")
@@ -29,16 +29,16 @@ def _random_problem(seed: int) -> tuple[sp.csr_matrix, np.ndarray]:
 def test_the_direct_fit_is_linear_svcs_coef_and_intercept(seed, C, tol):
     X, y = _random_problem(seed)
     config = LinearConfig(C=C, tol=tol, seed=seed)
-    w, b, converged = linear._fit_label(X, y, C, config)
+    w, b, converged = linear.fit_label(X, y, C, config)
     svm = LinearSVC(C=C, dual=True, tol=tol, random_state=seed).fit(X, np.where(y > 0, 1, -1))
     np.testing.assert_allclose(w, svm.coef_.ravel(), rtol=1e-9, atol=1e-12)
     assert b == pytest.approx(float(svm.intercept_[0]), rel=1e-9, abs=1e-12)
-    assert converged == (int(svm.n_iter_) < config.max_iter) and linear._direct_liblinear_works()
+    assert converged == (int(svm.n_iter_) < config.max_iter) and linear.direct_liblinear_works()
 
 
 def test_the_direct_fit_reports_max_iter():
     X, y = _random_problem(3)
-    assert not linear._fit_label(X, y, 1e4, LinearConfig(C=1e4, max_iter=1, tol=1e-12))[2]
+    assert not linear.fit_label(X, y, 1e4, LinearConfig(C=1e4, max_iter=1, tol=1e-12))[2]
 
 
 def _same_model(first, second):
@@ -57,7 +57,7 @@ def test_the_direct_path_trains_the_linear_svc_path_model(data, monkeypatch):
     train, _ = data
     config = LinearConfig(C=0.5, prune=0.0)
     direct, direct_history = fit_linear(train.X, train.Y, config)
-    monkeypatch.setattr(linear, "_direct_liblinear_works", lambda: False)
+    monkeypatch.setattr(linear, "direct_liblinear_works", lambda: False)
     through_svc, svc_history = fit_linear(train.X, train.Y, config)
     np.testing.assert_allclose(direct.weights.toarray(), through_svc.weights.toarray(), rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(direct.bias, through_svc.bias, rtol=1e-6, atol=1e-7)
@@ -82,11 +82,11 @@ def test_a_missing_or_changed_binding_falls_back_to_linear_svc(data, monkeypatch
     config = LinearConfig(C=0.5)
     expected, _ = fit_linear(train.X, train.Y, config)
     monkeypatch.setattr(linear, "_liblinear", binding)
-    linear._direct_liblinear_works.cache_clear()
+    linear.direct_liblinear_works.cache_clear()
     try:
-        assert not linear._direct_liblinear_works()
+        assert not linear.direct_liblinear_works()
         fallback, _ = fit_linear(train.X, train.Y, config)
     finally:
-        linear._direct_liblinear_works.cache_clear()
+        linear.direct_liblinear_works.cache_clear()
     np.testing.assert_allclose(fallback.weights.toarray(), expected.weights.toarray(), rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(fallback.bias, expected.bias, rtol=1e-6, atol=1e-7)

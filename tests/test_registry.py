@@ -17,7 +17,7 @@ from holoxmc.cli import report
 from holoxmc.data import make_synthetic
 from holoxmc.errors import InputError
 from holoxmc.estimator import XMCClassifier
-from holoxmc.models.auto import SELECTORS, refit_settings
+from holoxmc.auto import SELECTORS, refit_settings
 from holoxmc.models.base import FittedModel
 from holoxmc.models.registry import FAMILIES, family
 

@@ -12,9 +12,10 @@ from safetensors.torch import load_file, save_file
 
 from holoxmc.data import make_realistic
 from holoxmc.errors import InputError
-from holoxmc.models.rerank import RerankModel, l2_rows
-from holoxmc.train import rerank as rerank_fit
-from holoxmc.train.rerank import BLOCK_FILE, RerankConfig, fit_rerank
+from holoxmc.models.rerank.model import RerankModel
+from holoxmc.sparse import l2_rows
+from holoxmc.models.rerank import fit as rerank_fit
+from holoxmc.models.rerank.fit import BLOCK_FILE, RerankConfig, fit_rerank
 
 
 @pytest.fixture(scope="module")
@@ -186,14 +187,14 @@ def test_resume_trains_only_the_missing_blocks_and_gives_the_same_model(data, tm
     assert [f.name for f in files] == [BLOCK_FILE.format(start=s, stop=min(s + 16, 40)) for s in (0, 16, 32)]
     files[1].unlink()  # as if the fit had stopped before that block
     trained = []
-    fit_label = rerank_fit._fit_label
+    fit_label = rerank_fit.fit_label
 
     def counting(X, y, C, linear):
         trained.append(1)
         return fit_label(X, y, C, linear)
 
-    monkeypatch.setattr(rerank_fit, "_fit_label", counting)
-    monkeypatch.setattr(rerank_fit, "_fit_label_sklearn", counting)
+    monkeypatch.setattr(rerank_fit, "fit_label", counting)
+    monkeypatch.setattr(rerank_fit, "fit_label_sklearn", counting)
     resumed = fit_rerank(train.X, train.Y, config, run_dir=tmp_path, resume=True)
     assert 0 < len(trained) <= 16
     assert (first.weights != resumed.weights).nnz == 0

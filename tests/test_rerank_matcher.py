@@ -12,11 +12,12 @@ from safetensors.torch import load_file, save_file
 
 from holoxmc.data import make_realistic
 from holoxmc.errors import InputError
-from holoxmc.models import rerank as rerank_model
-from holoxmc.models.rerank import RerankModel, l2_rows
-from holoxmc.train import rerank as rerank_fit
-from holoxmc.train.matcher import balanced_clusters, default_clusters
-from holoxmc.train.rerank import RerankConfig, fit_rerank
+from holoxmc.models.rerank import model as rerank_model
+from holoxmc.models.rerank.model import RerankModel
+from holoxmc.sparse import l2_rows
+from holoxmc.models.rerank import fit as rerank_fit
+from holoxmc.models.rerank.clusters import balanced_clusters, default_clusters
+from holoxmc.models.rerank.fit import RerankConfig, fit_rerank
 
 CONFIG = RerankConfig(shortlist=10, alpha=0.5, retriever="clusters", clusters=8, beam=2)
 
@@ -123,8 +124,8 @@ def test_resume_with_clusters_gives_the_same_model(data, tmp_path, monkeypatch):
     assert (first.matcher.weights != resumed.matcher.weights).nnz == 0
     # other retriever settings: the kept blocks do not fit them, every block trains again
     trained = []
-    fit_label = rerank_fit._fit_label
-    monkeypatch.setattr(rerank_fit, "_fit_label", lambda *a: trained.append(1) or fit_label(*a))
+    fit_label = rerank_fit.fit_label
+    monkeypatch.setattr(rerank_fit, "fit_label", lambda *a: trained.append(1) or fit_label(*a))
     fit_rerank(train.X, train.Y, RerankConfig(**{**vars(config), "beam": 3}), run_dir=tmp_path, resume=True)
     assert len(trained) > 20
 

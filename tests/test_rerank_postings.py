@@ -14,10 +14,11 @@ import torch
 
 from holoxmc.data import make_realistic
 from holoxmc.errors import InputError
-from holoxmc.models import rerank as rerank_model
-from holoxmc.models.rerank import RerankModel, in_threads, l2_rows, sparse_row_top, top_columns
-from holoxmc.train import rerank as rerank_fit
-from holoxmc.train.rerank import RerankConfig, fit_rerank, pifa_centroids, pifa_index
+from holoxmc.models.rerank import model as rerank_model
+from holoxmc.models.rerank.model import RerankModel
+from holoxmc.sparse import in_threads, l2_rows, sparse_row_top, top_columns
+from holoxmc.models.rerank import fit as rerank_fit
+from holoxmc.models.rerank.fit import RerankConfig, fit_rerank, pifa_centroids, pifa_index
 
 
 @pytest.fixture(scope="module")
@@ -304,7 +305,7 @@ def test_with_scorers_shares_the_retriever_and_checks_the_sizes(data, monkeypatc
 def test_training_shortlists_on_threads_equal_one_thread_and_the_ray_task(data, monkeypatch, kind):
     """Several batches on three threads (a kNN row never its own neighbour, whichever batch
     holds it) give the shortlists of one thread and of the Ray path's row-block task."""
-    from holoxmc.train import rerank as rerank_fit
+    from holoxmc.models.rerank import fit as rerank_fit
 
     train, _ = data
     X, Y = l2_rows(sp.vstack([train.X] * 3, format="csr")), sp.csr_matrix(sp.vstack([train.Y] * 3), dtype=np.float32)

@@ -14,9 +14,9 @@ from holoxmc import presets
 from holoxmc.data import make_realistic
 from holoxmc.errors import InputError
 from holoxmc.train.checkpoint import load_state_dict_file
-from holoxmc.models.rerank import l2_rows
-from holoxmc.train import rerank as rerank_fit
-from holoxmc.train.rerank import BLOCK_FILE, RerankConfig, fit_rerank, shortlist_rule, train_shortlist_rule, \
+from holoxmc.sparse import l2_rows
+from holoxmc.models.rerank import fit as rerank_fit
+from holoxmc.models.rerank.fit import BLOCK_FILE, RerankConfig, fit_rerank, shortlist_rule, train_shortlist_rule, \
     training_shortlists
 
 #: Small constants, so that a tiny set lands between the floor and the cap.
@@ -113,7 +113,7 @@ def test_bad_shortlists_are_one_input_error(bad, data):
 
 @pytest.mark.parametrize("path", ["dense", "sparse", "clusters"])
 def test_training_shortlists_are_the_best_labels_of_the_shortlists(data, monkeypatch, path):
-    from holoxmc.models import rerank as rerank_model
+    from holoxmc.models.rerank import model as rerank_model
 
     train, _ = data
     if path == "sparse":

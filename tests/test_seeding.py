@@ -6,7 +6,7 @@ import torch
 
 from holoxmc import seeding
 from holoxmc.codes import hrr as code_hrr
-from holoxmc.codes import solar as code_solar
+from holoxmc.models.solar import codes as code_solar
 from holoxmc.estimator import XMCClassifier
 from holoxmc.seeding import ALIASED_STREAMS, Stream, chunk_seed, epoch_seed, local_generator, member_seeds
 from holoxmc.train import trainer

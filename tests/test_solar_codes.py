@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.utils import murmurhash3_32
 
-from holoxmc.codes.solar import FeatureHash, SolarLabelCode, chunk_seed
+from holoxmc.models.solar.codes import FeatureHash, SolarLabelCode, chunk_seed
 from holoxmc.errors import InputError
 
 

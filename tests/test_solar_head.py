@@ -11,10 +11,10 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
-from holoxmc.codes.solar import SolarLabelCode
+from holoxmc.models.solar.codes import SolarLabelCode
 from holoxmc.data.batch import LabelBatch
 from holoxmc.errors import InputError
-from holoxmc.heads.solar import SolarChunkHead, bucket_label_batch, solar_decode
+from holoxmc.models.solar.head import SolarChunkHead, bucket_label_batch, solar_decode
 
 
 def _random_labels(n: int, n_labels: int, density: float, seed: int) -> sp.csr_matrix:

@@ -15,12 +15,12 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from holoxmc.codes.solar import SolarLabelCode
+from holoxmc.models.solar.codes import SolarLabelCode
 from holoxmc.data.batch import SparseBatch
 from holoxmc.errors import InputError
-from holoxmc.heads.solar import solar_decode
+from holoxmc.models.solar.head import solar_decode
 from holoxmc.metrics import evaluate
-from holoxmc.train.solar import SolarConfig, SolarModel, chunk_dir, fit_solar
+from holoxmc.models.solar.fit import SolarConfig, SolarModel, chunk_dir, fit_solar
 from holoxmc.train.trainer import TrainConfig
 
 N_CHUNKS = 3
@@ -141,7 +141,7 @@ _KILL_SCRIPT = textwrap.dedent(
     """
     import os, signal, sys
     import holoxmc.train.trainer as trainer
-    from holoxmc.train.solar import fit_solar
+    from holoxmc.models.solar.fit import fit_solar
     sys.path.insert(0, {tests!r})
     from test_solar_train import _config, _learnable_data
 

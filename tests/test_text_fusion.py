@@ -15,7 +15,7 @@ from holoxmc.cli import main
 from holoxmc.data.text import TextEncoder, fit_token_idf, token_tfidf
 from holoxmc.errors import InputError
 from holoxmc.estimator import XMCClassifier
-from holoxmc.models.fusion import FusionModel
+from holoxmc.models.network.fusion import FusionModel
 from holoxmc.presets import model_params
 
 TINY = {"embed_dim": 8, "n_filters": 4, "bottleneck": 16, "max_length": 12, "dim": 16}
@@ -118,9 +118,9 @@ def test_a_ray_address_is_refused_not_ignored():
 
 
 def test_fused_features_too_large_for_memory_are_refused_before_training(monkeypatch):
-    import holoxmc.models.fusion
+    import holoxmc.models.network.fusion
 
-    monkeypatch.setattr(holoxmc.models.fusion, "FUSED_ENTRY_BYTES", 2**40)  # as if each entry took a TiB
+    monkeypatch.setattr(holoxmc.models.network.fusion, "FUSED_ENTRY_BYTES", 2**40)  # as if each entry took a TiB
     X, Y = _keyword_rows(40, 0)
     with pytest.raises(InputError, match="fused features"):
         XMCClassifier(head="xr", backbone="cnn", epochs=1, progress=False, head_options=TINY).fit(X, Y)

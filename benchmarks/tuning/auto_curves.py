@@ -8,7 +8,7 @@ seconds. Only training rows are read: the test split is never scored here.
 
 ``--shortlist-k K ...`` also fits the re-rank model with ``shortlist = ceil(K x mean labels
 per fitting row)`` for each ``K`` (no floor, no cap: the curves that choose the constant of
-:func:`holoxmc.train.rerank.shortlist_rule`), and ``--shortlists S ...`` with fixed sizes.
+:func:`holoxmc.models.rerank.fit.shortlist_rule`), and ``--shortlists S ...`` with fixed sizes.
 ``realistic-1k-m16`` is realistic-1k's shape with 16 labels drawn per row (a set with many
 labels per row that is not Delicious).
 
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from panel import load_set  # noqa: E402
 
 from holoxmc.estimator import XMCClassifier  # noqa: E402
-from holoxmc.models.auto import _validation_split  # noqa: E402
+from holoxmc.auto import _validation_split  # noqa: E402
 
 #: What was measured: the linear model and both networks, each at its library defaults.
 MEASURED = {"linear": {"head": "linear"}, "rerank": {"head": "rerank"}, "hrr-fc": {"head": "hrr"},

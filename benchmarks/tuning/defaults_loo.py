@@ -15,7 +15,7 @@ its P@1 there, and the choice on all sets (what ships as the library default).
 
 Linear one-vs-rest: one liblinear fit per ``C`` of the union of the grids on the carved
 split, and one on the whole fit part (the refit); the candidates (``C_grid`` x ``refit`` x
-``prune``) are assembled from those fits exactly as :func:`~holoxmc.train.linear.fit_linear`
+``prune``) are assembled from those fits exactly as :func:`~holoxmc.models.linear.fit.fit_linear`
 would run them (the same seeds give the same per-label SVMs whatever the grid; pruning is
 applied to the stored weights). Networks (``hrr-fc``, ``fc``): one fit per candidate, on at
 most ``--network-rows`` rows of each fit part (seeded), to keep the run short.
@@ -44,7 +44,7 @@ from holoxmc.data import load
 from holoxmc.estimator import XMCClassifier
 from holoxmc.metrics import evaluate, pad_predictions
 from holoxmc.train import split_validation
-from holoxmc.train.linear import LinearConfig, LinearModel, fit_linear
+from holoxmc.models.linear.fit import LinearConfig, LinearModel, fit_linear
 
 #: The panel, in report order.
 PANEL = ("bibtex", "delicious", "debtags", "mlc-a", "mlc-b", "realistic")

@@ -30,12 +30,12 @@ from sklearn.base import BaseEstimator
 
 from holoxmc.errors import InputError
 from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
-from holoxmc.models import persist
+from holoxmc import persist
 from holoxmc.models import thresholds as label_sets
-from holoxmc.models.auto import SELECTORS, check_auto_params
+from holoxmc.auto import SELECTORS, check_auto_params
 from holoxmc.models.base import FittedModel, dense_scores
-from holoxmc.models.persist import CONFIG_FILE, CONFIG_KEYS, FORMAT, MODEL_FILE
-from holoxmc.models.network import MEMBER_DIR, NetworkPlan, with_word_vectors
+from holoxmc.persist import CONFIG_FILE, CONFIG_KEYS, FORMAT, MODEL_FILE
+from holoxmc.models.network.model import MEMBER_DIR, NetworkPlan, with_word_vectors
 from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC, NETWORK_SETTINGS, FitData, family, streaming_heads
 from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, MODELS, model_params, preset_params, \
     setting_defaults
@@ -68,17 +68,17 @@ class XMCClassifier(BaseEstimator):
     Args:
         head: ``"auto"`` (the default: the re-rank model, then the FC network within
             ``time_budget``, the best on validation P@1 refit on every row,
-            :mod:`holoxmc.models.auto`; name a head to set its other settings), ``"hrr"``
+            :mod:`holoxmc.auto`; name a head to set its other settings), ``"hrr"``
             (``dim``-wide output, HRR loss), ``"dense"`` (``L`` logits, BCE), ``"solar"``
-            (K chunk networks over B buckets, :mod:`holoxmc.models.solar`), ``"linear"``
-            (one linear SVM per label, :mod:`holoxmc.train.linear`) or ``"rerank"``.
+            (K chunk networks over B buckets, :mod:`holoxmc.models.solar.model`), ``"linear"``
+            (one linear SVM per label, :mod:`holoxmc.models.linear.fit`) or ``"rerank"``.
         backbone: ``"fc"`` (sparse features X) or ``"cnn"``/``"lstm"`` (token-id matrices).
         dim: HRR dimension d' (``head="hrr"`` only).
         hidden, dropout, linear_width: the FC backbone (``None``: the head's default), see
             :class:`~holoxmc.backbones.FCBackbone`.
         head_options: extra keywords of the head (``{"learn_pm": True}``), of
-            :class:`holoxmc.train.solar.SolarConfig` (``head="solar"``) or of
-            :class:`holoxmc.train.linear.LinearConfig` (``head="linear"``, ``{"C": 0.5}``).
+            :class:`holoxmc.models.solar.fit.SolarConfig` (``head="solar"``) or of
+            :class:`holoxmc.models.linear.fit.LinearConfig` (``head="linear"``, ``{"C": 0.5}``).
         epochs, batch_size, lr, weight_decay, sparse_updates, schedule, warmup_epochs, grad_clip,
         val_fraction, patience, time_limit, refit, precision: training settings, see
             :class:`holoxmc.train.TrainConfig` (``None``: the head's tuned default).
@@ -271,7 +271,7 @@ class XMCClassifier(BaseEstimator):
         return self
 
     def _fit_selected(self, X: Any, Y: Any, X_val: Any, Y_val: Any) -> "XMCClassifier":
-        """``head="auto"``: fit the model :func:`~holoxmc.models.auto.fit_auto` chooses and
+        """``head="auto"``: fit the model :func:`~holoxmc.auto.fit_auto` chooses and
         serve it; ``selection_`` lists the candidates tried, ``head_`` the one kept."""
         check_params(self.get_params(), ESTIMATOR_CONSTRAINTS, SETTING_NAMES)
         check_auto_params(self)
@@ -308,11 +308,11 @@ class XMCClassifier(BaseEstimator):
     network_ = property(lambda self: self._served("network_"),
                         doc="The trained ``Network``, or ``Ensemble`` when ``n_models > 1`` (``hrr``, ``dense``).")
     solar_ = property(lambda self: self._served("solar_"),
-                      doc="The :class:`~holoxmc.models.solar.SolarModel` (``head=\"solar\"``).")
+                      doc="The :class:`~holoxmc.models.solar.model.SolarModel` (``head=\"solar\"``).")
     linear_ = property(lambda self: self._served("linear_"),
-                       doc="The :class:`~holoxmc.models.linear.LinearModel` (``head=\"linear\"``).")
+                       doc="The :class:`~holoxmc.models.linear.model.LinearModel` (``head=\"linear\"``).")
     rerank_ = property(lambda self: self._served("rerank_"),
-                       doc="The :class:`~holoxmc.models.rerank.RerankModel` (``head=\"rerank\"``).")
+                       doc="The :class:`~holoxmc.models.rerank.model.RerankModel` (``head=\"rerank\"``).")
 
     def n_parameters(self) -> dict[str, int]:
         """``{"total": ..., "output_layer": ...}`` trainable-parameter counts."""

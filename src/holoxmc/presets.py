@@ -37,14 +37,14 @@ HEAD_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 HEAD_DEFAULTS["xr"] = dict(HEAD_DEFAULTS["hrr"])  # its text network is the HRR head's
 
-#: The re-rank model's shortlist when none is given (``holoxmc.train.rerank.shortlist_rule``):
+#: The re-rank model's shortlist when none is given (``holoxmc.models.rerank.fit.shortlist_rule``):
 #: ``min(L, cap, max(floor, ceil(per_row x mean labels per training row)))``. ``per_row`` was
 #: chosen on validation rows of sets other than Delicious, then applied to it unchanged;
 #: ``floor`` is the earlier fixed default; ``cap`` bounds the fit's time and memory (tuning
 #: log: "The re-rank shortlist grows with the labels per row").
 RERANK_SHORTLIST: dict[str, int] = {"per_row": 16, "floor": 50, "cap": 500}
 
-#: Resource bounds of the re-rank fit, not accuracy settings (``holoxmc.train.rerank``):
+#: Resource bounds of the re-rank fit, not accuracy settings (``holoxmc.models.rerank.fit``):
 #: ``train_entries`` bounds the training shortlists (``N x`` the labels each training row
 #: brings as hard negatives, ``train_shortlist_rule``): the largest set measured before,
 #: L = 670K, holds 43M; at L = 3M it keeps the memberships near 1 GB and the label fits a few

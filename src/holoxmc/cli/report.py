@@ -10,7 +10,7 @@ from typing import Any
 from holoxmc.estimator import XMCClassifier
 from holoxmc.metrics import evaluate, pad_predictions
 from holoxmc.models.registry import FAMILIES
-from holoxmc.models.solar import SolarModel
+from holoxmc.models.solar.model import SolarModel
 from holoxmc.validation import check_Y
 
 __all__ = ["fit_and_report", "metrics_table", "recall_cutoffs", "REPORT_FAMILIES"]

@@ -230,13 +230,13 @@ def _solar_decoding(args: argparse.Namespace, clf: Any) -> dict[str, Any]:
 
 def _redecodes(clf: Any) -> bool:
     """Whether ``clf``'s served model can decode with other settings without retraining (a
-    :class:`~holoxmc.models.solar.SolarModel`'s ``with_decoding``): a capability of the
+    :class:`~holoxmc.models.solar.model.SolarModel`'s ``with_decoding``): a capability of the
     model, not a branch on its head's name."""
     return callable(getattr(clf.model_, "with_decoding", None))
 
 
 def solar_settings(config: Any) -> dict[str, Any]:
-    """The settings of a trained :class:`~holoxmc.train.solar.SolarConfig` that its command-line
+    """The settings of a trained :class:`~holoxmc.models.solar.fit.SolarConfig` that its command-line
     options set, resolved (``min_freq``'s ``K // 2``, the bucket count, ...), as JSON values."""
     names = ("n_chunks", "n_buckets", "code_method", "feature_dim", *SOLAR_DECODING)
     return {name: getattr(config, name) for name in names}
@@ -276,12 +276,12 @@ def _only(heads: set[str]) -> str:
 def _check_applies(model: str, params: dict[str, Any], overrides: dict[str, Any]) -> None:
     """Refuse an option that does not apply to ``params["head"]``: read from its family
     (:data:`holoxmc.models.registry.FAMILIES`: settings, d', independent jobs), the selectors
-    (:data:`holoxmc.models.auto.SELECTORS`) and the per-head options (:data:`HEAD_OPTIONS`).
+    (:data:`holoxmc.auto.SELECTORS`) and the per-head options (:data:`HEAD_OPTIONS`).
 
     Raises:
         InputError: the first such option, naming the models it applies to.
     """
-    from holoxmc.models.auto import SELECTORS
+    from holoxmc.auto import SELECTORS
     from holoxmc.models.registry import FAMILIES, NETWORK_SETTINGS
     from holoxmc.presets import MODELS
 
@@ -475,7 +475,7 @@ def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_
     atomic_write_json(metrics_path, metrics)
     _remove_checkpoints(run_dir)
     if "selection" in metrics:
-        from holoxmc.models.auto import read_trials, selection_table
+        from holoxmc.auto import read_trials, selection_table
 
         print(selection_table(read_trials(metrics["selection"], str(metrics_path))) + "\n")
     print(metrics_table(metrics["test"], title=f"{args.model} on {train.name} ({_described(evaluation)})"))

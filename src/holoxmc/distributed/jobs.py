@@ -309,11 +309,11 @@ def threads_per_worker(workers: int) -> int:
         >>> threads_per_worker(10**6)
         1
     """
-    _check_workers(workers)
+    check_workers(workers)
     return max(1, (os.cpu_count() or 1) // workers)
 
 
-def _check_workers(workers: int) -> None:
+def check_workers(workers: int) -> None:
     """Refuse a worker count that is not a positive integer (``0`` would divide by zero)."""
     if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
         raise InputError(f"workers must be a positive integer, got {workers!r}")
@@ -359,7 +359,7 @@ def run_jobs(
         >>> run_jobs(pow, [1, 2, 3], shared=2)
         [1, 4, 9]
     """
-    _check_workers(workers)
+    check_workers(workers)
     if isinstance(threads_per_job, bool) or not isinstance(threads_per_job, numbers.Integral) or threads_per_job < 1:
         raise InputError(f"threads_per_job must be a positive integer, got {threads_per_job!r}")
     jobs = list(jobs)

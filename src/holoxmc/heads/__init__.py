@@ -2,7 +2,7 @@
 
 Every head satisfies :class:`OutputHead`, the contract :class:`holoxmc.backbones.network.Network`
 relies on: :class:`~holoxmc.heads.dense.DenseHead` and :class:`~holoxmc.heads.hrr.HRRHead`
-score labels, :class:`~holoxmc.heads.solar.SolarChunkHead` scores one SOLAR chunk's buckets.
+score labels (SOLAR's chunk head, :mod:`holoxmc.models.solar.head`, keeps the same contract).
 """
 
 from __future__ import annotations

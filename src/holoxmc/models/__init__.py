@@ -3,10 +3,10 @@
 Every model satisfies one protocol, :class:`~holoxmc.models.base.FittedModel` (top-k,
 confidence and score chunks, save, parameter counts):
 
-* :class:`holoxmc.models.network.NetworkModel`: one :class:`~holoxmc.backbones.Network` or
+* :class:`holoxmc.models.network.model.NetworkModel`: one :class:`~holoxmc.backbones.Network` or
   an :class:`~holoxmc.backbones.Ensemble` of them (the ``hrr`` and ``dense`` heads);
-* :class:`holoxmc.models.solar.SolarModel`: SOLAR's K chunk networks and inverted index;
-* :class:`holoxmc.models.linear.LinearModel`: one linear SVM per label.
+* :class:`holoxmc.models.solar.model.SolarModel`: SOLAR's K chunk networks and inverted index;
+* :class:`holoxmc.models.linear.model.LinearModel`: one linear SVM per label.
 
 :mod:`holoxmc.models.registry` maps each head name to its family: how it fits, its default
 settings, the settings that apply to it, and how it loads. The fitting code itself stays in

@@ -23,7 +23,7 @@ class FittedModel(Protocol):
     for the text backbones, already checked by :mod:`holoxmc.validation`.
 
     Example:
-        >>> from holoxmc.models.linear import LinearModel
+        >>> from holoxmc.models.linear.model import LinearModel
         >>> import numpy as np, scipy.sparse as sp
         >>> isinstance(LinearModel(sp.eye(3, format="csr"), np.zeros(3)), FittedModel)
         True
@@ -63,7 +63,7 @@ def dense_scores(model: FittedModel, X: Any, n_labels: int, batch_size: int, lim
         InputError: ``n · n_labels`` above ``limit`` entries (before anything is allocated).
 
     Example:
-        >>> from holoxmc.models.linear import LinearModel
+        >>> from holoxmc.models.linear.model import LinearModel
         >>> import scipy.sparse as sp
         >>> model = LinearModel(sp.eye(3, format="csr"), np.zeros(3))
         >>> X = sp.eye(2, 3, format="csr", dtype=np.float32)

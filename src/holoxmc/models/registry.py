@@ -22,18 +22,18 @@ from torch import Tensor
 from holoxmc.distributed import scratch_folder
 from holoxmc.errors import InputError
 from holoxmc.models.base import FittedModel
-from holoxmc.models.fusion import FUSION_OPTIONS, NETWORK_HEAD, FusionPlan, fit_fusion, fusion_report, load_fusion
-from holoxmc.models.linear import LinearModel
-from holoxmc.models.network import MemberData, NetworkPlan, check_plan_fits, fit_networks, \
+from holoxmc.models.network.fusion import FUSION_OPTIONS, NETWORK_HEAD, FusionPlan, fit_fusion, fusion_report, load_fusion
+from holoxmc.models.linear.model import LinearModel
+from holoxmc.models.network.model import MemberData, NetworkPlan, check_plan_fits, fit_networks, \
     load_network, network_options, report_fields, takes_code_dim
-from holoxmc.models.rerank import RerankModel
-from holoxmc.models.solar import SolarModel
+from holoxmc.models.rerank.model import RerankModel
+from holoxmc.models.solar.model import SolarModel
 from holoxmc.presets import HEAD_DEFAULTS, network_defaults
 from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig
-from holoxmc.train.linear import SELECT_METRIC, LinearConfig, fit_linear
-from holoxmc.train.rerank import RerankConfig, fit_rerank
-from holoxmc.train.solar import DONE_FILE, SolarConfig, chunk_dir, fit_solar
+from holoxmc.models.linear.fit import SELECT_METRIC, LinearConfig, fit_linear
+from holoxmc.models.rerank.fit import RerankConfig, fit_rerank
+from holoxmc.models.solar.fit import DONE_FILE, SolarConfig, chunk_dir, fit_solar
 
 __all__ = ["Family", "FitData", "FAMILIES", "HEADS", "NETWORK_SETTINGS", "family", "streaming_heads"]
 

@@ -99,7 +99,7 @@ class ClusterMatcher:
     def top_clusters(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
         """``(clusters (n, beam), all cluster scores (n, C))``: each row's beam, the best
         ``beam`` by score among the ``2 x beam`` of best centroid similarity."""
-        from holoxmc.models.rerank import top_columns
+        from holoxmc.sparse import top_columns
 
         scores, similar = self.cluster_scores(X)
         if self.beam >= self.n_clusters:
@@ -143,7 +143,7 @@ class ClusterMatcher:
     # ------------------------------------------------------------------ storage
     def tensors(self) -> dict[str, Tensor]:
         """Every array of the matcher (names without a prefix)."""
-        from holoxmc.models.rerank import csr_tensors
+        from holoxmc.sparse import csr_tensors
 
         return {"assignment": torch.from_numpy(self.assignment.copy()), **csr_tensors("weights", self.weights),
                 **csr_tensors("centroids", sp.csr_matrix(self.centroids_t.T)),
@@ -158,7 +158,7 @@ class ClusterMatcher:
         Raises:
             InputError: a missing tensor, or one that does not fit ``(n_features, n_labels)``.
         """
-        from holoxmc.models.rerank import csr_from_tensors
+        from holoxmc.sparse import csr_from_tensors
 
         for name in ("assignment", "bias", "settings"):
             if name not in tensors:

@@ -1,5 +1,5 @@
 """The served SOLAR model: K chunk networks, the label codes and the inverted index
-(trained by :func:`holoxmc.train.solar.fit_solar`, which writes its folder)."""
+(trained by :func:`holoxmc.models.solar.fit.fit_solar`, which writes its folder)."""
 
 from __future__ import annotations
 
@@ -19,15 +19,15 @@ from torch import Tensor, nn
 
 from holoxmc.backbones.fc import FCBackbone
 from holoxmc.backbones.network import Network
-from holoxmc.codes.solar import FeatureHash, InvertedIndex, SolarLabelCode
+from holoxmc.models.solar.codes import FeatureHash, InvertedIndex, SolarLabelCode
 from holoxmc.errors import InputError
-from holoxmc.heads.solar import SCORE_OF_LOGIT, MinFreqMode, Scoring, SolarChunkHead, solar_decode
+from holoxmc.models.solar.head import SCORE_OF_LOGIT, MinFreqMode, Scoring, SolarChunkHead, solar_decode
 from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
-from holoxmc.train.solar import (
-    CONFIG_FILE, FORMAT, INDEX_FILE, INFERENCE_FIELDS, MODEL_FILE, SolarConfig, _checked_model_config, _chunk_network,
-    _feature_hash, _normalized, _read_json, _resolved, chunk_dir,
+from holoxmc.models.solar.config import (
+    CONFIG_FILE, FORMAT, INDEX_FILE, INFERENCE_FIELDS, MODEL_FILE, SolarConfig, checked_model_config, chunk_network,
+    feature_hash, normalized_rows, read_json, resolved_size, chunk_dir,
 )
 from holoxmc.trust import check_finite
 
@@ -113,9 +113,9 @@ class SolarModel:
         self.n_features = int(n_features)
         self.n_labels = code.n_labels
         self.index: InvertedIndex = code.inverted_index()
-        self.hashers = [_feature_hash(config, self.n_features, k) for k in range(config.n_chunks)]
+        self.hashers = [feature_hash(config, self.n_features, k) for k in range(config.n_chunks)]
         self.networks = [
-            _chunk_network(config, self.n_features, code.buckets[k], k) for k in range(config.n_chunks)
+            chunk_network(config, self.n_features, code.buckets[k], k) for k in range(config.n_chunks)
         ]
         self._table = self.index.padded().to(torch.int32)
         self._buckets = torch.from_numpy(code.buckets.T.copy()).long().T  # (K, L) view of (L, K)
@@ -158,10 +158,10 @@ class SolarModel:
     def load(cls, directory: str | os.PathLike) -> "SolarModel":
         """Read a model written by :func:`fit_solar` or :meth:`save` (no pickle involved)."""
         directory = Path(directory)
-        meta = _read_json(directory / CONFIG_FILE)
+        meta = read_json(directory / CONFIG_FILE)
         if meta is None or meta.get("format") != FORMAT:
             raise InputError(f"{directory}: not a SOLAR model directory (no {CONFIG_FILE} of format {FORMAT})")
-        config = _checked_model_config(directory, meta)
+        config = checked_model_config(directory, meta)
         code = config.label_code(meta["n_labels"])
         tensors, _ = load_state_dict_file(directory / INDEX_FILE)
         check_finite(tensors.items(), str(directory / INDEX_FILE))
@@ -242,7 +242,7 @@ class SolarModel:
         """Bucket logits of every chunk, ``(n, K, B)`` float32 (a view of a ``(K, n, B)``
         tensor: all chunks run at once, see :class:`_StackedChunks`)."""
         if self.config.normalize_rows:
-            X = _normalized(X)
+            X = normalized_rows(X)
         return self._stacked_chunks()(sp.csr_matrix(X, dtype=np.float32))
 
     def _stacked_chunks(self) -> _StackedChunks:
@@ -316,7 +316,7 @@ class SolarModel:
                 self._buckets,
                 k,
                 top_buckets=config.top_buckets,
-                min_freq=_resolved(config.min_freq, "min_freq"),
+                min_freq=resolved_size(config.min_freq, "min_freq"),
                 scoring=config.scoring,
                 min_freq_mode=config.min_freq_mode,
             )

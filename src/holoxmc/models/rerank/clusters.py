@@ -1,4 +1,4 @@
-"""Balanced label clusters for the clustered retriever (:class:`~holoxmc.models.matcher.ClusterMatcher`):
+"""Balanced label clusters for the clustered retriever (:class:`~holoxmc.models.rerank.matcher.ClusterMatcher`):
 recursive spherical 2-means on the labels' PIFA vectors, each split cut at the median so both
 halves hold the same number of labels (±1), as PECOS's hierarchical clustering does. Every
 level costs a few sparse matrix-vector products over the label vectors, so clustering 670K

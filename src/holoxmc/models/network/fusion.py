@@ -7,7 +7,7 @@ Two stages, both from the token ids a text backbone reads:
    ``hrr-lstm`` does, its epoch chosen on the validation rows;
 2. every row becomes ``[TF-IDF of its tokens, w · L2-normalised backbone output]`` (the
    backbone's pooled text embedding), and a linear one-vs-rest model
-   (:func:`holoxmc.train.linear.fit_linear`) trains on those features: validated on the same
+   (:func:`holoxmc.models.linear.fit.fit_linear`) trains on those features: validated on the same
    rows as the network, then refit on every row.
 
 The model's scores are the linear model's margins on the fused features. The TF-IDF weights
@@ -46,10 +46,10 @@ from holoxmc.data.batch import input_batch
 from holoxmc.data.text import fit_token_idf, token_tfidf
 from holoxmc.errors import InputError
 from holoxmc.limits import check_allocation
-from holoxmc.models.linear import LinearModel
-from holoxmc.models.network import MemberData, NetworkModel, NetworkPlan, fit_networks, load_network, report_fields
+from holoxmc.models.linear.model import LinearModel
+from holoxmc.models.network.model import MemberData, NetworkModel, NetworkPlan, fit_networks, load_network, report_fields
 from holoxmc.train import FitResult
-from holoxmc.train.linear import DEFAULT_C_GRID, LinearConfig, fit_linear
+from holoxmc.models.linear.fit import DEFAULT_C_GRID, LinearConfig, fit_linear
 from holoxmc.train.trainer import split_validation
 
 __all__ = ["FusionPlan", "FusionModel", "FUSION_OPTIONS", "NETWORK_HEAD", "fit_fusion", "load_fusion",
@@ -68,7 +68,7 @@ EMBED_BATCH = 1024
 
 @dataclass(frozen=True)
 class FusionPlan(NetworkPlan):
-    """A :class:`~holoxmc.models.network.NetworkPlan` (the text network) and the fusion's
+    """A :class:`~holoxmc.models.network.model.NetworkPlan` (the text network) and the fusion's
     settings (:data:`FUSION_OPTIONS`)."""
 
     linear: LinearConfig = field(default_factory=lambda: LinearConfig(C=DEFAULT_C_GRID[0]))
@@ -203,7 +203,7 @@ def fit_fusion(plan: FusionPlan, seed: int, X: np.ndarray, Y: sp.csr_matrix, X_v
 
 
 def fusion_report(results: list[FitResult]) -> dict[str, Any]:
-    """The network's epochs (:func:`~holoxmc.models.network.report_fields`) and, under
+    """The network's epochs (:func:`~holoxmc.models.network.model.report_fields`) and, under
     ``fits``, the linear stage's records."""
     epochs = [record for record in results[0].history if "stage" not in record]
     return report_fields([replace(results[0], history=epochs)]) \

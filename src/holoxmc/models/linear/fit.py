@@ -50,7 +50,7 @@ except ImportError:  # pragma: no cover
 from holoxmc.distributed import run_jobs
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.metrics import evaluate, pad_predictions
-from holoxmc.models.linear import DENSE_SCORING_ENTRIES, LinearModel  # noqa: F401  (the served model's home)
+from holoxmc.models.linear.model import DENSE_SCORING_ENTRIES, LinearModel  # noqa: F401  (the served model's home)
 from holoxmc.train.trainer import split_validation
 
 __all__ = ["LinearConfig", "LinearModel", "fit_linear", "DEFAULT_C_GRID", "DEFAULT_PRUNE"]
@@ -143,7 +143,7 @@ def _fit_block(block: _Block, problem: _Problem) -> tuple[sp.csc_matrix, np.ndar
     that reached max_iter, seconds)``."""
     started = time.perf_counter()
     config, n = problem.config, problem.X.shape[0]
-    fit = _fit_label if _direct_liblinear_works() else _fit_label_sklearn
+    fit = fit_label if direct_liblinear_works() else fit_label_sklearn
     columns, biases, unconverged = [], [], 0
     for label in range(block.start, block.stop):
         positives = problem.Y.indices[problem.Y.indptr[label] : problem.Y.indptr[label + 1]]
@@ -162,7 +162,7 @@ def _fit_block(block: _Block, problem: _Problem) -> tuple[sp.csc_matrix, np.ndar
     return weights, np.asarray(biases, dtype=np.float32), unconverged, time.perf_counter() - started
 
 
-def _fit_label(X: sp.csr_matrix, y: np.ndarray, C: float, config: LinearConfig) -> tuple[np.ndarray, float, bool]:
+def fit_label(X: sp.csr_matrix, y: np.ndarray, C: float, config: LinearConfig) -> tuple[np.ndarray, float, bool]:
     """One label's SVM through scikit-learn's liblinear binding, as :class:`~sklearn.svm.LinearSVC`
     calls it (``_fit_liblinear``: solver 1, bias feature 1 as ``intercept_scaling=1``, unit
     class and sample weights, ``y`` as its label encoder codes 0/1, the seed drawn from
@@ -177,7 +177,7 @@ def _fit_label(X: sp.csr_matrix, y: np.ndarray, C: float, config: LinearConfig) 
 
     Example:
         >>> X = sp.csr_matrix(np.eye(4))
-        >>> w, b, ok = _fit_label(X, np.array([1.0, 0, 0, 0]), 1.0, LinearConfig(C=1.0))
+        >>> w, b, ok = fit_label(X, np.array([1.0, 0, 0, 0]), 1.0, LinearConfig(C=1.0))
         >>> bool(w[0] > 0), ok
         (True, True)
     """
@@ -187,9 +187,9 @@ def _fit_label(X: sp.csr_matrix, y: np.ndarray, C: float, config: LinearConfig) 
     return raw[0, :-1], float(_BIAS * raw[0, -1]), int(np.max(n_iter)) < config.max_iter
 
 
-def _fit_label_sklearn(X: sp.csr_matrix, y: np.ndarray, C: float,
+def fit_label_sklearn(X: sp.csr_matrix, y: np.ndarray, C: float,
                        config: LinearConfig) -> tuple[np.ndarray, float, bool]:
-    """:func:`_fit_label` through :class:`~sklearn.svm.LinearSVC` itself (the fallback when the
+    """:func:`fit_label` through :class:`~sklearn.svm.LinearSVC` itself (the fallback when the
     direct binding is missing or differs from it)."""
     svm = LinearSVC(C=C, loss="squared_hinge", dual=True, tol=config.tol, max_iter=config.max_iter,
                     random_state=config.seed)
@@ -214,8 +214,8 @@ def _liblinear_seed(seed: int) -> int:
 
 
 @functools.lru_cache(maxsize=1)
-def _direct_liblinear_works() -> bool:
-    """Whether :func:`_fit_label` trains exactly what ``LinearSVC`` trains, checked once per
+def direct_liblinear_works() -> bool:
+    """Whether :func:`fit_label` trains exactly what ``LinearSVC`` trains, checked once per
     process on a small problem (the binding is private to scikit-learn, so a release that
     changes it falls back to ``LinearSVC`` instead of training something else)."""
     if _liblinear is None:
@@ -227,10 +227,10 @@ def _direct_liblinear_works() -> bool:
     config = LinearConfig(C=1.0)
     try:
         _liblinear.set_verbosity_wrap(0)
-        direct = _fit_label(X, y, 1.0, config)
+        direct = fit_label(X, y, 1.0, config)
     except Exception:  # any change of the private binding: use the public estimator
         return False
-    reference = _fit_label_sklearn(X, y, 1.0, config)
+    reference = fit_label_sklearn(X, y, 1.0, config)
     return bool(np.array_equal(direct[0], reference[0]) and direct[1:] == reference[1:])
 
 
@@ -290,7 +290,7 @@ def fit_linear(
         blocks' seconds, summed over workers), "unconverged_labels"}`` plus ``"val"`` (P@1, P@3, P@5) for the grid's models and
         ``"refit": True`` for the last one after a refit.
     """
-    X, Y = _training_rows(X, Y)
+    X, Y = training_rows(X, Y)
     if (X_val is None) != (Y_val is None):
         raise InputError("give both X_val and Y_val, or neither")
     history: list[dict[str, Any]] = []
@@ -317,7 +317,7 @@ def fit_linear(
             inner, held = split_validation(X.shape[0], val_fraction, int(config.seed))
             X_fit, Y_fit, X_sel, Y_sel = X[inner], Y[inner], X[held], Y[held]
         else:
-            X_sel, Y_sel = _training_rows(X_val, Y_val, "X_val", "Y_val")
+            X_sel, Y_sel = training_rows(X_val, Y_val, "X_val", "Y_val")
             if X_sel.shape[1] != X.shape[1] or Y_sel.shape[1] != Y.shape[1]:
                 raise InputError(f"X_val, Y_val have {X_sel.shape[1]} features and {Y_sel.shape[1]} labels; "
                                  f"X, Y have {X.shape[1]} and {Y.shape[1]}")
@@ -364,7 +364,7 @@ def _platt(model: LinearModel, X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[floa
     return float(fit.coef_[0, 0]), float(fit.intercept_[0])
 
 
-def _training_rows(X: Any, Y: Any, x_name: str = "X", y_name: str = "Y",
+def training_rows(X: Any, Y: Any, x_name: str = "X", y_name: str = "Y",
                    dtype: type = np.float64) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """``X`` as CSR of ``dtype`` (float64: liblinear's type) and ``Y``'s nonzeros as a 0/1 CSR, same rows."""
     try:

@@ -1,5 +1,5 @@
 """The served linear one-vs-rest model: scores ``x̂ W + b`` (trained by
-:func:`holoxmc.train.linear.fit_linear`)."""
+:func:`holoxmc.models.linear.fit.fit_linear`)."""
 
 from __future__ import annotations
 

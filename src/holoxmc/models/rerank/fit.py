@@ -1,10 +1,10 @@
-"""Fit a :class:`~holoxmc.models.rerank.RerankModel`: the retriever (PIFA centroids, and the
+"""Fit a :class:`~holoxmc.models.rerank.model.RerankModel`: the retriever (PIFA centroids, and the
 training rows as kNN neighbours when ``knn > 0``), each training row's shortlist (its own row
 left out of its neighbours), then one sparse linear scorer per label trained only on its
 positives and the hard negatives its shortlist brings (training rows that shortlist the label
 without having it) — so the cost grows with ``N x train_shortlist``, not ``N x L`` as the one-vs-all
 linear model's (the recipe of PECOS / SLICE). Each scorer is liblinear's squared-hinge SVM
-through :mod:`holoxmc.train.linear`'s direct binding, pruned; labels train in blocks, each a
+through :mod:`holoxmc.models.linear.fit`'s direct binding, pruned; labels train in blocks, each a
 job of :func:`~holoxmc.distributed.run_jobs` (this process, local workers or Ray). With a
 ``run_dir``, every finished block is written there (safetensors, fingerprinted by the data
 and settings), and a fit with ``resume`` reads those blocks instead of training them again.
@@ -34,15 +34,16 @@ import torch
 from sklearn.preprocessing import normalize
 
 from holoxmc.distributed import run_jobs, scratch_folder
-from holoxmc.distributed.jobs import _check_workers
+from holoxmc.distributed.jobs import check_workers
 from holoxmc.errors import InputError, check_number_types
-from holoxmc.models.matcher import ClusterMatcher
-from holoxmc.models.rerank import RerankModel, cost_chunks, in_threads, l2_rows
+from holoxmc.models.rerank.matcher import ClusterMatcher
+from holoxmc.models.rerank.model import RerankModel
+from holoxmc.sparse import cost_chunks, in_threads, l2_rows
 from holoxmc.presets import RERANK_BUDGETS, RERANK_SHORTLIST
 from holoxmc.train.checkpoint import data_digest, load_state_dict_file, save_state_dict
-from holoxmc.train.linear import LinearConfig, _direct_liblinear_works, _fit_label, _fit_label_sklearn, \
-    _training_rows
-from holoxmc.train.matcher import balanced_clusters, default_clusters
+from holoxmc.models.linear.fit import LinearConfig, direct_liblinear_works, fit_label, fit_label_sklearn, \
+    training_rows
+from holoxmc.models.rerank.clusters import balanced_clusters, default_clusters
 
 __all__ = ["RerankConfig", "fit_rerank", "fit_matcher", "pifa_centroids", "pifa_index", "shortlist_rule",
            "train_shortlist_rule", "label_weights_rule", "training_shortlists",
@@ -89,19 +90,19 @@ class RerankConfig:
         label_block: labels per training job.
         seed: liblinear's coordinate order (and the clusters' initial centres).
         retriever: ``"pifa"``: every label scored by its PIFA centroid (``N x L`` work);
-            ``"clusters"``: the clustered retriever (:mod:`holoxmc.models.matcher`): labels in
+            ``"clusters"``: the clustered retriever (:mod:`holoxmc.models.rerank.matcher`): labels in
             balanced clusters of their PIFA vectors, a sparse linear scorer per cluster
             (trained as the labels' are, on the cluster's positives, the rows whose
             ``2 x beam`` nearest cluster centroids hold it and ``negatives`` random rows), and
             a row's shortlist taken from the labels of its ``beam`` best clusters.
-        clusters: cluster count (``0``: :func:`~holoxmc.train.matcher.default_clusters`, about
-            :data:`~holoxmc.train.matcher.LABELS_PER_CLUSTER` labels per cluster).
+        clusters: cluster count (``0``: :func:`~holoxmc.models.rerank.clusters.default_clusters`, about
+            :data:`~holoxmc.models.rerank.clusters.LABELS_PER_CLUSTER` labels per cluster).
         beam: clusters whose labels a row takes as candidates (raised when their labels
             would number fewer than ``shortlist``).
         cluster_weight: weight of the cluster score in a candidate's retriever score.
         postings: with the PIFA retriever, each feature keeps only the labels of its
             ``postings`` largest centroid weights (``0``: all). Past
-            :data:`~holoxmc.models.rerank.DENSE_UP_TO` labels (without kNN, prior or negative
+            :data:`~holoxmc.models.rerank.model.DENSE_UP_TO` labels (without kNN, prior or negative
             values) a row's retrieval then costs at most ``postings`` labels per feature it
             holds, not ``L`` (:func:`pifa_index`); below it the dense ``rows x L`` block stays.
     """
@@ -294,7 +295,7 @@ def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, size: int |
     """``(n, size)`` best labels the retriever proposes for each training row of unit rows
     ``X`` (``size``: at most its shortlist, ``None``: all of it); with kNN, a row is not its
     own neighbour. Locally, batches of rows are scored on
-    ``workers`` threads of this process (:func:`~holoxmc.models.rerank.in_threads`: the
+    ``workers`` threads of this process (:func:`~holoxmc.sparse.in_threads`: the
     products release the GIL, and threads hold no copy of the index or the rows, as worker
     processes would); with Ray, row blocks are tasks of :func:`~holoxmc.distributed.run_jobs`.
 
@@ -304,7 +305,7 @@ def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, size: int |
         >>> training_shortlists(m, C).ravel().tolist()
         [0, 1, 2]
     """
-    _check_workers(workers)
+    check_workers(workers)
     if size is not None and (isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1):
         raise InputError(f"the training shortlist size must be a positive integer, not {size!r}")
     step = retriever.batch_rows()
@@ -416,7 +417,7 @@ def _train_block(block: _Block, problem: _Problem) -> _Part:
     values, biases)``."""
     config = problem.config
     linear = LinearConfig(C=config.C, prune=config.prune, max_iter=config.max_iter, tol=config.tol, seed=config.seed)
-    fit = _fit_label if _direct_liblinear_works() else _fit_label_sklearn
+    fit = fit_label if direct_liblinear_works() else fit_label_sklearn
     counts, indices, values = [], [], []
     bias = np.zeros(block.stop - block.start, np.float32)
     for j, label in enumerate(range(block.start, block.stop)):
@@ -505,11 +506,11 @@ def fit_matcher(X: sp.csr_matrix, Y: sp.csr_matrix, centroids: sp.csr_matrix,
         workers, ray_address: where the cluster blocks train.
 
     Returns:
-        The :class:`~holoxmc.models.matcher.ClusterMatcher`.
+        The :class:`~holoxmc.models.rerank.matcher.ClusterMatcher`.
 
     Example:
         >>> from holoxmc.data import make_realistic
-        >>> from holoxmc.models.rerank import l2_rows
+        >>> from holoxmc.models.rerank.model import l2_rows
         >>> train, _ = make_realistic(300, 40, 200, seed=0)
         >>> X = l2_rows(train.X)
         >>> Y = sp.csr_matrix(train.Y, dtype=np.float32)
@@ -592,11 +593,11 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     """
     if not isinstance(config, RerankConfig):
         raise InputError(f"config must be a RerankConfig, got {type(config).__name__}")
-    X, Y = _training_rows(X, Y, dtype=np.float32)  # each label's own rows become float64
+    X, Y = training_rows(X, Y, dtype=np.float32)  # each label's own rows become float64
     if (X_val is None) != (Y_val is None):
         raise InputError("give both X_val and Y_val, or neither")
     if X_val is not None:
-        X_val, Y_val = _training_rows(X_val, Y_val, "X_val", "Y_val", np.float32)
+        X_val, Y_val = training_rows(X_val, Y_val, "X_val", "Y_val", np.float32)
         if X_val.shape[1] != X.shape[1] or Y_val.shape[1] != Y.shape[1]:
             raise InputError(f"X_val, Y_val have {X_val.shape[1]} features and {Y_val.shape[1]} labels; "
                              f"X, Y have {X.shape[1]} and {Y.shape[1]}")

@@ -1,8 +1,8 @@
 """Saving and loading an ``XMCClassifier``: ``config.json`` (settings, the resolved network
 configuration, sizes, history) and ``model.safetensors`` (weights), no pickle.
 
-The estimator's ``save`` and ``load`` call [`save_classifier`][holoxmc.models.persist.save_classifier]
-and [`load_classifier`][holoxmc.models.persist.load_classifier] in one line each.
+The estimator's ``save`` and ``load`` call [`save_classifier`][holoxmc.persist.save_classifier]
+and [`load_classifier`][holoxmc.persist.load_classifier] in one line each.
 
 Example:
     >>> path = save_classifier(clf, "model_dir")               # doctest: +SKIP
@@ -26,8 +26,8 @@ from holoxmc.devices import check_device
 from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_files, finite_or_null, json_text, to_json
 from holoxmc.limits import check_size
-from holoxmc.models.auto import read_trials
-from holoxmc.models.network import NetworkModel
+from holoxmc.auto import read_trials
+from holoxmc.models.network.model import NetworkModel
 from holoxmc.train import FitResult
 from holoxmc.train.checkpoint import load_state_dict_file
 from holoxmc.trust import check_finite, check_network_config, tensor_shapes
@@ -40,7 +40,7 @@ CONFIG_FILE = "config.json"
 MODEL_FILE = "model.safetensors"
 #: Keys of config.json that loading reads, besides ``format`` (``network`` is ``null`` but for networks).
 CONFIG_KEYS = ("params", "network", "n_features", "n_labels")
-#: Key of model.safetensors' metadata holding [`scoring_digest`][holoxmc.models.persist.scoring_digest]
+#: Key of model.safetensors' metadata holding [`scoring_digest`][holoxmc.persist.scoring_digest]
 #: of the saved config.
 DIGEST_KEY = "scoring_config_sha256"
 
@@ -87,7 +87,7 @@ def save_classifier(clf: Any, path: str | Path) -> Path:
 
 
 def load_classifier(cls: Any, path: str | Path, *, device: str | None = None) -> Any:
-    """Rebuild a classifier saved by [`save_classifier`][holoxmc.models.persist.save_classifier].
+    """Rebuild a classifier saved by [`save_classifier`][holoxmc.persist.save_classifier].
 
     Args:
         cls: the estimator class (``XMCClassifier`` or a subclass).

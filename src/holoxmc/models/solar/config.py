@@ -1,0 +1,224 @@
+"""SOLAR's settings and what training and serving both build from them: the
+:class:`SolarConfig`, the run folder's file names, each chunk's feature hash and network, and
+the check of a saved folder's ``solar.json`` against its tensors.
+
+Example:
+    >>> SolarConfig(n_chunks=4).resolved(n_labels=100, n_features=50).n_buckets
+    50
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from sklearn.preprocessing import normalize
+
+from holoxmc.backbones.fc import FCBackbone
+from holoxmc.backbones.network import Network
+from holoxmc.errors import InputError, check_number_types
+from holoxmc.limits import check_allocation, check_size
+from holoxmc.models.solar.codes import CodeMethod, FeatureHash, SolarLabelCode, chunk_seed
+from holoxmc.models.solar.head import MIN_FREQ_MODES, SCORINGS, MinFreqMode, Scoring, SolarChunkHead
+from holoxmc.train.trainer import TrainConfig
+from holoxmc.trust import tensor_shapes
+
+__all__ = ["SolarConfig", "chunk_dir", "chunk_network", "checked_model_config", "feature_hash", "normalized_rows",
+           "read_json", "resolved_size"]
+
+
+FORMAT = "holoxmc-solar/1"
+
+MODEL_FILE = "model.safetensors"
+
+DONE_FILE = "done.json"
+
+INDEX_FILE = "index.safetensors"
+
+CONFIG_FILE = "solar.json"
+
+# Fields that only change decoding: editing them never retrains a chunk.
+INFERENCE_FIELDS = ("top_buckets", "min_freq", "min_freq_mode", "scoring")
+
+@dataclass
+class SolarConfig:
+    """Everything that defines a SOLAR model.
+
+    Args:
+        n_chunks: K independent chunk models (non-zeros per label code).
+        n_buckets: B buckets per chunk; ``None`` = ``ceil(L / 2)`` (at most 20,000).
+        code_method: ``"balanced"`` (equal bucket loads) or ``"murmur"`` (the paper's hash).
+        feature_dim: width of each chunk's hashed input (each chunk hashes with its own
+            seed); ``None`` = no hashing when D <= 2**17, else 2**17.
+        alternate_sign: signed feature hashing.
+        normalize_rows: L2-normalise every input row (before hashing), in training and inference.
+        hidden: hidden widths of each chunk's FC backbone (one layer by default).
+        dropout: dropout after hidden activations.
+        top_buckets: m, buckets per chunk retrieved at inference.
+        min_freq: least number of chunks that must retrieve a label; ``None`` = ``K // 2``,
+            the paper's choice.
+        min_freq_mode: ``"relaxed"`` lowers ``min_freq`` per point to its k-th best hit count
+            when fewer than k labels would pass; ``"strict"`` is the paper's filter as it
+            stands (a point may get fewer than k labels; ``min_freq`` at most ``n_chunks``).
+        scoring: ``"prob"`` (sum of probabilities), ``"logprob"`` or ``"logit"``.
+        seed: seeds codes, hashing, initialisation, validation split and shuffling.
+        device: ``"auto"`` trains on CUDA when the job sees a GPU, else CPU.
+        train: optimiser settings for every chunk (its ``seed`` is replaced per chunk).
+
+    Example:
+        >>> SolarConfig(n_chunks=4).resolved(n_labels=100, n_features=50).n_buckets
+        50
+    """
+
+    n_chunks: int = 8
+    n_buckets: int | None = None
+    code_method: CodeMethod = "balanced"
+    feature_dim: int | None = None
+    alternate_sign: bool = True
+    normalize_rows: bool = True
+    hidden: tuple[int, ...] = (512,)
+    dropout: float = 0.0
+    top_buckets: int = 10
+    min_freq: int | None = None
+    min_freq_mode: MinFreqMode = "relaxed"
+    scoring: Scoring = "prob"
+    seed: int = 0
+    device: str = "auto"
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=15, batch_size=256, lr=5e-3))
+
+    def __post_init__(self) -> None:
+        if isinstance(self.train, dict):
+            self.train = TrainConfig.from_dict(self.train)
+        check_number_types(self)
+        if self.seed < 0:
+            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
+        self.hidden = tuple(int(h) for h in self.hidden)
+        for name in ("n_chunks", "top_buckets"):
+            if getattr(self, name) < 1:
+                raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("n_buckets", "feature_dim", "min_freq"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InputError(f"{name} must be >= 1 or None, got {value}")
+        if self.scoring not in SCORINGS:
+            raise InputError(f"scoring must be one of {SCORINGS}, got {self.scoring!r}")
+        if self.min_freq_mode not in MIN_FREQ_MODES:
+            raise InputError(f"min_freq_mode must be one of {MIN_FREQ_MODES}, got {self.min_freq_mode!r}")
+        if self.min_freq_mode == "strict" and (self.min_freq or 0) > self.n_chunks:
+            raise InputError(f"min_freq ({self.min_freq}) exceeds n_chunks ({self.n_chunks}): the strict filter "
+                             "would keep no label")
+        if not self.hidden or min(self.hidden) < 1:
+            raise InputError(f"hidden widths must be positive, got {self.hidden}")
+        if self.train.refit:
+            raise InputError("SOLAR chunks select their epoch on a bucket-space validation split "
+                             "and cannot refit on it; set train.refit=False")
+
+    def label_code(self, n_labels: int) -> SolarLabelCode:
+        """The label code this (resolved) config regenerates for ``n_labels`` labels."""
+        return SolarLabelCode(n_labels, self.n_chunks, resolved_size(self.n_buckets, "n_buckets"), self.seed,
+                              self.code_method)
+
+    def resolved(self, n_labels: int, n_features: int) -> "SolarConfig":
+        """A copy with every ``None`` default replaced by its value for this data.
+
+        Raises:
+            InputError: more buckets than labels (``B > L`` leaves at least ``B - L``
+                buckets of every chunk empty: each chunk trains an output layer wider than
+                the label set, and decoding retrieves empty buckets; ``B = L`` is one label
+                per bucket, the widest useful code).
+        """
+        if self.n_buckets is not None and self.n_buckets > n_labels:
+            raise InputError(f"n_buckets ({self.n_buckets}) must be at most the label count: there are "
+                             f"{n_labels} labels, so at least {self.n_buckets - n_labels} buckets per chunk "
+                             "would stay empty")
+        return replace(
+            self,
+            n_buckets=self.n_buckets or max(1, min(-(-n_labels // 2), 20_000)),
+            feature_dim=self.feature_dim or (None if n_features <= 2**17 else 2**17),
+            min_freq=self.min_freq or max(1, self.n_chunks // 2),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["hidden"] = list(self.hidden)
+        out["train"] = self.train.record()
+        return out
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "SolarConfig":
+        """Build from a dict, ignoring unknown keys (``train`` may be a dict)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def resolved_size(value: int | None, name: str) -> int:
+    """A :meth:`SolarConfig.resolved` setting (never ``None`` once resolved)."""
+    if value is None:
+        raise ValueError(f"SolarConfig.{name} is unset: use SolarConfig.resolved() first")
+    return value
+
+
+def chunk_dir(run_dir: str | os.PathLike, chunk: int) -> Path:
+    """``run_dir/chunk_{chunk:03d}``."""
+    return Path(run_dir) / f"chunk_{chunk:03d}"
+
+
+def feature_hash(config: SolarConfig, n_features: int, chunk: int) -> FeatureHash | None:
+    if config.feature_dim is None:
+        return None
+    return FeatureHash(n_features, config.feature_dim, chunk_seed(config.seed, chunk, "features"), config.alternate_sign)
+
+
+def chunk_network(config: SolarConfig, n_features: int, bucket_of_label: np.ndarray, chunk: int) -> Network:
+    init_seed = chunk_seed(config.seed, chunk, "init")
+    backbone = FCBackbone(config.feature_dim or n_features, config.hidden, dropout=config.dropout, seed=init_seed)
+    head = SolarChunkHead(backbone.out_features, torch.from_numpy(np.array(bucket_of_label)),  # own copy: shared rows are read-only
+                          resolved_size(config.n_buckets, "n_buckets"), seed=init_seed)
+    return Network(backbone, head)
+
+
+def normalized_rows(X: sp.csr_matrix) -> sp.csr_matrix:
+    return normalize(X, norm="l2", copy=True).astype(np.float32)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: unreadable ({exc})") from exc
+
+
+def checked_model_config(directory: Path, meta: dict[str, Any]) -> SolarConfig:
+    """The :class:`SolarConfig` of a saved model folder, once every size its ``solar.json``
+    claims matches the stored tensors (shapes read from the file headers) and fits in memory."""
+    where = str(directory / CONFIG_FILE)
+    if not isinstance(meta.get("config"), dict):
+        raise InputError(f"{where}: 'config' must be a JSON object")
+    try:
+        config = SolarConfig.from_dict(meta["config"])
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{where}: {exc}") from None
+    n_labels = check_size("n_labels", meta.get("n_labels"), where=where)
+    n_features = check_size("n_features", meta.get("n_features"), where=where)
+    buckets = tensor_shapes(directory / INDEX_FILE).get("buckets")
+    if buckets != (config.n_chunks, n_labels):
+        raise InputError(f"{where}: n_labels {n_labels} and n_chunks {config.n_chunks} do not match the stored "
+                         f"label codes of shape {buckets}")
+    sizes = [config.n_buckets, config.feature_dim or n_features, *config.hidden]
+    for k in range(config.n_chunks):
+        stored = {d for shape in tensor_shapes(chunk_dir(directory, k) / MODEL_FILE).values() for d in shape}
+        unmatched = [size for size in sizes if size not in stored]
+        if unmatched:
+            raise InputError(f"{where}: size {unmatched[0]} matches no tensor of chunk {k} (edited or from another model)")
+    widths = [config.feature_dim or n_features, *config.hidden, resolved_size(config.n_buckets, "n_buckets")]
+    check_allocation(4 * config.n_chunks * sum(a * b for a, b in zip(widths[:-1], widths[1:])),
+                     "the chunk networks this configuration describes", where=where)
+    return config
