@@ -423,3 +423,124 @@ def evaluate_scores(
     return evaluate(
         pad_predictions(top_k(scores, min(k, scores.shape[1])), k), Y_true, inv_prop=inv_prop, ks=ks, recall_ks=recall_ks
     )
+
+
+# ---------------------------------------------------------------------------- scikit-learn scorers
+def _ranking(y_score: np.ndarray | sp.spmatrix | tuple[np.ndarray, np.ndarray], k: int) -> np.ndarray:
+    """The top-``k`` label ids per row of a score matrix (dense ``(n, L)`` or sparse, as
+    :func:`top_k` reads it) or of ``XMCClassifier.predict_topk``'s ``(indices, scores)``."""
+    if isinstance(y_score, tuple):
+        if len(y_score) != 2:
+            raise InputError("y_score must be a score matrix or predict_topk's (indices, scores)")
+        indices = np.asarray(y_score[0])
+        if indices.ndim != 2 or indices.shape[1] < k:
+            raise InputError(f"predict_topk gave {indices.shape[-1] if indices.ndim else 0} ranks, k = {k} "
+                             "needs that many: call predict_topk(X, k) with a larger k")
+        return indices[:, :k]
+    if not sp.issparse(y_score):
+        y_score = np.asarray(y_score, dtype=np.float64)
+        if y_score.ndim != 2:
+            raise InputError(f"y_score must be an (n, L) score matrix, got shape {y_score.shape}")
+    return pad_predictions(top_k(y_score, min(k, y_score.shape[1])), k)
+
+
+def _ranking_metric(y_true: sp.spmatrix | np.ndarray, y_score: np.ndarray | sp.spmatrix | tuple, k: int, name: str,
+                    inv_prop: np.ndarray | None = None) -> float:
+    (k,) = _check_ks((k,))
+    Y = sp.csr_matrix(y_true, dtype=np.float32)
+    indices = _ranking(y_score, k)
+    if indices.shape[0] != Y.shape[0]:
+        raise InputError(f"y_true has {Y.shape[0]} rows, y_score {indices.shape[0]}")
+    return float(evaluate(indices, Y, inv_prop=inv_prop, ks=(k,))[f"{name}@{k}"])
+
+
+def precision_at_k(y_true: sp.spmatrix | np.ndarray, y_score: np.ndarray | sp.spmatrix | tuple, *, k: int = 5) -> float:
+    """P@k in percent, in the form ``sklearn.metrics.make_scorer`` takes.
+
+    Args:
+        y_true: ``(n, L)`` 0/1 labels (dense or sparse).
+        y_score: an ``(n, L)`` score matrix (``decision_function``, ``predict_proba``) or
+            ``predict_topk``'s ``(indices, scores)`` (its default ``k`` is 5; ranks ``-1`` are misses).
+        k: the cut-off.
+
+    With ``response_method="decision_function"`` the scorer builds an ``(n, L)`` matrix; with
+    ``response_method=["predict_topk"]`` (a list: scikit-learn checks names only in a string)
+    it reads the top 5 only, the form for large label spaces (or use :func:`scorer`).
+
+    Example:
+        >>> from sklearn.metrics import make_scorer
+        >>> p3 = make_scorer(precision_at_k, response_method=["predict_topk"], k=3)
+        >>> precision_at_k(np.array([[1, 0, 1]]), np.array([[0.9, 0.5, 0.1]]), k=2)
+        50.0
+    """
+    return _ranking_metric(y_true, y_score, k, "P")
+
+
+def ndcg_at_k(y_true: sp.spmatrix | np.ndarray, y_score: np.ndarray | sp.spmatrix | tuple, *, k: int = 5) -> float:
+    """nDCG@k in percent, in the form ``sklearn.metrics.make_scorer`` takes (arguments as
+    :func:`precision_at_k`).
+
+    Example:
+        >>> round(ndcg_at_k(np.array([[1, 0, 1]]), np.array([[0.9, 0.5, 0.1]]), k=2), 2)
+        61.31
+    """
+    return _ranking_metric(y_true, y_score, k, "nDCG")
+
+
+def psp_at_k(y_true: sp.spmatrix | np.ndarray, y_score: np.ndarray | sp.spmatrix | tuple, *, k: int = 5,
+             inv_prop: np.ndarray | None = None, A: float = 0.55, B: float = 1.5) -> float:
+    """PSP@k in percent (normalised, the repository's convention), in the form
+    ``sklearn.metrics.make_scorer`` takes (arguments as :func:`precision_at_k`).
+
+    Args:
+        inv_prop: ``(L,)`` inverse propensities of the *training* labels (an estimator's
+            ``inv_prop_``); ``None`` computes them from ``y_true`` with ``A``, ``B`` (the
+            evaluated rows' own frequencies: a scorer inside cross-validation sees no training
+            labels; :func:`scorer` uses the fitted estimator's instead).
+
+    Example:
+        >>> psp_at_k(np.array([[1, 0, 1]]), np.array([[0.9, 0.5, 0.1]]), k=1, inv_prop=np.ones(3))
+        100.0
+    """
+    Y = sp.csr_matrix(y_true, dtype=np.float32)
+    weights = inverse_propensity(Y, A, B) if inv_prop is None else np.asarray(inv_prop, dtype=np.float64)
+    if weights.shape != (Y.shape[1],):
+        raise InputError(f"inv_prop must hold one weight per label ({Y.shape[1]}), got shape {weights.shape}")
+    return _ranking_metric(Y, y_score, k, "PSP", inv_prop=weights)
+
+
+class MetricScorer:
+    """A scorer ``(estimator, X, y) -> float`` of one holoxmc metric (``"P@k"``, ``"nDCG@k"``,
+    ``"PSP@k"``, ``"PSnDCG@k"``), read from the estimator's top-``k`` (``XMCClassifier.score``):
+    no ``(n, L)`` matrix, PSP with the fitted estimator's training propensities. Any
+    ``scoring=`` of scikit-learn (``cross_validate``, ``GridSearchCV``) takes it.
+
+    Example:
+        >>> from sklearn.model_selection import GridSearchCV
+        >>> search = GridSearchCV(clf, grid, scoring=scorer("nDCG@5"))  # doctest: +SKIP
+    """
+
+    def __init__(self, metric: str):
+        self.metric = metric
+
+    def __call__(self, estimator: object, X: object, y: object) -> float:
+        return float(estimator.score(X, y, metric=self.metric))  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"scorer({self.metric!r})"
+
+
+def scorer(metric: str) -> MetricScorer:
+    """The :class:`MetricScorer` of ``metric`` (``"P@5"``, ``"nDCG@3"``, ``"PSP@5"``, ...).
+
+    Example:
+        >>> scorer("P@3")
+        scorer('P@3')
+    """
+    name, _, k = str(metric).partition("@")
+    if name not in ("P", "nDCG", "PSP", "PSnDCG") or not k.isdigit() or int(k) < 1:
+        raise InputError(f"metric must be 'P@k', 'nDCG@k', 'PSP@k' or 'PSnDCG@k' with k >= 1, got {metric!r}")
+    return MetricScorer(metric)
+
+
+__all__ += ["precision_at_k", "ndcg_at_k", "psp_at_k", "MetricScorer", "scorer"]
