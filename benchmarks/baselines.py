@@ -62,7 +62,7 @@ def holoxmc_model(dataset: str, model: str, overrides: dict) -> Fit:
         params |= {key: dict(params.get(key) or {}) | value if key == "head_options" else value
                    for key, value in overrides.items()}
         clf = XMCClassifier(**params).fit(X, Y)
-        return lambda X_test: clf.predict(X_test, k=5)[0]
+        return lambda X_test: clf.predict_topk(X_test, k=5)[0]
     return fit
 
 

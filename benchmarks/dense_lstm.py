@@ -107,7 +107,7 @@ def part_heldout(name: str, length: int) -> None:
         started = time.perf_counter()
         clf = XMCClassifier(head="dense", backbone="lstm", progress=False, head_options={"prior_bias": prior, "max_length": length})
         clf.fit(X[fit_rows], Y[fit_rows])
-        metrics = evaluate(clf.predict(X[held_out], k=5)[0], Y[held_out])
+        metrics = evaluate(clf.predict_topk(X[held_out], k=5)[0], Y[held_out])
         print(f"prior_bias={prior}: held-out P@1 {metrics['P@1']:.2f}, P@5 {metrics['P@5']:.2f}; "
               f"{time.perf_counter() - started:.0f} s", flush=True)
 

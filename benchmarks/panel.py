@@ -105,7 +105,7 @@ def model_fit(model: str, threads: int) -> Callable:
         def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
             clf = XMCClassifier(progress=False, **HOLOXMC[model])
             clf.fit(X, Y)
-            return lambda X_test: clf.predict(X_test, k=5)[0]
+            return lambda X_test: clf.predict_topk(X_test, k=5)[0]
         return fit
     wrappers = {"napkinxc-plt": baselines.napkinxc_model, "omikuji": baselines.omikuji_model,
                 "pecos-xrlinear": baselines.pecos_model}

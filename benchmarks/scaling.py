@@ -131,7 +131,7 @@ def model_fit(model: str, threads: int) -> Any:
             clf = XMCClassifier(progress=False, **HOLOXMC[model], **jobs).fit(X, Y)
             if clf.head_ == "rerank":
                 MODEL_FACTS.update(weight_facts(clf.model_.weight_rows))
-            return lambda X_test: clf.predict(X_test, k=5)[0]
+            return lambda X_test: clf.predict_topk(X_test, k=5)[0]
         inner = fit_holoxmc
     else:
         inner = {"napkinxc-plt": partial(baselines.napkinxc_model, verbose=True), "omikuji": baselines.omikuji_model,

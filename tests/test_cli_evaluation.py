@@ -124,5 +124,5 @@ def test_train_with_no_flags_is_the_estimator_with_no_arguments(svm_pair, tmp_pa
     ignored = ("head", "progress", "propensity")
     assert {key: value for key, value in cli.get_params().items() if key not in ignored} == {
         key: value for key, value in api.get_params().items() if key not in ignored}
-    np.testing.assert_array_equal(cli.predict(test.X, k=5)[0], api.predict(test.X, k=5)[0])
+    np.testing.assert_array_equal(cli.predict_topk(test.X, k=5)[0], api.predict_topk(test.X, k=5)[0])
     assert metrics["test"]["P@1"] == pytest.approx(api.evaluate(test.X, test.Y)["P@1"])

@@ -69,7 +69,7 @@ def test_text_run_encodes_new_texts_with_its_training_encoder(text_set, tmp_path
     encoder = TextEncoder.load(run / TEXT_ENCODER_FILE)
     texts = read_jsonl(new, require_labels=False).texts
     inputs = encoder.features(texts) if model == "hrr-fc" else encoder.tokens(texts)
-    expected, _ = XMCClassifier.load(run).predict(inputs, k=3)
+    expected, _ = XMCClassifier.load(run).predict_topk(inputs, k=3)
     assert predicted == expected.tolist()
     assert main(["predict", str(run), str(new), "--top-k", "3", "--label-names", "--output", str(tmp_path / "n.txt")]) == 0
     named = [[pair.rsplit(":", 1)[0] for pair in line.split()] for line in (tmp_path / "n.txt").read_text().splitlines()]

@@ -77,7 +77,7 @@ def test_predict_writes_one_line_per_point(trained, toy, tmp_path):
     parsed = [[pair.split(":") for pair in line.split()] for line in lines]
     assert all(len(row) == 3 for row in parsed)
     _, test = make_synthetic(800, 30, 120, n_test=200, labels_per_point=2.0, seed=2)
-    indices, scores = XMCClassifier.load(trained).predict(test.X, k=3)
+    indices, scores = XMCClassifier.load(trained).predict_topk(test.X, k=3)
     assert np.array_equal(np.array([[int(label) for label, _ in row] for row in parsed]), indices)
     np.testing.assert_allclose([[float(s) for _, s in row] for row in parsed], scores, rtol=1e-5)
 
@@ -174,7 +174,7 @@ def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--linear-width", "8"], "['linear_width'] do not apply to head 'solar'"),
         (["train", "{toy}", "--out", "{tmp}/run", "--linear-width", "-1"], "non-negative integer"),
         (["train", "{toy}", "--model", "linear", "--out", "{tmp}/run", "--precision", "bfloat16"], "configures a network"),
-        (["train", "{toy}", "--out", "{tmp}/run", "--seed", "-5"], "seed must be a non-negative integer"),
+        (["train", "{toy}", "--out", "{tmp}/run", "--seed", "-5"], "argument --seed: must be a non-negative integer"),
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--seed", "-1"], "seed must be"),
         (["train", "{toy}", "--out", "{tmp}/run", "--weight-decay", "inf"], "--weight-decay: must be a finite number"),
         (["train", "{toy}", "--out", "{tmp}/run", "--n-models", "2", "--workers", "0"], "--workers: must be a positive integer"),
@@ -469,5 +469,5 @@ def test_ensemble_run_is_killed_in_its_second_member_and_resumes_to_the_same_met
     lines = tmp_path / "top.txt"
     assert main(["predict", str(killed), str(toy / "toy_test.txt"), "--top-k", "3", "--output", str(lines)]) == 0
     _, test = make_synthetic(800, 30, 120, n_test=200, labels_per_point=2.0, seed=2)
-    indices, _ = XMCClassifier.load(killed).predict(test.X, k=3)
+    indices, _ = XMCClassifier.load(killed).predict_topk(test.X, k=3)
     assert [[int(pair.split(":")[0]) for pair in line.split()] for line in lines.read_text().splitlines()] == indices.tolist()

@@ -80,8 +80,8 @@ def test_cuda_model_saved_and_loaded_on_cpu_decodes_the_same(tmp_path, data):
     gpu.fit(train.X, train.Y)
     on_cpu = XMCClassifier.load(gpu.save(tmp_path / "model"), device="cpu")
     assert all(not p.is_cuda for p in on_cpu.network_.parameters())
-    gpu_indices, gpu_scores = gpu.predict(test.X, k=5)
-    cpu_indices, cpu_scores = on_cpu.predict(test.X, k=5)
+    gpu_indices, gpu_scores = gpu.predict_topk(test.X, k=5)
+    cpu_indices, cpu_scores = on_cpu.predict_topk(test.X, k=5)
     np.testing.assert_allclose(cpu_scores, gpu_scores, rtol=1e-4, atol=1e-4)
     assert (cpu_indices == gpu_indices).mean() > 0.98  # near-ties may swap between kernels
     full = gpu.decision_function(test.X[:10])
@@ -94,7 +94,7 @@ def test_cuda_topk_agrees_with_the_full_scores(data, head, n_models):
     goes through its folded decoder, the full scores do not; an ensemble averages both)."""
     train, test = data
     gpu = XMCClassifier(**SMALL, head=head, n_models=n_models, device="cuda").fit(train.X, train.Y)
-    indices, scores = gpu.predict(test.X, k=5)
+    indices, scores = gpu.predict_topk(test.X, k=5)
     full = gpu.decision_function(test.X)
     np.testing.assert_allclose(np.take_along_axis(full, indices, 1), scores, rtol=1e-4, atol=1e-4)
 

@@ -70,7 +70,7 @@ def test_sparse_updates_learn_as_well_as_dense_adam(data, fitted, head):
 def test_predict_matches_score_and_decision_function(data, fitted):
     train, test = data
     clf = fitted["hrr"]
-    indices, scores = clf.predict(test.X, k=5)
+    indices, scores = clf.predict_topk(test.X, k=5)
     assert indices.shape == scores.shape == (len(test), 5)
     assert np.all(np.diff(scores, axis=1) <= 1e-6)  # best first
     assert all(len(set(row)) == 5 for row in indices)
@@ -178,7 +178,7 @@ def test_save_load_round_trip_is_exact(tmp_path, data, fitted, head):
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     assert config["params"]["head"] == clf.head and config["n_labels"] == test.n_labels
     loaded = XMCClassifier.load(tmp_path / "model")
-    original, again = clf.predict(test.X, k=5), loaded.predict(test.X, k=5)
+    original, again = clf.predict_topk(test.X, k=5), loaded.predict_topk(test.X, k=5)
     assert np.array_equal(original[0], again[0]) and np.array_equal(original[1], again[1])
     assert loaded.evaluate(test.X, test.Y) == clf.evaluate(test.X, test.Y)
     assert loaded.get_params() == clf.get_params()
@@ -206,7 +206,7 @@ def test_fewer_labels_than_the_metrics_cut_offs(head):
     train, test = make_synthetic(300, 3, 20, n_test=50, labels_per_point=1.0, seed=0)
     clf = XMCClassifier(head=head, hidden=(16,), epochs=2, progress=False).fit(train.X, train.Y)
     metrics = clf.evaluate(test.X, test.Y)
-    top3 = evaluate(clf.predict(test.X, k=3)[0], test.Y, ks=(1, 2, 3))
+    top3 = evaluate(clf.predict_topk(test.X, k=3)[0], test.Y, ks=(1, 2, 3))
     assert {k: metrics[k] for k in top3} == top3
     assert metrics["P@5"] == pytest.approx(metrics["P@3"] * 3 / 5)
 
@@ -250,7 +250,7 @@ def test_label_lists_that_repeat_an_id_are_refused_not_merged(data, fitted):
     [
         (lambda c, d: c.predict(d.X[:, :10]), "features"),
         (lambda c, d: c.predict(d.X[:0]), "no rows"),
-        (lambda c, d: c.predict(d.X, k=0), "k must be"),
+        (lambda c, d: c.predict_topk(d.X, k=0), "k must be"),
         (lambda c, d: c.score(d.X, d.Y[:-1]), "rows"),
         (lambda c, d: c.score(d.X, sp.hstack([d.Y, d.Y]).tocsr()), "label columns"),
         (lambda c, d: c.score(d.X, [[0, 999]] * len(d)), "out of range"),
@@ -363,7 +363,7 @@ def test_numpy_scalar_settings_checkpoint_save_and_load(data, tmp_path, head):
     clf.save(tmp_path / "model")
     loaded = XMCClassifier.load(tmp_path / "model")
     assert loaded.get_params()["epochs"] == 2 and loaded.get_params()["seed"] == 3
-    assert np.array_equal(loaded.predict(test.X, k=3)[0], clf.predict(test.X, k=3)[0])
+    assert np.array_equal(loaded.predict_topk(test.X, k=3)[0], clf.predict_topk(test.X, k=3)[0])
 
 
 ENSEMBLE = SMALL | {"epochs": 4}
@@ -384,7 +384,7 @@ def test_ensemble_is_the_mean_of_the_networks_its_seeds_train_alone(tmp_path, da
     alone = [XMCClassifier(**params | {"seed": seed}).fit(train.X, train.Y) for seed in ensemble.member_seeds()]
     mean = np.mean([clf.decision_function(test.X) for clf in alone], axis=0)
     np.testing.assert_allclose(ensemble.decision_function(test.X), mean, rtol=1e-5, atol=1e-6)
-    indices, scores = ensemble.predict(test.X, k=5)
+    indices, scores = ensemble.predict_topk(test.X, k=5)
     np.testing.assert_allclose(scores, np.take_along_axis(mean, indices, 1), rtol=1e-5, atol=1e-6)
     assert (np.sort(mean, 1)[:, ::-1][:, :5] - scores).max() < 1e-5  # the top five by the mean score
     assert ensemble.evaluate(test.X, test.Y) == evaluate(indices, test.Y, inv_prop=ensemble.inv_prop_)
@@ -450,7 +450,7 @@ def test_linear_path_trains_with_sparse_updates_and_round_trips(tmp_path, data, 
     clf.save(tmp_path / "wide")
     loaded = XMCClassifier.load(tmp_path / "wide")
     assert loaded.get_params() == clf.get_params()
-    for got, expected in zip(loaded.predict(test.X, k=5), clf.predict(test.X, k=5)):
+    for got, expected in zip(loaded.predict_topk(test.X, k=5), clf.predict_topk(test.X, k=5)):
         assert np.array_equal(got, expected)
 
 
@@ -492,14 +492,14 @@ def test_solar_head_fits_predicts_scores_and_round_trips(tmp_path, data, solar):
     train, test = data
     metrics = solar.evaluate(test.X, test.Y)
     assert metrics["P@1"] > popularity_p1(train, test) + 15
-    indices, scores = solar.predict(test.X, k=5)
+    indices, scores = solar.predict_topk(test.X, k=5)
     assert indices.shape == (len(test), 5) and np.all(np.diff(scores, axis=1) <= 1e-6)
     assert metrics == evaluate(indices, test.Y, inv_prop=inverse_propensity(train.Y))
     # K chunk networks, each with a B-wide output layer over its hidden layer.
     assert solar.n_parameters()["output_layer"] == 4 * (64 * 10 + 10)
     assert len(solar.fit_result_.history) == 8 and solar.fit_result_.train_seconds > 0
     loaded = XMCClassifier.load(solar.save(tmp_path / "solar"))
-    again, again_scores = loaded.predict(test.X, k=5)
+    again, again_scores = loaded.predict_topk(test.X, k=5)
     assert np.array_equal(again, indices) and np.array_equal(again_scores, scores)
 
 
@@ -524,7 +524,7 @@ def test_bfloat16_training_learns_and_saves_float32_weights(tmp_path, data, head
         assert clf.solar_.config.train.precision == "bfloat16"
     again = XMCClassifier.load(clf.save(tmp_path / head))
     assert again.precision == "bfloat16"
-    assert np.array_equal(again.predict(test.X, k=5)[0], clf.predict(test.X, k=5)[0])
+    assert np.array_equal(again.predict_topk(test.X, k=5)[0], clf.predict_topk(test.X, k=5)[0])
 
 
 def test_solar_defaults_are_the_tuned_solar_settings():

@@ -118,8 +118,8 @@ def test_nan_weights_are_refused_at_load(saved, tmp_path):
 
 def test_an_unedited_folder_still_loads_and_predicts_the_same(saved, data):
     for head, folder in saved.items():
-        first = XMCClassifier.load(folder).predict(data.X[:5], k=3)
-        again = XMCClassifier.load(folder).predict(data.X[:5], k=3)
+        first = XMCClassifier.load(folder).predict_topk(data.X[:5], k=3)
+        again = XMCClassifier.load(folder).predict_topk(data.X[:5], k=3)
         np.testing.assert_array_equal(first[0], again[0])
 
 
@@ -146,7 +146,7 @@ def test_the_cli_refuses_non_finite_settings(tiny, tmp_path, capsys, flag):
 @pytest.mark.parametrize("batch_size", [-1, 0, 2.5, True])
 def test_predict_refuses_a_bad_batch_size(saved, data, batch_size):
     clf = XMCClassifier.load(saved["hrr"])
-    for call in (lambda: clf.predict(data.X, k=2, batch_size=batch_size),
+    for call in (lambda: clf.predict_topk(data.X, k=2, batch_size=batch_size),
                  lambda: clf.decision_function(data.X, batch_size=batch_size),
                  lambda: clf.predict_above(data.X, batch_size=batch_size)):
         with pytest.raises(InputError, match="batch_size must be a positive integer"):

@@ -73,7 +73,7 @@ def test_cli_non_finite_setting_is_one_error_line_and_exit_2(toy, tmp_path, caps
 
 
 @pytest.mark.parametrize("batch_size", [-1, 0, 2.5, True, "8"])
-@pytest.mark.parametrize("method", ["predict", "predict_above", "decision_function"])
+@pytest.mark.parametrize("method", ["predict", "predict_topk", "predict_proba", "predict_above", "decision_function"])
 def test_inference_batch_size_must_be_a_positive_integer(tiny, fitted, method, batch_size):
     """``predict(X, batch_size=-1)`` returned all -1 labels silently, ``0`` a raw ValueError."""
     with pytest.raises(InputError, match="batch_size must be a positive integer"):

@@ -66,7 +66,7 @@ def test_c_is_chosen_by_validation_p_at_1_then_refit_on_every_row(data):
     np.testing.assert_array_equal(model.weights.toarray(), fixed.weights.toarray())
     inner, held = split_validation(train.X.shape[0], 0.2, 5)
     partial, _ = fit_linear(train.X[inner], train.Y[inner], LinearConfig(C=best["C"], seed=5))
-    P1 = evaluate(partial.predict(train.X[held], k=5)[0], train.Y[held], ks=(1,))["P@1"]
+    P1 = evaluate(partial.predict_topk(train.X[held], k=5)[0], train.Y[held], ks=(1,))["P@1"]
     assert P1 == pytest.approx(best["val"]["P@1"])
     kept, _ = fit_linear(train.X, train.Y, config, val_fraction=0.2, refit=False)
     np.testing.assert_array_equal(kept.weights.toarray(), partial.weights.toarray())
@@ -80,7 +80,7 @@ def test_a_given_validation_set_chooses_c_then_refit_adds_its_rows(data):
     best = max(history, key=lambda entry: entry["val"]["P@1"])
     fixed, _ = fit_linear(train.X, train.Y, LinearConfig(C=best["C"]))
     np.testing.assert_array_equal(model.weights.toarray(), fixed.weights.toarray())
-    P1 = evaluate(fixed.predict(test.X, k=5)[0], test.Y, ks=(1,))["P@1"]
+    P1 = evaluate(fixed.predict_topk(test.X, k=5)[0], test.Y, ks=(1,))["P@1"]
     assert P1 == pytest.approx(best["val"]["P@1"])  # the given rows scored once normalised, as the model does
     # refit, as the Trainer's with a given validation set: the chosen C on the training and validation rows together
     refit, refit_history = fit_linear(train.X, train.Y, config, test.X, test.Y)

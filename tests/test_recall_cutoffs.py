@@ -32,7 +32,7 @@ def linear(sets):
 def test_recall_at_100_is_read_from_the_top_100(linear, sets):
     _, test = sets
     got = linear.evaluate(test.X, test.Y, recall_ks=(100,))
-    top = linear.predict(test.X, k=100)[0]
+    top = linear.predict_topk(test.X, k=100)[0]
     assert got == evaluate(pad_predictions(top, 100), test.Y, inv_prop=linear.inv_prop_, ks=(1, 2, 3, 4, 5),
                            recall_ks=(100,))
     assert got["Recall@5"] < got["Recall@100"] <= 100.0
@@ -88,7 +88,7 @@ def test_a_linear_model_with_labels_absent_from_training_saves_and_loads(linear,
     assert len(absent) and np.all(linear.model_.bias[absent] == -np.inf)
     folder = linear.save(tmp_path / "linear")
     loaded = XMCClassifier.load(folder)
-    for got, want in zip(loaded.predict(test.X, k=5), linear.predict(test.X, k=5)):
+    for got, want in zip(loaded.predict_topk(test.X, k=5), linear.predict_topk(test.X, k=5)):
         assert np.array_equal(got, want)
     with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
         metadata = f.metadata()

@@ -75,10 +75,10 @@ def test_every_served_model_is_a_fitted_model(tmp_path, head, options):
     others = {f.attribute for f in FAMILIES.values()} - {FAMILIES[head].attribute}
     assert not any(hasattr(clf, name) for name in others)
     full = clf.decision_function(test.X)
-    indices, scores = clf.predict(test.X, k=3)
+    indices, scores = clf.predict_topk(test.X, k=3)
     np.testing.assert_allclose(np.take_along_axis(full, indices, 1)[indices >= 0], scores[indices >= 0], rtol=1e-5,
                                atol=1e-6)
     assert sp.issparse(clf.predict_above(test.X, 0.5))
     loaded = XMCClassifier.load(clf.save(tmp_path / head))
-    np.testing.assert_array_equal(loaded.predict(test.X, k=3)[0], indices)
+    np.testing.assert_array_equal(loaded.predict_topk(test.X, k=3)[0], indices)
     assert loaded.n_parameters() == clf.n_parameters()

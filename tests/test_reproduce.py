@@ -159,7 +159,7 @@ def test_paper_preset_trains():
     X = sp.random(60, 30, density=0.2, format="csr", random_state=0, dtype=np.float32)
     Y = sp.csr_matrix((np.random.default_rng(0).random((60, 12)) < 0.2).astype(np.float32))
     params = paper_params("delicious", "hrr-fc") | {"epochs": 1, "dim": 16, "hidden": (8,), "progress": False}
-    assert XMCClassifier(**params).fit(X, Y).predict(X[:2], k=3)[0].shape == (2, 3)
+    assert XMCClassifier(**params).fit(X, Y).predict_topk(X[:2], k=3)[0].shape == (2, 3)
 
 
 def test_learn_labels_flag_reaches_the_head(tmp_path):

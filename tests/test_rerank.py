@@ -225,7 +225,7 @@ def test_estimator_fits_saves_and_loads_head_rerank(data, tmp_path):
     assert clf.fit_result_.train_seconds > 0  # the fit's seconds are recorded (metrics.json's train_seconds)
     clf.save(tmp_path / "m")
     loaded = XMCClassifier.load(tmp_path / "m")
-    np.testing.assert_array_equal(clf.predict(test.X, 5)[0], loaded.predict(test.X, 5)[0])
+    np.testing.assert_array_equal(clf.predict_topk(test.X, 5)[0], loaded.predict_topk(test.X, 5)[0])
 
 
 def test_full_scores_in_small_batches_equal_one_batch(knn_model, data, monkeypatch):

@@ -179,4 +179,4 @@ def test_estimator_fits_saves_and_loads_the_clustered_retriever(data, tmp_path):
     assert clf.rerank_.matcher is not None
     clf.save(tmp_path / "m")
     loaded = XMCClassifier.load(tmp_path / "m")
-    np.testing.assert_array_equal(clf.predict(test.X, 5)[0], loaded.predict(test.X, 5)[0])
+    np.testing.assert_array_equal(clf.predict_topk(test.X, 5)[0], loaded.predict_topk(test.X, 5)[0])

@@ -86,7 +86,7 @@ def test_the_saved_model_records_the_resolved_shortlist(data, small_rule, tmp_pa
         later.setitem(presets.RERANK_SHORTLIST, "per_row", 1)
         loaded = XMCClassifier.load(tmp_path / "m")
         assert loaded.rerank_.shortlist == resolved
-        np.testing.assert_array_equal(clf.predict(test.X, 5)[0], loaded.predict(test.X, 5)[0])
+        np.testing.assert_array_equal(clf.predict_topk(test.X, 5)[0], loaded.predict_topk(test.X, 5)[0])
     explicit = XMCClassifier(head="rerank", head_options={"shortlist": 3}, progress=False).fit(train.X, train.Y)
     explicit.save(tmp_path / "e")
     assert XMCClassifier.load(tmp_path / "e").rerank_.shortlist == 3

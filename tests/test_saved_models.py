@@ -34,7 +34,7 @@ def test_every_fixture_is_there():
 def test_a_model_saved_before_the_refactor_predicts_as_it_did(inputs, name):
     expected = json.loads((ROOT / name / "expected.json").read_text())
     clf = XMCClassifier.load(ROOT / name)
-    indices, scores = clf.predict(inputs[expected["input"]], k=5)
+    indices, scores = clf.predict_topk(inputs[expected["input"]], k=5)
     np.testing.assert_array_equal(indices, np.asarray(expected["indices"]))
     np.testing.assert_allclose(scores, np.asarray(expected["scores"], dtype=np.float32), rtol=0, atol=1e-6)
 
@@ -57,4 +57,4 @@ def test_a_network_saves_dim_once_and_loads_it_back(tmp_path, n_models):
     assert "dim" not in config["params"] and network["dim"] == 12
     loaded = XMCClassifier.load(tmp_path / "m")
     assert loaded.get_params() == clf.get_params()
-    np.testing.assert_array_equal(loaded.predict(X, k=3)[0], clf.predict(X, k=3)[0])
+    np.testing.assert_array_equal(loaded.predict_topk(X, k=3)[0], clf.predict_topk(X, k=3)[0])

@@ -244,9 +244,9 @@ def test_training_from_shards_gives_the_weights_of_training_in_memory(data, stor
 
 def test_a_checkpointed_run_resumes_on_its_store(store, tmp_path):
     clf = XMCClassifier(head="dense", hidden=(8,), epochs=2, progress=False)
-    first = clf.fit(store.X, store.Y, run_dir=tmp_path / "run").predict(store.X, k=3)
+    first = clf.fit(store.X, store.Y, run_dir=tmp_path / "run").predict_topk(store.X, k=3)
     again = XMCClassifier(head="dense", hidden=(8,), epochs=2, progress=False)
-    resumed = again.fit(store.X, store.Y, run_dir=tmp_path / "run", resume=True).predict(store.X, k=3)
+    resumed = again.fit(store.X, store.Y, run_dir=tmp_path / "run", resume=True).predict_topk(store.X, k=3)
     assert np.array_equal(first[0], resumed[0])
     other = open_shards(write_shards(_dataset(seed=7), tmp_path / "other", rows_per_shard=10))
     with pytest.raises(InputError, match="another configuration or data"):
@@ -265,8 +265,8 @@ def test_refit_on_a_store_holds_out_its_own_rows_and_refuses_a_second_store(data
 # ---------------------------------------------------------------------------- scoring
 def test_scoring_a_store_equals_scoring_in_memory(data, store, tmp_path):
     clf = XMCClassifier(head="hrr", dim=16, hidden=(8,), epochs=2, progress=False).fit(data.X, data.Y)
-    indices, scores = clf.predict(data.X, k=5, batch_size=16)
-    streamed = clf.predict(store.X, k=5, batch_size=16)
+    indices, scores = clf.predict_topk(data.X, k=5, batch_size=16)
+    streamed = clf.predict_topk(store.X, k=5, batch_size=16)
     assert np.array_equal(indices, streamed[0]) and np.array_equal(scores, streamed[1])
     assert clf.evaluate(store.X, store.Y) == clf.evaluate(data.X, data.Y)
     test = open_shards(write_shards(_dataset(n=31, seed=9), tmp_path / "test", rows_per_shard=7))
@@ -282,7 +282,7 @@ def test_a_model_fitted_on_shards_scores_like_one_fitted_in_memory(data, store):
     in_memory = XMCClassifier(**settings).fit(data.X, data.Y)
     streamed = XMCClassifier(**settings).fit(whole.X, whole.Y)
     assert np.array_equal(in_memory.inv_prop_, streamed.inv_prop_)
-    assert np.array_equal(in_memory.predict(data.X)[1], streamed.predict(whole.X)[1])
+    assert np.array_equal(in_memory.predict_topk(data.X)[1], streamed.predict_topk(whole.X)[1])
 
 
 @pytest.mark.parametrize("head", ["linear", "solar", "auto"])
@@ -324,7 +324,7 @@ def test_cli_writes_each_split_as_a_store(tmp_path, capsys):
 def test_a_dense_head_starting_from_label_priors_reads_a_store(data, store):
     settings = dict(head="dense", hidden=(8,), epochs=1, progress=False, head_options={"prior_bias": True})
     clf = XMCClassifier(**settings).fit(store.X, store.Y)
-    assert clf.predict(store.X)[0].shape[0] == data.X.shape[0]
+    assert clf.predict_topk(store.X)[0].shape[0] == data.X.shape[0]
 
 
 def test_bad_settings_with_a_store_are_one_error(store):

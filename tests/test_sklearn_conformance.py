@@ -73,7 +73,7 @@ def test_svmlight_multilabel_float_tuples_are_label_ids(tmp_path, data):
     from_floats = XMCClassifier(head="hrr", **TINY).fit(X, Y)
     from_ints = XMCClassifier(head="hrr", **TINY).fit(X, [list(row) for row in rows])
     assert from_floats.n_labels_ == from_ints.n_labels_
-    np.testing.assert_array_equal(from_floats.predict(X, k=3)[0], from_ints.predict(X, k=3)[0])
+    np.testing.assert_array_equal(from_floats.predict_topk(X, k=3)[0], from_ints.predict_topk(X, k=3)[0])
     with pytest.raises(InputError, match="row 1: label ids must be integers"):
         XMCClassifier(head="hrr", **TINY).fit(X[:3], [(1.0,), (2.5,), ()])
 
@@ -86,7 +86,7 @@ def test_random_state_is_the_seed_and_n_jobs_the_workers(data):
     assert XMCClassifier(head="hrr", n_jobs=3).n_workers == 3 and XMCClassifier(head="hrr", workers=2).n_workers == 2
     assert XMCClassifier(head="hrr", n_jobs=-1).n_workers >= 1
     single = XMCClassifier(head="hrr", **TINY, n_jobs=2).fit(train.X, train.Y)  # one network: trains here
-    np.testing.assert_array_equal(single.predict(test.X)[0], XMCClassifier(head="hrr", **TINY).fit(train.X, train.Y).predict(test.X)[0])
+    np.testing.assert_array_equal(single.predict_topk(test.X)[0], XMCClassifier(head="hrr", **TINY).fit(train.X, train.Y).predict_topk(test.X)[0])
     for params, match in (({"n_jobs": 2, "workers": 3}, "n_jobs is scikit-learn's name for workers"),
                           ({"random_state": 1, "seed": 2}, "random_state is scikit-learn's name for seed"),
                           ({"n_jobs": 0}, "n_jobs must be"), ({"random_state": -1}, "random_state must be")):

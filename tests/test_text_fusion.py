@@ -77,7 +77,7 @@ def test_the_model_ranks_by_the_linear_margins_on_both_feature_blocks(backbone):
     assert model.embedding_weight == 0.5  # the default
     np.testing.assert_allclose(sp.linalg.norm(features[:, n_tokens:], axis=1), 0.5, rtol=1e-5)
     expected = np.argsort(-model.linear.margins(features), axis=1, kind="stable")[:, :3]
-    np.testing.assert_array_equal(clf.predict(X[:50], k=3)[0], expected)
+    np.testing.assert_array_equal(clf.predict_topk(X[:50], k=3)[0], expected)
     stages = [record for record in clf.fit_result_.history if record.get("stage") == "linear"]
     assert [record.get("refit", False) for record in stages] == [False, True] and "P@1" in stages[0]["val"]
 
@@ -137,7 +137,7 @@ def test_too_few_rows_to_hold_any_out_train_on_every_row():
     X, Y = _keyword_rows(3, 0)
     clf = XMCClassifier(head="xr", backbone="cnn", epochs=1, progress=False, val_fraction=0.1,
                         head_options={**TINY, "min_df": 1}).fit(X, Y)
-    assert clf.predict(X, k=1)[0].shape == (3, 1)
+    assert clf.predict_topk(X, k=1)[0].shape == (3, 1)
 
 
 # ---------------------------------------------------------------------------- save and load
@@ -146,7 +146,7 @@ def test_a_saved_model_loads_and_scores_as_it_was(tmp_path, backbone):
     clf, X, Y = _fit(backbone, embedding_weight=0.25)
     loaded = XMCClassifier.load(clf.save(tmp_path / "model"))
     assert isinstance(loaded.model_, FusionModel) and loaded.model_.embedding_weight == 0.25
-    np.testing.assert_array_equal(loaded.predict(X, k=3)[0], clf.predict(X, k=3)[0])
+    np.testing.assert_array_equal(loaded.predict_topk(X, k=3)[0], clf.predict_topk(X, k=3)[0])
     np.testing.assert_allclose(loaded.decision_function(X[:20]), clf.decision_function(X[:20]), rtol=1e-5, atol=1e-5)
     assert loaded.evaluate(X, Y) == clf.evaluate(X, Y)
 
@@ -161,7 +161,7 @@ def test_a_saved_model_with_a_label_no_training_row_has_loads(tmp_path):
                         head_options={**TINY, "min_df": 1}).fit(X, Y_wide)
     assert clf.model_.linear.bias[10] == -np.inf
     loaded = XMCClassifier.load(clf.save(tmp_path / "model"))
-    np.testing.assert_array_equal(loaded.predict(X, k=3)[0], clf.predict(X, k=3)[0])
+    np.testing.assert_array_equal(loaded.predict_topk(X, k=3)[0], clf.predict_topk(X, k=3)[0])
 
 
 def test_a_saved_model_with_a_misshapen_idf_is_refused(tmp_path):

@@ -89,7 +89,7 @@ def test_the_dense_lstm_learns_beyond_the_most_frequent_label():
     finally:
         torch.set_num_threads(threads)
     assert clf.network_.config["prior_bias"] is True
-    top = clf.predict(X_test, k=1)[0][:, 0]
+    top = clf.predict_topk(X_test, k=1)[0][:, 0]
     p_at_1 = np.mean(top == np.array([y[0] for y in Y_test]))
     most_frequent = np.mean([y[0] == 0 for y in Y_test])
     assert p_at_1 > most_frequent + 0.2
@@ -289,7 +289,7 @@ def test_a_saved_lstm_loads_and_scores_as_it_was(tmp_path, head):
                         head_options={"embed_dim": 8, "hidden_size": 6, "fc_size": 16}).fit(X, Y)
     assert clf.network_.config["max_length"] == BACKBONE_OPTIONS["lstm"]["max_length"]
     loaded = XMCClassifier.load(clf.save(tmp_path / "model"))
-    np.testing.assert_array_equal(loaded.predict(X, k=3)[0], clf.predict(X, k=3)[0])
+    np.testing.assert_array_equal(loaded.predict_topk(X, k=3)[0], clf.predict_topk(X, k=3)[0])
 
 
 def test_a_saved_text_model_claiming_a_huge_token_cap_is_refused(tmp_path):

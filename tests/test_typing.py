@@ -30,9 +30,9 @@ def test_a_users_type_checker_sees_the_estimators_signatures(tmp_path) -> None:
         "import numpy as np\n"
         "from holoxmc import XMCClassifier\n"
         "clf = XMCClassifier(head='hrr')\n"
-        "indices, scores = clf.predict(np.zeros((2, 3)), k='5')\n"
+        "indices, scores = clf.predict_topk(np.zeros((2, 3)), k='5')\n"
     )
     done = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", str(user)], cwd=tmp_path,
                           capture_output=True, text=True)
-    assert 'Argument "k" to "predict" of "XMCClassifier" has incompatible type "str"; expected "int"' in done.stdout, \
+    assert 'Argument "k" to "predict_topk" of "XMCClassifier" has incompatible type "str"; expected "int"' in done.stdout, \
         done.stdout + done.stderr

@@ -11,7 +11,8 @@ Example:
     >>> from holoxmc.estimator import XMCClassifier
     >>> train, test = load("synthetic", "train"), load("synthetic", "test")  # doctest: +SKIP
     >>> clf = XMCClassifier(head="hrr", dim=400, epochs=5).fit(train.X, train.Y)  # doctest: +SKIP
-    >>> indices, scores = clf.predict(test.X, k=5)  # doctest: +SKIP
+    >>> labels = clf.predict(test.X)  # CSR (n, L) 0/1 label sets  # doctest: +SKIP
+    >>> indices, scores = clf.predict_topk(test.X, 5)  # doctest: +SKIP
     >>> clf.score(test.X, test.Y)  # P@1, one float, as scikit-learn expects  # doctest: +SKIP
     >>> clf.evaluate(test.X, test.Y)["nDCG@5"]  # doctest: +SKIP
 """
@@ -26,9 +27,12 @@ from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
+import warnings
+
+from sklearn.base import BaseEstimator, ClassifierMixin
 
 from holoxmc.errors import InputError
+from holoxmc.labels import check_classes, encode_names, holds_names, names_of
 from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
 from holoxmc import persist
 from holoxmc.models import thresholds as label_sets
@@ -42,7 +46,7 @@ from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, 
 from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig
 from holoxmc.train.streaming import evaluate_streamed, is_sharded, streamed_fit_data, streamed_input
-from holoxmc.train.trainer import Precision, Schedule
+from holoxmc.train.trainer import Precision, Schedule, split_validation
 from holoxmc.validation import (
     ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_batch_size, check_fit_data, check_fitted,
     check_head_settings, check_input, check_k, check_ks, check_label_statistics, check_params, check_score_metric,
@@ -58,7 +62,7 @@ MAX_DENSE_SCORES = 50_000_000
 THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
-class XMCClassifier(BaseEstimator):
+class XMCClassifier(ClassifierMixin, BaseEstimator):
     """Extreme multi-label classifier: a backbone plus an HRR, dense or SOLAR output layer,
     or a linear one-vs-rest model.
 
@@ -106,15 +110,20 @@ class XMCClassifier(BaseEstimator):
         network_, solar_, linear_, rerank_: the served model of that head;
         n_features_, n_labels_, n_features_in_: input and label sizes; inv_prop_: ``(L,)``
         inverse propensities of the training labels; fit_results_: the trainer's
-        :class:`~holoxmc.train.FitResult` per network (fit_result_: the first).
+        :class:`~holoxmc.train.FitResult` per network (fit_result_: the first);
+        classes_: the label names (fitted on names) or ``0 .. L-1``, the columns of
+        :meth:`predict` and :meth:`predict_proba`; label_rule_: :meth:`predict`'s rule
+        (:class:`~holoxmc.models.thresholds.LabelRule`).
 
     Example:
         >>> import scipy.sparse as sp, numpy as np
         >>> X = sp.random(200, 50, density=0.1, format="csr", random_state=0, dtype=np.float32)
         >>> Y = (sp.random(200, 20, density=0.1, format="csr", random_state=1) > 0).astype(np.float32)
         >>> clf = XMCClassifier(head="hrr", dim=32, hidden=(16,), epochs=2, progress=False).fit(X, Y)
-        >>> clf.predict(X[:3], k=4)[0].shape
+        >>> clf.predict_topk(X[:3], 4)[0].shape
         (3, 4)
+        >>> clf.predict(X[:3]).shape  # label sets: a CSR 0/1 indicator
+        (3, 20)
     """
 
     def __init__(
@@ -232,7 +241,7 @@ class XMCClassifier(BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: Any, Y: Any, X_val: Any = None, Y_val: Any = None, *, run_dir: str | Path | None = None,
-            resume: bool = False, word_vectors: Any = None) -> "XMCClassifier":
+            resume: bool = False, word_vectors: Any = None, classes: Sequence[str] | None = None) -> "XMCClassifier":
         """Train on ``(X, Y)``; model selection on ``(X_val, Y_val)`` or a held-out share of X.
 
         Args:
@@ -245,6 +254,9 @@ class XMCClassifier(BaseEstimator):
             resume: continue the checkpoint in ``run_dir``.
             word_vectors: a text backbone's initial embedding rows, a
                 :class:`~holoxmc.data.embeddings.WordVectors` (``read_word_vectors``).
+            classes: the names of Y's columns (a ``MultiLabelBinarizer``'s ``classes_``), kept
+                in ``classes_``; with label-name lists as Y (``[["sports", "news"], ...]``)
+                they are the sorted names, or these when given.
 
         Returns:
             self.
@@ -253,9 +265,11 @@ class XMCClassifier(BaseEstimator):
             InputError: a bad setting or input, or a model whose sizes cannot fit in memory,
                 before any training.
         """
+        Y, Y_val, names = self._label_input(Y, Y_val, classes)
         if self.head in SELECTORS:
             streamed_fit_data(self, X, Y, X_val, Y_val, streaming=streaming_heads())  # refuses a shard store
-            return self._fit_selected(X, Y, X_val, Y_val)
+            self._fit_selected(X, Y, X_val, Y_val)
+            return self._with_labels(names)
         kind = self._validate_params()
         streamed = streamed_fit_data(self, X, Y, X_val, Y_val, streaming=streaming_heads())  # None: in memory
         X, Y, X_val, Y_val = streamed or check_fit_data(X, Y, X_val, Y_val, self.backbone)
@@ -268,7 +282,8 @@ class XMCClassifier(BaseEstimator):
         self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
         model, results = kind.fit(self, plan, FitData(X, Y, X_val, Y_val, run_dir, resume))
         self._set_model(model, results)
-        return self
+        self.label_rule_ = self._choose_rule(X, Y, X_val, Y_val, streamed is not None)
+        return self._with_labels(names)
 
     def _fit_selected(self, X: Any, Y: Any, X_val: Any, Y_val: Any) -> "XMCClassifier":
         """``head="auto"``: fit the model :func:`~holoxmc.auto.fit_auto` chooses and
@@ -277,7 +292,7 @@ class XMCClassifier(BaseEstimator):
         check_auto_params(self)
         X, Y, X_val, Y_val = check_fit_data(X, Y, X_val, Y_val, self.backbone)
         winner, self.selection_ = SELECTORS[self.head].fit(self, X, Y, X_val, Y_val)
-        for name in ("n_features_", "n_labels_", "n_features_in_", "inv_prop_"):
+        for name in ("n_features_", "n_labels_", "n_features_in_", "inv_prop_", "label_rule_"):
             setattr(self, name, getattr(winner, name))
         self._set_model(winner.model_, winner.fit_results_, head=winner.head)
         return self
@@ -287,6 +302,88 @@ class XMCClassifier(BaseEstimator):
         self.model_ = model
         self.fit_results_ = results
         self.fit_result_ = results[0]
+
+    # ------------------------------------------------------------------ labels and predict's rule
+    def _label_input(self, Y: Any, Y_val: Any, classes: Any) -> tuple[Any, Any, np.ndarray | None]:
+        """``Y``, ``Y_val`` with label-name lists encoded (:mod:`holoxmc.labels`), and the
+        names of the columns (``None``: integer label ids)."""
+        names = None if classes is None else check_classes(classes)
+        if holds_names(Y):
+            Y, names = encode_names(Y, names)
+        elif names is not None and getattr(Y, "ndim", 0) == 2 and Y.shape[1] != len(names):
+            raise InputError(f"classes has {len(names)} names for {Y.shape[1]} label columns")
+        if Y_val is not None and holds_names(Y_val):
+            if names is None:
+                raise InputError("Y_val holds label names and Y holds label ids: give both in one form")
+            Y_val, _ = encode_names(Y_val, names)
+        return Y, Y_val, names
+
+    def _with_labels(self, names: np.ndarray | None) -> "XMCClassifier":
+        """Set ``classes_``: the label names, or ``0 .. L-1``."""
+        if names is not None and len(names) != self.n_labels_:
+            raise InputError(f"classes has {len(names)} names for {self.n_labels_} label columns")
+        self.classes_ = np.arange(self.n_labels_) if names is None else names
+        return self
+
+    def _label_matrix(self, Y: Any) -> Any:
+        """``Y`` of label-name lists as the ``(n, L)`` matrix of ``classes_``; any other form unchanged."""
+        if not holds_names(Y):
+            return Y
+        if self._names() is None:
+            raise InputError("Y holds label names, and this model was fitted on label ids (its classes_ are 0 .. L-1)")
+        return encode_names(Y, self.classes_)[0]
+
+    def _names(self) -> np.ndarray | None:
+        classes = getattr(self, "classes_", None)
+        return classes if classes is not None and classes.dtype == object else None
+
+    def _choose_rule(self, X: Any, Y: Any, X_val: Any, Y_val: Any, streamed: bool) -> label_sets.LabelRule:
+        """The rule of :meth:`predict`, chosen on validation rows: ``(X_val, Y_val)`` when
+        given, else the ``val_fraction`` share drawn with the seed (the rows the networks'
+        trainer and the linear model's choice of ``C`` hold out), else every training row.
+        A fit streamed from a shard store keeps the top-1 rule."""
+        if streamed:
+            return label_sets.LabelRule(source="streamed fit: top-1")
+        if X_val is not None:
+            rows, source = (X_val, Y_val), "X_val"
+        elif 0.0 < float(self.val_fraction) < 1.0 and X.shape[0] >= 2:
+            _, held = split_validation(X.shape[0], float(self.val_fraction), self.random_seed)
+            rows, source = (X[held], Y[held]), "val_fraction"
+        else:
+            rows, source = (X, Y), "training rows"
+        return label_sets.fit_label_rule(self.model_, *rows, self.n_labels_, seed=self.random_seed, source=source)
+
+    def _saved_labels(self) -> dict[str, Any]:
+        """``config.json``'s ``label_rule`` and (fitted on names) ``classes``."""
+        saved: dict[str, Any] = {}
+        if hasattr(self, "label_rule_"):
+            saved["label_rule"] = self.label_rule_.as_dict()
+        if self._names() is not None:
+            saved["classes"] = self.classes_.tolist()
+        return saved
+
+    def _load_labels(self, config: dict[str, Any], where: str) -> None:
+        """``label_rule_`` and ``classes_`` of a saved ``config.json`` (a model saved before
+        0.2 has neither: the top-1 rule, label ids)."""
+        rule = config.get("label_rule")
+        self.label_rule_ = label_sets.LabelRule(source="saved without a rule: top-1") if rule is None \
+            else label_sets.LabelRule.from_dict(rule, where)
+        names = config.get("classes")
+        if names is not None:
+            try:
+                names = check_classes(names)
+            except InputError as exc:
+                raise InputError(f"{where}: 'classes': {exc}") from None
+            if len(names) != self.n_labels_:
+                raise InputError(f"{where}: 'classes' holds {len(names)} names for {self.n_labels_} labels")
+        self._with_labels(names)
+
+    def __sklearn_tags__(self) -> Any:
+        """A multilabel classifier (``Y`` is ``(n, L)``) of sparse or dense ``X``."""
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_label = True
+        tags.input_tags.sparse = True
+        return tags
 
     def new_network(self, n_labels: int, input_size: int, seed: int | None = None) -> Any:
         """A freshly initialised network of this estimator's configuration (``hrr`` and
@@ -320,17 +417,85 @@ class XMCClassifier(BaseEstimator):
         return self.model_.parameter_counts()
 
     # ------------------------------------------------------------------ inference
-    def predict(self, X: Any, k: int = 5, *, batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` labels per row, best first. SOLAR ranks only the labels of its
-        inverted-index candidates: ranks they cannot fill hold label ``-1`` and score ``-inf``
-        (:mod:`holoxmc.metrics` counts them as misses).
+    def predict(self, X: Any, k: int | None = None, *, batch_size: int = 1024) -> sp.csr_matrix:
+        """Each row's label set, as scikit-learn's multilabel indicator: a CSR ``(n, L)`` 0/1
+        matrix whose columns are ``classes_`` (``f1_score(Y, clf.predict(X), average="samples")``).
+
+        The rule (``label_rule_``, chosen during ``fit`` on validation rows, see
+        ``docs/guide/sklearn.md``): every label whose calibrated probability
+        (:meth:`predict_proba`) reaches one global threshold, the one of
+        :data:`~holoxmc.models.thresholds.RULE_THRESHOLDS` with the best samples-F1 on those
+        rows, and a row left empty gets its most probable label when that scored better there.
+        A model saved without a rule (before 0.2) gives each row its top-1 label.
+
+        ``predict(X, k)`` returns :meth:`predict_topk`'s ``(indices, scores)``, with a
+        ``DeprecationWarning``, for one release.
 
         Shapes:
-            X: ``(n, D)`` → indices ``(n, k)`` int64, scores ``(n, k)`` float32.
+            X: ``(n, D)`` → CSR ``(n, L)`` int64, column indices sorted.
+        """
+        if k is not None:
+            warnings.warn("predict(X, k) returning (indices, scores) is deprecated and goes in 0.3: use "
+                          "predict_topk(X, k); predict(X) returns the label sets, a CSR (n, L) 0/1 indicator",
+                          DeprecationWarning, stacklevel=2)
+            return self.predict_topk(X, k, batch_size=batch_size)
+        self._check_fitted()
+        batch_size = check_batch_size(batch_size)
+        rule = getattr(self, "label_rule_", label_sets.LabelRule())
+        return label_sets.label_sets(self.model_, self._check_X(X), rule, self.n_labels_, batch_size)
+
+    def predict_labels(self, X: Any, *, batch_size: int = 1024) -> list[list[Any]]:
+        """Each row's label set of :meth:`predict` as a list of ``classes_`` entries: label
+        names for a model fitted on names, else label ids (``MultiLabelBinarizer.inverse_transform``'s form).
+
+        Example:
+            >>> clf.fit(X, [["sports", "news"], ["tech"]]).predict_labels(X)  # doctest: +SKIP
+            [['news', 'sports'], ['tech']]
+        """
+        return names_of(self.classes_, self.predict(X, batch_size=batch_size))
+
+    def predict_topk(self, X: Any, k: int = 5, *, batch_size: int = 1024,
+                     names: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` labels per row, best first, and their scores. SOLAR ranks only the labels
+        of its inverted-index candidates: ranks they cannot fill hold label ``-1`` (``None``
+        with ``names``) and score :data:`~holoxmc.models.thresholds.SCORE_FLOOR`
+        (:mod:`holoxmc.metrics` counts them as misses). Scores are finite: ``±inf`` become
+        ``SCORE_FLOOR`` / ``SCORE_CEILING``.
+
+        Args:
+            names: give ``classes_`` entries (label names) in an object array instead of column ids.
+
+        Shapes:
+            X: ``(n, D)`` → indices ``(n, k)`` int64 (object with ``names``), scores ``(n, k)`` float32.
         """
         self._check_fitted()
         k, batch_size = check_k(k, self.n_labels_), check_batch_size(batch_size)
-        return self.model_.predict_topk(self._check_X(X), k, batch_size=batch_size)
+        indices, scores = self.model_.predict_topk(self._check_X(X), k, batch_size=batch_size)
+        scores = label_sets.finite_scores(scores)
+        if not names:
+            return indices, scores
+        labels = np.full(indices.shape, None, dtype=object)
+        filled = indices >= 0
+        labels[filled] = self.classes_[indices[filled]]
+        return labels, scores
+
+    def predict_proba(self, X: Any, *, batch_size: int = 1024) -> np.ndarray:
+        """Every label's calibrated probability for every row: an ``(n, L)`` float32 array in
+        ``[0, 1]``, columns ``classes_``.
+
+        ``sigmoid(a · confidence + b)`` of the model's confidence (:meth:`predict_above`), with
+        ``(a, b)`` fitted by Platt scaling on the validation rows that chose :meth:`predict`'s
+        rule (``label_rule_``); a model saved without a rule (before 0.2) gives its confidence
+        clipped to ``[0, 1]``.
+
+        Raises:
+            InputError: ``n · L`` above ``MAX_DENSE_SCORES``: use :meth:`predict_topk` (or fewer rows).
+        """
+        self._check_fitted()
+        batch_size = check_batch_size(batch_size)
+        rule = getattr(self, "label_rule_", label_sets.LabelRule())
+        return label_sets.probabilities(self.model_, self._check_X(X), rule, self.n_labels_, batch_size,
+                                        MAX_DENSE_SCORES)
 
     def predict_above(self, X: Any, threshold: float = 0.5, *, relative: bool = True,
                       batch_size: int = 1024) -> sp.csr_matrix:
@@ -373,14 +538,17 @@ class XMCClassifier(BaseEstimator):
     def decision_function(self, X: Any, *, batch_size: int = 1024) -> np.ndarray:
         """Score of every label for every row (an ``(n, L)`` dense array).
 
-        Refuses when ``n · L`` exceeds ``MAX_DENSE_SCORES``: use :meth:`predict` (top-k)
-        for large label spaces. For SOLAR, a label's score is the configured scoring summed
+        Refuses when ``n · L`` exceeds ``MAX_DENSE_SCORES``: use :meth:`predict_topk`
+        for large label spaces. Finite: a ``-inf`` score (the linear model's label that no
+        training row has) is :data:`~holoxmc.models.thresholds.SCORE_FLOOR` (``-1e9``), ``+inf``
+        ``SCORE_CEILING``. For SOLAR, a label's score is the configured scoring summed
         over all K chunks (every label, no inverted-index candidate filtering); for the linear
         model, every label's SVM margin; for an ensemble (``n_models > 1``), the members' mean score.
         """
         self._check_fitted()
         batch_size = check_batch_size(batch_size)
-        return dense_scores(self.model_, self._check_X(X), self.n_labels_, batch_size, MAX_DENSE_SCORES)
+        scores = dense_scores(self.model_, self._check_X(X), self.n_labels_, batch_size, MAX_DENSE_SCORES)
+        return label_sets.finite_scores(scores)
 
     def evaluate(self, X: Any, Y: Any, *, ks: Sequence[int] = (1, 2, 3, 4, 5),
                  recall_ks: Sequence[int] = ()) -> dict[str, float]:
@@ -395,9 +563,9 @@ class XMCClassifier(BaseEstimator):
         if is_sharded(X):  # top-k and metrics batch by batch
             return evaluate_streamed(self.model_, X, Y, inv_prop=self.inv_prop_, ks=ks, n_labels=self.n_labels_,
                                      recall_ks=recall_ks)
-        Y = check_Y(Y, X.shape[0], n_labels=self.n_labels_)
+        Y = check_Y(self._label_matrix(Y), X.shape[0], n_labels=self.n_labels_)
         k = max((*ks, *recall_ks))
-        indices, _ = self.predict(X, k=min(k, self.n_labels_))
+        indices, _ = self.predict_topk(X, min(k, self.n_labels_))
         return evaluate(pad_predictions(indices, k), Y, inv_prop=self.inv_prop_, ks=ks, recall_ks=recall_ks)
 
     def score(self, X: Any, Y: Any, *, metric: str = "P@1") -> float:

@@ -79,6 +79,7 @@ def save_classifier(clf: Any, path: str | Path) -> Path:
     }
     if hasattr(clf, "selection_"):  # chosen by head="auto": saved as the winner, with the candidates
         config["selection"] = [trial.as_dict() for trial in clf.selection_]
+    config |= clf._saved_labels()  # predict's rule, and the label names of a model fitted on names
     weights = safetensors_bytes({k: v.detach().cpu().contiguous().clone() for k, v in state.items()},
                                 metadata={"format": FORMAT, DIGEST_KEY: scoring_digest(config)})
     atomic_write_files(path, {MODEL_FILE: weights,  # config.json, which load reads first, goes last
@@ -116,6 +117,7 @@ def load_classifier(cls: Any, path: str | Path, *, device: str | None = None) ->
         clf.n_features_in_ = clf.n_features_
     tensors = _read_weights(path, config, clf, check_network=kind.attribute == "network_")
     clf.inv_prop_ = tensors.pop("inv_prop").numpy()
+    clf._load_labels(config, str(config_path))
     if "selection" in config:
         clf.selection_ = read_trials(config["selection"], str(config_path))
     history = read_history(config.get("history", []), clf.n_models, config_path)

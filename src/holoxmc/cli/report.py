@@ -96,7 +96,7 @@ def _top(clf: Any, X: Any, k: int, extra: dict[str, Any]) -> Any:
         indices, _, candidates = clf.model_.predict(X, k=k)
         extra["candidates_per_point"] = float(candidates.mean())
         return indices
-    return clf.predict(X, k=k)[0]
+    return clf.predict_topk(X, k=k)[0]
 
 
 def metrics_table(metrics: dict[str, float], title: str = "") -> str:

@@ -728,11 +728,12 @@ def run_predict(args: argparse.Namespace) -> int:
     _solar_decoding(args, clf)
     options = _options_for(args.run_dir, args.input, data_options(args))
     inputs, _, _, encoder = _run_inputs(args.run_dir, clf, args.input, "test", options, labels=False)
-    if args.label_names and encoder is None:
-        raise InputError(f"{args.run_dir} has no label names: it was not trained on raw text")
-    names = encoder.labels if args.label_names else None
+    saved_names = clf.classes_.tolist() if clf.classes_.dtype == object else None  # fitted on label names
+    if args.label_names and encoder is None and saved_names is None:
+        raise InputError(f"{args.run_dir} has no label names: it was not trained on raw text nor fitted on names")
+    names = (encoder.labels if encoder is not None else saved_names) if args.label_names else None
     if args.threshold is None:
-        indices, scores = clf.predict(inputs, k=min(5, clf.n_labels_) if args.top_k is None else args.top_k)
+        indices, scores = clf.predict_topk(inputs, min(5, clf.n_labels_) if args.top_k is None else args.top_k)
         rows = list(zip(indices.tolist(), scores.tolist()))
     else:
         found = clf.predict_above(inputs, args.threshold, relative=not args.absolute)

@@ -10,21 +10,34 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+import torch
+from sklearn.linear_model import LogisticRegression
+from torch import Tensor
 
 from holoxmc.errors import InputError
 from holoxmc.metrics import label_set_f1
 from holoxmc.train import labels_above
 from holoxmc.validation import check_batch_size, check_Y
 
-__all__ = ["predict_above", "tune_threshold", "check_relative_threshold", "THRESHOLD_METRICS"]
+__all__ = ["predict_above", "tune_threshold", "check_relative_threshold", "THRESHOLD_METRICS", "LabelRule",
+           "fit_label_rule", "label_sets", "probabilities", "finite_scores", "samples_f1", "SCORE_FLOOR",
+           "SCORE_CEILING", "RULE_THRESHOLDS"]
 
 #: The metrics [`tune_threshold`][holoxmc.models.thresholds.tune_threshold] maximises.
 THRESHOLD_METRICS = ("micro-F1", "example-F1")
+#: The finite floor of every score the estimator returns: ``decision_function`` and
+#: ``predict_topk`` give it where a model scores ``-inf`` (a label no training row has, a rank
+#: SOLAR's candidates cannot fill). Far below any real score, and its square (1e18) is still
+#: a finite float32, so arithmetic on scores stays finite.
+SCORE_FLOOR = -1e9
+#: The finite ceiling, for ``+inf`` (a label every training row has).
+SCORE_CEILING = 1e9
 
 
 def predict_above(clf: Any, X: Any, threshold: float, *, relative: bool, batch_size: int) -> sp.csr_matrix:
@@ -115,3 +128,250 @@ def check_relative_threshold(threshold: float, relative: bool) -> None:
     if relative and not 0.0 <= threshold < 1.0:
         raise InputError(f"a relative threshold is a fraction of the row's best confidence: give one in [0, 1) "
                          f"(at 1 no label exceeds its row's best; or relative=False, --absolute), got {threshold}")
+
+
+# ---------------------------------------------------------------------------- predict's default rule
+#: The cuts on the calibrated probability that :func:`fit_label_rule` tries.
+RULE_THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
+#: Validation rows :func:`fit_label_rule` reads at most (a seeded sample past it).
+RULE_ROWS = 20_000
+#: Validation (confidence, label) pairs the Platt fit reads at most (every positive pair is
+#: kept; negatives are sampled and weighted up to their number).
+RULE_PAIRS = 1_000_000
+#: Confidences read at once (rows × labels) while choosing the rule or predicting.
+RULE_BLOCK = 1 << 22
+
+
+@dataclass(frozen=True)
+class LabelRule:
+    """How :meth:`XMCClassifier.predict` turns a model's confidences into label sets, and
+    :meth:`XMCClassifier.predict_proba` into probabilities.
+
+    ``p = sigmoid(a · confidence + b)`` (Platt scaling fitted on validation rows); a row's
+    labels are those with ``p >= threshold``, and with ``top1_fallback`` a row that gets
+    none gets its most probable label. A model saved without a rule (before 0.2) has
+    ``threshold=None``: each row gets its top-1 label, and ``p`` is its confidence clipped
+    to ``[0, 1]`` (``calibrated=False``).
+
+    Attributes:
+        a, b: the Platt map; threshold: the cut on ``p`` (``None``: top-1 only);
+        top1_fallback: whether an empty row gets its top-1 label; calibrated: whether
+        ``a, b`` were fitted; rows: the validation rows it was chosen on; f1: their
+        samples-F1 (percent) under the rule; source: ``"X_val"``, ``"val_fraction"`` or
+        ``"training rows"``.
+    """
+
+    a: float = 1.0
+    b: float = 0.0
+    threshold: float | None = None
+    top1_fallback: bool = True
+    calibrated: bool = False
+    rows: int = 0
+    f1: float | None = None
+    source: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The rule as JSON-ready values (``config.json``'s ``label_rule``)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Any, where: str) -> "LabelRule":
+        """The rule of ``config.json``'s ``label_rule``, checked.
+
+        Example:
+            >>> LabelRule.from_dict({"a": 2.0, "b": -1.0, "threshold": 0.4}, "config.json").threshold
+            0.4
+        """
+        if not isinstance(values, dict) or set(values) - {f.name for f in fields(cls)}:
+            raise InputError(f"{where}: 'label_rule' must be an object of {[f.name for f in fields(cls)]}, "
+                             f"got {values!r}")
+        rule = cls(**values)
+        numbers_ok = all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+                         for v in (rule.a, rule.b))
+        threshold_ok = rule.threshold is None or (isinstance(rule.threshold, numbers.Real)
+                                                  and 0.0 <= float(rule.threshold) <= 1.0)
+        if not (numbers_ok and threshold_ok and isinstance(rule.top1_fallback, bool)):
+            raise InputError(f"{where}: 'label_rule' holds a bad value: {values!r}")
+        return rule
+
+
+def _probabilities(rule: LabelRule, confidences: Tensor) -> Tensor:
+    """``p`` of a chunk of confidences under ``rule`` (float32, finite)."""
+    values = torch.nan_to_num(confidences.float(), nan=0.0, posinf=SCORE_CEILING, neginf=SCORE_FLOOR)
+    if not rule.calibrated:
+        return values.clamp(0.0, 1.0)
+    return torch.sigmoid(values * rule.a + rule.b)
+
+
+def probability_blocks(model: Any, X: Any, rule: LabelRule, n_labels: int,
+                       batch_size: int) -> Iterator[tuple[np.ndarray, Tensor]]:
+    """``(rows, (len(rows), L) probabilities)`` of ``X``, a bounded block of rows at a time."""
+    step = max(1, min(int(batch_size), RULE_BLOCK // max(n_labels, 1)))
+    for start in range(0, X.shape[0], step):
+        rows = np.arange(start, min(start + step, X.shape[0]))
+        block = torch.empty((len(rows), n_labels), dtype=torch.float32)
+        for first, chunk in model.confidence_chunks(X[rows]):
+            block[:, first:first + chunk.shape[1]] = _probabilities(rule, chunk.cpu())
+        yield rows, block
+
+
+def _cut(block: Tensor, threshold: float, fallback: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(row, column)`` of a block's labels at ``p >= threshold`` (and each empty row's best)."""
+    found = torch.nonzero(block >= threshold, as_tuple=True)
+    rows, cols = found[0].numpy(), found[1].numpy()
+    if fallback:
+        empty = np.setdiff1d(np.arange(block.shape[0]), rows)
+        if empty.size:
+            rows = np.concatenate([rows, empty])
+            cols = np.concatenate([cols, block[torch.from_numpy(empty)].argmax(1).numpy()])
+    return rows, cols
+
+
+def label_sets(model: Any, X: Any, rule: LabelRule, n_labels: int, batch_size: int) -> sp.csr_matrix:
+    """The rule's label sets of the checked ``X``: CSR ``(n, L)`` int64 0/1, indices sorted."""
+    n = X.shape[0]
+    if rule.threshold is None:  # saved without a rule: each row's top-1
+        indices, _ = model.predict_topk(X, 1, batch_size=batch_size)
+        keep = indices[:, 0] >= 0
+        rows, cols = np.flatnonzero(keep), indices[keep, 0]
+    else:
+        parts = [(block_rows[r], c) for block_rows, block in probability_blocks(model, X, rule, n_labels, batch_size)
+                 for r, c in [_cut(block, rule.threshold, rule.top1_fallback)]]
+        rows = np.concatenate([r for r, _ in parts]) if parts else np.zeros(0, np.int64)
+        cols = np.concatenate([c for _, c in parts]) if parts else np.zeros(0, np.int64)
+    out = sp.csr_matrix((np.ones(len(rows), np.int64), (rows, cols)), shape=(n, n_labels))
+    out.sort_indices()
+    return out
+
+
+def probabilities(model: Any, X: Any, rule: LabelRule, n_labels: int, batch_size: int, limit: int) -> np.ndarray:
+    """Every label's probability under ``rule`` for every row of the checked ``X``: a dense
+    ``(n, L)`` float32 array.
+
+    Raises:
+        InputError: ``n · L`` above ``limit`` (before anything is allocated), naming ``predict_topk``.
+    """
+    n = X.shape[0]
+    if n * n_labels > limit:
+        raise InputError(f"predict_proba: {n} x {n_labels} probabilities exceed {limit:,} entries; use "
+                         f"predict_topk(X, k) (each row's k best labels) or pass fewer rows")
+    out = np.empty((n, n_labels), dtype=np.float32)
+    for rows, block in probability_blocks(model, X, rule, n_labels, batch_size):
+        out[rows] = block.numpy()
+    return out
+
+
+def samples_f1(predicted: sp.csr_matrix, Y: sp.csr_matrix) -> float:
+    """scikit-learn's ``f1_score(Y, predicted, average="samples", zero_division=0)`` in
+    percent, from row sums (a row with no true and no predicted label scores 0).
+
+    Example:
+        >>> samples_f1(sp.csr_matrix([[1, 0], [1, 1]]), sp.csr_matrix([[1, 1], [0, 1]]))
+        66.66666666666666
+    """
+    hits = np.asarray(predicted.multiply(Y).sum(1)).ravel()
+    sizes = np.diff(predicted.indptr) + np.diff(Y.indptr)
+    return 100.0 * float(np.mean(np.divide(2.0 * hits, sizes, out=np.zeros(len(hits)), where=sizes > 0)))
+
+
+def _platt(pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[float, float] | None:
+    """``(a, b)`` of a weighted logistic fit of labels on confidences; ``None`` with one class."""
+    x = np.concatenate([p[0] for p in pairs]) if pairs else np.zeros(0)
+    y = np.concatenate([p[1] for p in pairs]) if pairs else np.zeros(0)
+    w = np.concatenate([p[2] for p in pairs]) if pairs else np.zeros(0)
+    if x.size == 0 or y.min() == y.max():
+        return None
+    fit = LogisticRegression(C=1e6).fit(x[:, None], y, sample_weight=w)
+    a, b = float(fit.coef_[0, 0]), float(fit.intercept_[0])
+    return (a, b) if math.isfinite(a) and math.isfinite(b) else None
+
+
+def _calibration_pairs(model: Any, X: Any, Y: sp.csr_matrix, n_labels: int, seed: int,
+                       batch_size: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Every positive (confidence, 1) pair of the validation rows and a uniform sample of the
+    negatives, weighted by ``1 / sampling rate``: at most about :data:`RULE_PAIRS`."""
+    rng = np.random.default_rng([seed, 0xCA1])
+    negatives = max(X.shape[0] * n_labels - Y.nnz, 1)
+    rate = min(1.0, max(RULE_PAIRS - Y.nnz, RULE_PAIRS // 10) / negatives)
+    pairs = []
+    for start in range(0, X.shape[0], batch_size):
+        rows = np.arange(start, min(start + batch_size, X.shape[0]))
+        values, truth = _raw_block(model, X[rows], n_labels), Y[rows].toarray() > 0
+        take = truth | (rng.random(truth.shape) < rate)
+        pairs.append((values[take].astype(np.float64), truth[take].astype(np.int64),
+                      np.where(truth, 1.0, 1.0 / rate)[take]))
+    return pairs
+
+
+def _raw_block(model: Any, X_rows: Any, n_labels: int) -> np.ndarray:
+    """The model's confidences of a few rows, finite, as a dense float32 array."""
+    out = np.empty((X_rows.shape[0], n_labels), dtype=np.float32)
+    for first, chunk in model.confidence_chunks(X_rows):
+        values = torch.nan_to_num(chunk.float().cpu(), nan=0.0, posinf=SCORE_CEILING, neginf=SCORE_FLOOR)
+        out[:, first:first + chunk.shape[1]] = values.numpy()
+    return out
+
+
+def _candidates(model: Any, X: Any, rule: LabelRule, n_labels: int,
+                step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(rows, columns, probabilities)`` of every label at the lowest cut of
+    :data:`RULE_THRESHOLDS` (the others keep a subset), and each row's most probable label."""
+    lowest = min(RULE_THRESHOLDS)
+    rows, cols, values, best = [], [], [], []
+    for block_rows, block in probability_blocks(model, X, rule, n_labels, step):
+        found = torch.nonzero(block >= lowest, as_tuple=True)
+        rows.append(block_rows[found[0].numpy()])
+        cols.append(found[1].numpy())
+        values.append(block[found].numpy())
+        best.append(block.argmax(1).numpy())
+    return np.concatenate(rows), np.concatenate(cols), np.concatenate(values), np.concatenate(best)
+
+
+def fit_label_rule(model: Any, X_val: Any, Y_val: sp.csr_matrix, n_labels: int, *, seed: int, source: str,
+                   batch_size: int = 1024) -> LabelRule:
+    """The default rule of ``predict``, chosen on validation rows: Platt scaling of the
+    model's confidences, then the global cut of :data:`RULE_THRESHOLDS` (with or without a
+    top-1 fallback for rows left empty) of the best samples-F1 on those rows (ties: the
+    first cut, then no fallback).
+
+    Args:
+        model: a fitted model (its ``confidence_chunks``).
+        X_val, Y_val: checked validation rows (at most :data:`RULE_ROWS` are read, a seeded sample).
+        n_labels: L; seed: the sampling seed; source: where the rows came from (recorded).
+
+    Returns:
+        the :class:`LabelRule`.
+    """
+    if X_val.shape[0] > RULE_ROWS:
+        keep = np.sort(np.random.default_rng([seed, 0x5E7]).choice(X_val.shape[0], RULE_ROWS, replace=False))
+        X_val, Y_val = X_val[keep], Y_val[keep]
+    Y_val = sp.csr_matrix(Y_val != 0, dtype=np.int64)
+    step = max(1, min(int(batch_size), RULE_BLOCK // max(n_labels, 1)))
+    platt = _platt(_calibration_pairs(model, X_val, Y_val, n_labels, seed, step))
+    rule = LabelRule(calibrated=False) if platt is None else LabelRule(a=platt[0], b=platt[1], calibrated=True)
+    r, c, p, best = _candidates(model, X_val, rule, n_labels, step)
+    n = X_val.shape[0]
+    scores: dict[tuple[float, bool], float] = {}
+    for threshold in RULE_THRESHOLDS:
+        above = p >= threshold
+        for fallback in (False, True):
+            rows, cols = r[above], c[above]
+            if fallback:
+                empty = np.setdiff1d(np.arange(n), rows)
+                rows, cols = np.concatenate([rows, empty]), np.concatenate([cols, best[empty]])
+            sets = sp.csr_matrix((np.ones(len(rows), np.int64), (rows, cols)), shape=(n, n_labels))
+            scores[(threshold, fallback)] = samples_f1(sets, Y_val)
+    (threshold, fallback) = max(scores, key=lambda key: scores[key])  # first best: lowest cut, no fallback
+    return replace(rule, threshold=threshold, top1_fallback=fallback, rows=n, f1=scores[(threshold, fallback)],
+                   source=source)
+
+
+def finite_scores(scores: np.ndarray) -> np.ndarray:
+    """``scores`` with ``-inf`` / ``+inf`` (and NaN) as :data:`SCORE_FLOOR` / :data:`SCORE_CEILING`
+    (NaN as the floor), in place where writable.
+
+    Example:
+        >>> finite_scores(np.array([1.0, -np.inf, np.inf], dtype=np.float32)).tolist()
+        [1.0, -1000000000.0, 1000000000.0]
+    """
+    return np.nan_to_num(scores, copy=False, nan=SCORE_FLOOR, posinf=SCORE_CEILING, neginf=SCORE_FLOOR)

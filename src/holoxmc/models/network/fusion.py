@@ -22,7 +22,7 @@ Example:
     >>> Y = sp.csr_matrix((X[:, :1] % 4 == np.arange(4)).astype(np.float32))
     >>> clf = XMCClassifier(head="xr", backbone="cnn", epochs=1, progress=False,
     ...                     head_options={"embed_dim": 8, "n_filters": 4, "bottleneck": 8, "dim": 16, "min_df": 1})
-    >>> clf.fit(X, Y).predict(X[:2], k=2)[0].shape
+    >>> clf.fit(X, Y).predict_topk(X[:2], k=2)[0].shape
     (2, 2)
 """
 
