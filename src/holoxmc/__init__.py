@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # what type checkers see of the lazy names below
     from holoxmc.data import load
     from holoxmc.estimator import XMCClassifier
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["hrr", "XMCClassifier", "load", "HoloxmcError", "DataFormatError", "InputError", "__version__"]
 
 _LAZY = {"XMCClassifier": "holoxmc.estimator", "load": "holoxmc.data"}
