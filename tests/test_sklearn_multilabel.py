@@ -5,7 +5,10 @@ the goal snippet of issue 51 runs end to end."""
 
 from __future__ import annotations
 
+import copy
 import warnings
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,33 +46,30 @@ def test_predict_is_a_csr_indicator_of_label_sets(data, linear):
     # the rule cuts the calibrated probabilities: exactly the labels at p >= threshold (or a top-1 fallback)
     rule = linear.label_rule_
     proba = linear.predict_proba(test.X)
-    expected = proba >= rule.threshold
-    if rule.top1_fallback:
-        empty = ~expected.any(1)
-        expected[np.flatnonzero(empty), proba[empty].argmax(1)] = True
-    np.testing.assert_array_equal(predicted.toarray() == 1, expected)
+    np.testing.assert_array_equal(predicted.toarray(), _cut(proba, rule.threshold, rule.relative, rule.top1_fallback))
 
 
 def test_the_rule_is_chosen_on_validation_rows_to_maximise_samples_f1(data, linear):
     rule = linear.label_rule_
     assert rule.source == "val_fraction" and rule.rows == 30  # 10 % of 300 training rows
-    assert rule.threshold in thresholds.RULE_THRESHOLDS and rule.calibrated
+    assert rule.threshold in (thresholds.RULE_FRACTIONS if rule.relative else thresholds.RULE_THRESHOLDS)
+    assert rule.calibrated
     train, _ = data
     X_val, Y_val = train.X[:60], train.Y[:60]
     clf = XMCClassifier(**LINEAR).fit(train.X[60:], train.Y[60:], X_val, Y_val)
     assert clf.label_rule_.source == "X_val" and clf.label_rule_.rows == 60
     # no other cut of the grid scores a higher samples-F1 on those rows
     proba = clf.predict_proba(X_val)
-    best = max(
-        f1_score(Y_val, _cut(proba, t, fallback), average="samples", zero_division=0)
-        for t in thresholds.RULE_THRESHOLDS for fallback in (False, True)
-    )
+    candidates = [(t, False, fallback) for t in thresholds.RULE_THRESHOLDS for fallback in (False, True)]
+    candidates += [(t, True, False) for t in thresholds.RULE_FRACTIONS]
+    best = max(f1_score(Y_val, _cut(proba, *candidate), average="samples", zero_division=0) for candidate in candidates)
     chosen = f1_score(Y_val, clf.predict(X_val), average="samples", zero_division=0)
     assert chosen == pytest.approx(best) and clf.label_rule_.f1 == pytest.approx(100 * best)
 
 
-def _cut(proba: np.ndarray, threshold: float, fallback: bool) -> np.ndarray:
-    sets = proba >= threshold
+def _cut(proba: np.ndarray, threshold: float, relative: bool, fallback: bool) -> np.ndarray:
+    """The label sets of a rule, written out on the dense probabilities."""
+    sets = proba >= (threshold * proba.max(1, keepdims=True) if relative else threshold)
     if fallback:
         empty = ~sets.any(1)
         sets[np.flatnonzero(empty), proba[empty].argmax(1)] = True
@@ -164,3 +164,22 @@ def test_the_goal_snippet(data):
     assert all(isinstance(name, str) for name in by_name.classes_)
     predicted = by_name.predict_labels(test.X)
     assert len(predicted) == test.X.shape[0] and all(set(row) <= set(by_name.classes_) for row in predicted)
+
+
+def test_every_form_of_rule_cuts_as_written(data, linear):
+    _, test = data
+    proba = linear.predict_proba(test.X)
+    for threshold, relative, fallback in ((0.5, True, False), (0.3, False, True), (0.9, False, False)):
+        clf = copy.copy(linear)
+        clf.label_rule_ = replace(linear.label_rule_, threshold=threshold, relative=relative, top1_fallback=fallback)
+        np.testing.assert_array_equal(clf.predict(test.X).toarray(), _cut(proba, threshold, relative, fallback))
+
+
+def test_a_model_saved_before_the_rule_predicts_each_rows_top_1():
+    clf = XMCClassifier.load(Path(__file__).parent / "fixtures" / "saved-before-refactor" / "linear")
+    assert clf.label_rule_.threshold is None and not clf.label_rule_.calibrated
+    X = sp.random(7, clf.n_features_, density=0.3, format="csr", dtype=np.float32, random_state=0)
+    predicted = clf.predict(X)
+    top = clf.predict_topk(X, 1)[0][:, 0]
+    assert predicted.nnz == 7 and predicted.indices.tolist() == top.tolist()
+    assert np.all((clf.predict_proba(X) >= 0) & (clf.predict_proba(X) <= 1))

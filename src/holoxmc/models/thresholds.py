@@ -131,8 +131,16 @@ def check_relative_threshold(threshold: float, relative: bool) -> None:
 
 
 # ---------------------------------------------------------------------------- predict's default rule
-#: The cuts on the calibrated probability that :func:`fit_label_rule` tries.
-RULE_THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
+#: The cuts on the calibrated probability that :func:`fit_label_rule` tries: fine at the low
+#: end, where the cut of the best F1 lies when present labels are rare (about half the best
+#: F1 for calibrated probabilities, lower where the probabilities are spread).
+RULE_THRESHOLDS = (0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5,
+                   0.6, 0.7, 0.8, 0.9)
+#: The cuts relative to each row's most probable label that :func:`fit_label_rule` also tries.
+RULE_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+#: Labels per validation row :func:`fit_label_rule` weighs at most (the most probable): a
+#: larger set is never the best F1 of an extreme multi-label row, and it bounds the memory.
+RULE_MAX_SET = 100
 #: Validation rows :func:`fit_label_rule` reads at most (a seeded sample past it).
 RULE_ROWS = 20_000
 #: Validation (confidence, label) pairs the Platt fit reads at most (every positive pair is
@@ -148,13 +156,15 @@ class LabelRule:
     :meth:`XMCClassifier.predict_proba` into probabilities.
 
     ``p = sigmoid(a · confidence + b)`` (Platt scaling fitted on validation rows); a row's
-    labels are those with ``p >= threshold``, and with ``top1_fallback`` a row that gets
-    none gets its most probable label. A model saved without a rule (before 0.2) has
+    labels are those with ``p >= threshold`` (``relative``: ``p >= threshold ·`` the row's
+    largest ``p``, never an empty set), and with ``top1_fallback`` a row that gets none gets
+    its most probable label. A model saved without a rule (before 0.2) has
     ``threshold=None``: each row gets its top-1 label, and ``p`` is its confidence clipped
     to ``[0, 1]`` (``calibrated=False``).
 
     Attributes:
         a, b: the Platt map; threshold: the cut on ``p`` (``None``: top-1 only);
+        relative: whether the cut is a fraction of the row's largest ``p``;
         top1_fallback: whether an empty row gets its top-1 label; calibrated: whether
         ``a, b`` were fitted; rows: the validation rows it was chosen on; f1: their
         samples-F1 (percent) under the rule; source: ``"X_val"``, ``"val_fraction"`` or
@@ -164,6 +174,7 @@ class LabelRule:
     a: float = 1.0
     b: float = 0.0
     threshold: float | None = None
+    relative: bool = False
     top1_fallback: bool = True
     calibrated: bool = False
     rows: int = 0
@@ -190,7 +201,7 @@ class LabelRule:
                          for v in (rule.a, rule.b))
         threshold_ok = rule.threshold is None or (isinstance(rule.threshold, numbers.Real)
                                                   and 0.0 <= float(rule.threshold) <= 1.0)
-        if not (numbers_ok and threshold_ok and isinstance(rule.top1_fallback, bool)):
+        if not (numbers_ok and threshold_ok and isinstance(rule.top1_fallback, bool) and isinstance(rule.relative, bool)):
             raise InputError(f"{where}: 'label_rule' holds a bad value: {values!r}")
         return rule
 
@@ -215,9 +226,12 @@ def probability_blocks(model: Any, X: Any, rule: LabelRule, n_labels: int,
         yield rows, block
 
 
-def _cut(block: Tensor, threshold: float, fallback: bool) -> tuple[np.ndarray, np.ndarray]:
-    """``(row, column)`` of a block's labels at ``p >= threshold`` (and each empty row's best)."""
-    found = torch.nonzero(block >= threshold, as_tuple=True)
+def _cut(block: Tensor, rule: LabelRule) -> tuple[np.ndarray, np.ndarray]:
+    """``(row, column)`` of a block's labels under ``rule`` (and each empty row's best)."""
+    assert rule.threshold is not None
+    cut = rule.threshold * block.max(1, keepdim=True).values if rule.relative else rule.threshold
+    found = torch.nonzero(block >= cut, as_tuple=True)
+    fallback = rule.top1_fallback
     rows, cols = found[0].numpy(), found[1].numpy()
     if fallback:
         empty = np.setdiff1d(np.arange(block.shape[0]), rows)
@@ -236,7 +250,7 @@ def label_sets(model: Any, X: Any, rule: LabelRule, n_labels: int, batch_size: i
         rows, cols = np.flatnonzero(keep), indices[keep, 0]
     else:
         parts = [(block_rows[r], c) for block_rows, block in probability_blocks(model, X, rule, n_labels, batch_size)
-                 for r, c in [_cut(block, rule.threshold, rule.top1_fallback)]]
+                 for r, c in [_cut(block, rule)]]
         rows = np.concatenate([r for r, _ in parts]) if parts else np.zeros(0, np.int64)
         cols = np.concatenate([c for _, c in parts]) if parts else np.zeros(0, np.int64)
     out = sp.csr_matrix((np.ones(len(rows), np.int64), (rows, cols)), shape=(n, n_labels))
@@ -314,25 +328,28 @@ def _raw_block(model: Any, X_rows: Any, n_labels: int) -> np.ndarray:
 
 def _candidates(model: Any, X: Any, rule: LabelRule, n_labels: int,
                 step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(rows, columns, probabilities)`` of every label at the lowest cut of
-    :data:`RULE_THRESHOLDS` (the others keep a subset), and each row's most probable label."""
-    lowest = min(RULE_THRESHOLDS)
+    """``(rows, columns, probabilities)`` of the labels at the lowest cut of
+    :data:`RULE_THRESHOLDS` or :data:`RULE_FRACTIONS` (the others keep a subset), at most
+    :data:`RULE_MAX_SET` a row (best first), and each row's largest probability."""
     rows, cols, values, best = [], [], [], []
     for block_rows, block in probability_blocks(model, X, rule, n_labels, step):
-        found = torch.nonzero(block >= lowest, as_tuple=True)
-        rows.append(block_rows[found[0].numpy()])
-        cols.append(found[1].numpy())
-        values.append(block[found].numpy())
-        best.append(block.argmax(1).numpy())
+        top = torch.topk(block, min(RULE_MAX_SET, n_labels), dim=1)
+        lowest = torch.clamp(top.values[:, :1] * min(RULE_FRACTIONS), max=min(RULE_THRESHOLDS))
+        keep = top.values >= lowest
+        rows.append(np.repeat(block_rows, top.values.shape[1]).reshape(top.values.shape)[keep.numpy()])
+        cols.append(top.indices[keep].numpy())
+        values.append(top.values[keep].numpy())
+        best.append(top.values[:, 0].numpy())
     return np.concatenate(rows), np.concatenate(cols), np.concatenate(values), np.concatenate(best)
 
 
 def fit_label_rule(model: Any, X_val: Any, Y_val: sp.csr_matrix, n_labels: int, *, seed: int, source: str,
                    batch_size: int = 1024) -> LabelRule:
     """The default rule of ``predict``, chosen on validation rows: Platt scaling of the
-    model's confidences, then the global cut of :data:`RULE_THRESHOLDS` (with or without a
-    top-1 fallback for rows left empty) of the best samples-F1 on those rows (ties: the
-    first cut, then no fallback).
+    model's confidences, then the cut of the best samples-F1 on those rows among one global
+    cut of :data:`RULE_THRESHOLDS` (with or without a top-1 fallback for rows left empty) and
+    one cut of :data:`RULE_FRACTIONS` of each row's largest probability (ties: the first
+    absolute cut, no fallback).
 
     Args:
         model: a fitted model (its ``confidence_chunks``).
@@ -349,20 +366,23 @@ def fit_label_rule(model: Any, X_val: Any, Y_val: sp.csr_matrix, n_labels: int, 
     step = max(1, min(int(batch_size), RULE_BLOCK // max(n_labels, 1)))
     platt = _platt(_calibration_pairs(model, X_val, Y_val, n_labels, seed, step))
     rule = LabelRule(calibrated=False) if platt is None else LabelRule(a=platt[0], b=platt[1], calibrated=True)
-    r, c, p, best = _candidates(model, X_val, rule, n_labels, step)
+    r, c, p, row_best = _candidates(model, X_val, rule, n_labels, step)
     n = X_val.shape[0]
-    scores: dict[tuple[float, bool], float] = {}
-    for threshold in RULE_THRESHOLDS:
-        above = p >= threshold
-        for fallback in (False, True):
-            rows, cols = r[above], c[above]
-            if fallback:
-                empty = np.setdiff1d(np.arange(n), rows)
-                rows, cols = np.concatenate([rows, empty]), np.concatenate([cols, best[empty]])
-            sets = sp.csr_matrix((np.ones(len(rows), np.int64), (rows, cols)), shape=(n, n_labels))
-            scores[(threshold, fallback)] = samples_f1(sets, Y_val)
-    (threshold, fallback) = max(scores, key=lambda key: scores[key])  # first best: lowest cut, no fallback
-    return replace(rule, threshold=threshold, top1_fallback=fallback, rows=n, f1=scores[(threshold, fallback)],
+    first = np.r_[True, r[1:] != r[:-1]]  # each row's most probable label comes first
+    top_rows, top_cols = r[first], c[first]
+    scores: dict[tuple[float, bool, bool], float] = {}
+    for relative, grid in ((False, RULE_THRESHOLDS), (True, RULE_FRACTIONS)):
+        for threshold in grid:
+            kept = p >= (threshold * row_best[r] if relative else threshold)
+            for fallback in ((False, True) if not relative else (False,)):
+                rows, cols = r[kept], c[kept]
+                if fallback:
+                    empty = ~np.isin(top_rows, rows)
+                    rows, cols = np.concatenate([rows, top_rows[empty]]), np.concatenate([cols, top_cols[empty]])
+                sets = sp.csr_matrix((np.ones(len(rows), np.int64), (rows, cols)), shape=(n, n_labels))
+                scores[(threshold, relative, fallback)] = samples_f1(sets, Y_val)
+    best = max(scores, key=lambda key: scores[key])  # the first best: absolute cuts low to high, then relative
+    return replace(rule, threshold=best[0], relative=best[1], top1_fallback=best[2], rows=n, f1=scores[best],
                    source=source)
 
 
