@@ -4,9 +4,10 @@ Writes a tiny raw-text set as JSON lines (``{"id", "text", "labels": ["sports", 
 the format whose label names holoxmc keeps: ``holoxmc.load`` fits a TF-IDF encoder on the
 training texts and reads the names into ``Dataset.label_names``. Then:
 
-1. top-k labels by name, in Python and with ``holoxmc predict --label-names``;
-2. label sets of their own size per text: ``predict_above`` with a threshold chosen by
-   ``tune_threshold`` on validation rows held out of the training rows (never the test rows).
+1. top-k labels and label sets by name (``predict_topk(..., names=True)``, ``predict_labels``),
+   and with ``holoxmc predict --label-names``;
+2. label sets cut relative to each row's best label: ``predict_above`` with a threshold chosen
+   by ``tune_threshold`` on validation rows held out of the training rows (never the test rows).
 
 Run: ``python examples/labels_and_thresholds.py`` (seconds).
 """
@@ -21,7 +22,7 @@ import numpy as np
 
 from holoxmc import XMCClassifier, load
 from holoxmc.cli import main as holoxmc
-from holoxmc.metrics import label_set_f1, top_k
+from holoxmc.metrics import label_set_f1
 
 TOPICS = {
     "sports": "match goal team league score coach player season",
@@ -55,11 +56,12 @@ def main(folder: Path) -> None:
     # Hold validation rows out of the training rows: thresholds are chosen there.
     order = np.random.default_rng(1).permutation(train.X.shape[0])
     fit_rows, val_rows = order[:320], order[320:]
-    clf = XMCClassifier(head="linear", seed=0).fit(train.X[fit_rows], train.Y[fit_rows])
+    clf = XMCClassifier(head="linear", seed=0).fit(train.X[fit_rows], train.Y[fit_rows], classes=names)
 
-    best = top_k(clf.decision_function(test.X[:3]), 2)
-    for text, row in zip(test.texts[:3], best):
-        print(f"{text[:40]!r:44} -> top-2: {names[row].tolist()}")
+    best, _ = clf.predict_topk(test.X[:3], 2, names=True)   # names, as the model was fitted with them
+    sets = clf.predict_labels(test.X[:3])                     # predict()'s label sets, as names
+    for text, top2, labels in zip(test.texts[:3], best, sets):
+        print(f"{text[:40]!r:44} -> top-2: {list(top2)}, label set: {list(labels)}")
 
     threshold, table = clf.tune_threshold(train.X[val_rows], train.Y[val_rows], metric="micro-F1")
     print("validation micro-F1 by threshold:", {t: round(s["micro-F1"], 3) for t, s in table.items()})

@@ -16,10 +16,10 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from sklearn.metrics import f1_score
 
 from holoxmc import XMCClassifier, load
 from holoxmc.cli import main as holoxmc
-from holoxmc.metrics import top_k
 
 
 def write_svmlight(path: Path, rows: int, rng: np.random.Generator) -> None:
@@ -45,7 +45,11 @@ def main(folder: Path) -> None:
     clf = XMCClassifier(head="linear", seed=0).fit(train.X, train.Y)
     metrics = clf.evaluate(test.X, test.Y)            # P@k, nDCG@k, PSP@k, PSnDCG@k in percent
     print({name: round(metrics[name], 2) for name in ("P@1", "P@3", "nDCG@3", "PSP@3")})
-    print("top-3 label ids of two rows:", top_k(clf.decision_function(test.X[:2]), 3).tolist())
+    indices, scores = clf.predict_topk(test.X[:2], 3)  # the 3 best label ids per row, best first
+    print("top-3 label ids of two rows:", indices.tolist())
+    sets = clf.predict(test.X)                         # label sets: a CSR (n, L) 0/1 indicator
+    print(f"label sets: samples-F1 {f1_score(test.Y, sets, average='samples'):.3f}, "
+          f"{sets.getnnz(axis=1).mean():.2f} labels a row")
     assert metrics["P@1"] > 50, "the linear model should learn this set"
 
     # The command line on the same folder (each call returns the exit code: 0, or 2 for bad input).

@@ -23,7 +23,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from holoxmc import XMCClassifier, load
-from holoxmc.metrics import top_k
 
 
 def make_handler(clf: XMCClassifier) -> type[BaseHTTPRequestHandler]:
@@ -35,9 +34,8 @@ def make_handler(clf: XMCClassifier) -> type[BaseHTTPRequestHandler]:
             columns = [int(c) for c in body["features"]]
             row = sp.csr_matrix((list(body["features"].values()), ([0] * len(columns), columns)),
                                 shape=(1, clf.n_features_in_), dtype=np.float32)
-            scores = clf.decision_function(row)
-            labels = top_k(scores, int(body.get("k", 5)))[0]
-            answer = json.dumps({"labels": labels.tolist(), "scores": [round(float(s), 4) for s in scores[0, labels]]})
+            labels, scores = clf.predict_topk(row, int(body.get("k", 5)))
+            answer = json.dumps({"labels": labels[0].tolist(), "scores": [round(float(s), 4) for s in scores[0]]})
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
@@ -57,8 +55,9 @@ def main(folder: Path) -> None:
     print("saved:", sorted(p.name for p in (folder / "model").iterdir()))
 
     served = XMCClassifier.load(folder / "model")
-    assert np.array_equal(served.decision_function(test.X), clf.decision_function(test.X))
-    print("loaded model scores every test row exactly as the fitted one")
+    assert np.array_equal(served.predict_topk(test.X, 5)[1], clf.predict_topk(test.X, 5)[1])
+    assert (served.predict(test.X) != clf.predict(test.X)).nnz == 0
+    print("loaded model ranks and labels every test row exactly as the fitted one")
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(served))
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -69,7 +68,7 @@ def main(folder: Path) -> None:
         reply = urllib.request.urlopen(urllib.request.Request(url, json.dumps(request).encode()), timeout=30)
         answer = json.loads(reply.read())
         print("POST /predict ->", answer, "| true labels:", test.Y[0].indices.tolist())
-        assert answer["labels"] == top_k(clf.decision_function(test.X[:1]), 3)[0].tolist()
+        assert answer["labels"] == clf.predict_topk(test.X[:1], 3)[0][0].tolist()
     finally:
         server.shutdown()
         server.server_close()

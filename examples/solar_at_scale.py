@@ -25,13 +25,13 @@ def main() -> None:
     print(f"L = {train.n_labels:,} labels, {train.X.shape[0]:,} training rows")
 
     solar = {"n_chunks": 4, "n_buckets": 500, "top_buckets": 20}  # K, B, m (SolarConfig's fields)
-    clf = XMCClassifier(head="solar", head_options=solar, hidden=(64,), epochs=4, seed=0, progress=False)
+    clf = XMCClassifier(head="solar", head_options=solar, hidden=(64,), epochs=3, seed=0, progress=False)
     clf.fit(train.X, train.Y)
     print(f"parameters: {clf.n_parameters()} (a dense output layer alone would hold {64 * train.n_labels:,})")
 
     metrics = clf.evaluate(test.X, test.Y, ks=(1, 5), recall_ks=(100,))
     print({name: round(value, 2) for name, value in metrics.items() if name in ("P@1", "P@5", "Recall@100")})
-    top, _ = clf.predict(test.X[:2], k=5)  # ranks its candidates cannot fill hold label -1
+    top, _ = clf.predict_topk(test.X[:2], 5)  # ranks its candidates cannot fill hold label -1
     print("top-5 label ids of two rows:", top.tolist())
     assert metrics["P@1"] > 0
 
