@@ -32,7 +32,7 @@ import warnings
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from holoxmc.errors import InputError
-from holoxmc.labels import check_classes, encode_names, holds_names, names_of
+from holoxmc.labels import check_classes, encode_names, encode_single, holds_names, is_single_label, names_of
 from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
 from holoxmc import persist
 from holoxmc.models import thresholds as label_sets
@@ -60,6 +60,11 @@ __all__ = ["XMCClassifier", "NotFittedError", "MODELS", "DATASET_PRESETS", "HEAD
 MAX_DENSE_SCORES = 50_000_000
 #: The cuts :meth:`XMCClassifier.tune_threshold` tries by default.
 THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def _array_like(value: Any) -> bool:
+    """A pandas Series or another array-like that is not an array, list or matrix."""
+    return hasattr(value, "__array__") and not isinstance(value, (np.ndarray, list, tuple)) and not sp.issparse(value)
 
 
 class XMCClassifier(ClassifierMixin, BaseEstimator):
@@ -305,8 +310,16 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ labels and predict's rule
     def _label_input(self, Y: Any, Y_val: Any, classes: Any) -> tuple[Any, Any, np.ndarray | None]:
-        """``Y``, ``Y_val`` with label-name lists encoded (:mod:`holoxmc.labels`), and the
-        names of the columns (``None``: integer label ids)."""
+        """``Y``, ``Y_val`` with label-name lists and 1-D class targets encoded
+        (:mod:`holoxmc.labels`), and the names of the columns (``None``: integer label ids).
+        Sets ``multiclass_``: whether ``Y`` is a 1-D target of one class per row."""
+        if Y is None:
+            raise InputError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        Y, Y_val = (np.asarray(y) if _array_like(y) else y for y in (Y, Y_val))
+        self.multiclass_ = is_single_label(Y)
+        if self.multiclass_:  # scikit-learn's binary / multiclass y: one class per row, classes_ its values
+            Y, names = encode_single(Y, classes)
+            return Y, (None if Y_val is None else encode_single(Y_val, names)[0]), names
         names = None if classes is None else check_classes(classes)
         if holds_names(Y):
             Y, names = encode_names(Y, names)
@@ -323,10 +336,15 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         if names is not None and len(names) != self.n_labels_:
             raise InputError(f"classes has {len(names)} names for {self.n_labels_} label columns")
         self.classes_ = np.arange(self.n_labels_) if names is None else names
+        self.multiclass_ = bool(getattr(self, "multiclass_", False))
         return self
 
     def _label_matrix(self, Y: Any) -> Any:
-        """``Y`` of label-name lists as the ``(n, L)`` matrix of ``classes_``; any other form unchanged."""
+        """``Y`` of label-name lists (or, for a model fitted on one class per row, a 1-D target)
+        as the ``(n, L)`` matrix of ``classes_``; any other form unchanged."""
+        Y = np.asarray(Y) if _array_like(Y) else Y
+        if getattr(self, "multiclass_", False) and is_single_label(Y):
+            return encode_single(Y, self.classes_)[0]
         if not holds_names(Y):
             return Y
         if self._names() is None:
@@ -334,8 +352,10 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         return encode_names(Y, self.classes_)[0]
 
     def _names(self) -> np.ndarray | None:
+        """The label names of a model fitted on names (``None``: label ids, or classes of a 1-D target)."""
         classes = getattr(self, "classes_", None)
-        return classes if classes is not None and classes.dtype == object else None
+        multiclass = getattr(self, "multiclass_", False)
+        return classes if classes is not None and classes.dtype == object and not multiclass else None
 
     def _choose_rule(self, X: Any, Y: Any, X_val: Any, Y_val: Any, streamed: bool) -> label_sets.LabelRule:
         """The rule of :meth:`predict`, chosen on validation rows: ``(X_val, Y_val)`` when
@@ -360,6 +380,8 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
             saved["label_rule"] = self.label_rule_.as_dict()
         if self._names() is not None:
             saved["classes"] = self.classes_.tolist()
+        if getattr(self, "multiclass_", False):  # one class per row: predict gives classes_ entries
+            saved["multiclass_classes"] = self.classes_.tolist()
         return saved
 
     def _load_labels(self, config: dict[str, Any], where: str) -> None:
@@ -376,6 +398,13 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
                 raise InputError(f"{where}: 'classes': {exc}") from None
             if len(names) != self.n_labels_:
                 raise InputError(f"{where}: 'classes' holds {len(names)} names for {self.n_labels_} labels")
+        single = config.get("multiclass_classes")
+        if single is not None:
+            if not isinstance(single, list) or len(single) != self.n_labels_ or not (
+                    all(isinstance(v, str) for v in single)
+                    or all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in single)):
+                raise InputError(f"{where}: 'multiclass_classes' must hold {self.n_labels_} strings or numbers")
+            names, self.multiclass_ = np.asarray(single), True
         self._with_labels(names)
 
     def __sklearn_tags__(self) -> Any:
@@ -429,10 +458,12 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         A model saved without a rule (before 0.2) gives each row its top-1 label.
 
         ``predict(X, k)`` returns :meth:`predict_topk`'s ``(indices, scores)``, with a
-        ``DeprecationWarning``, for one release.
+        ``DeprecationWarning``, for one release. A model fitted on a 1-D ``y`` (one class per
+        row, scikit-learn's binary or multiclass target) predicts a 1-D array of ``classes_``
+        entries, each row's most probable class.
 
         Shapes:
-            X: ``(n, D)`` → CSR ``(n, L)`` int64, column indices sorted.
+            X: ``(n, D)`` → CSR ``(n, L)`` int64, column indices sorted (``(n,)`` for a 1-D ``y``).
         """
         if k is not None:
             warnings.warn("predict(X, k) returning (indices, scores) is deprecated and goes in 0.3: use "
@@ -441,6 +472,8 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
             return self.predict_topk(X, k, batch_size=batch_size)
         self._check_fitted()
         batch_size = check_batch_size(batch_size)
+        if self.multiclass_:  # fitted on one class per row: each row's most probable class
+            return self.classes_[self.predict_topk(X, 1, batch_size=batch_size)[0][:, 0]]
         rule = getattr(self, "label_rule_", label_sets.LabelRule())
         return label_sets.label_sets(self.model_, self._check_X(X), rule, self.n_labels_, batch_size)
 
@@ -494,8 +527,12 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         self._check_fitted()
         batch_size = check_batch_size(batch_size)
         rule = getattr(self, "label_rule_", label_sets.LabelRule())
-        return label_sets.probabilities(self.model_, self._check_X(X), rule, self.n_labels_, batch_size,
-                                        MAX_DENSE_SCORES)
+        proba = label_sets.probabilities(self.model_, self._check_X(X), rule, self.n_labels_, batch_size,
+                                         MAX_DENSE_SCORES)
+        if self.multiclass_:  # one class per row: each row sums to 1
+            totals = proba.sum(1, keepdims=True)
+            proba = np.divide(proba, totals, out=np.full_like(proba, 1.0 / proba.shape[1]), where=totals > 0)
+        return proba
 
     def predict_above(self, X: Any, threshold: float = 0.5, *, relative: bool = True,
                       batch_size: int = 1024) -> sp.csr_matrix:
@@ -547,8 +584,11 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         """
         self._check_fitted()
         batch_size = check_batch_size(batch_size)
-        scores = dense_scores(self.model_, self._check_X(X), self.n_labels_, batch_size, MAX_DENSE_SCORES)
-        return label_sets.finite_scores(scores)
+        scores = label_sets.finite_scores(
+            dense_scores(self.model_, self._check_X(X), self.n_labels_, batch_size, MAX_DENSE_SCORES))
+        if self.multiclass_ and self.n_labels_ == 2:  # binary y: scikit-learn's (n,) score of classes_[1]
+            return scores[:, 1] - scores[:, 0]
+        return scores
 
     def evaluate(self, X: Any, Y: Any, *, ks: Sequence[int] = (1, 2, 3, 4, 5),
                  recall_ks: Sequence[int] = ()) -> dict[str, float]:

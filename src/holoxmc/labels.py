@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +25,7 @@ from sklearn.preprocessing import MultiLabelBinarizer
 
 from holoxmc.errors import InputError
 
-__all__ = ["holds_names", "encode_names", "check_classes", "names_of"]
+__all__ = ["holds_names", "encode_names", "check_classes", "names_of", "is_single_label", "encode_single"]
 
 
 def holds_names(Y: Any) -> bool:
@@ -121,3 +122,58 @@ def names_of(classes: np.ndarray, Y: sp.spmatrix) -> list[list[Any]]:
     Y.eliminate_zeros()
     Y.sort_indices()
     return [classes[Y.indices[start:stop]].tolist() for start, stop in zip(Y.indptr[:-1], Y.indptr[1:])]
+
+
+def is_single_label(Y: Any) -> bool:
+    """Whether ``Y`` is a 1-D target of one class per row (scikit-learn's binary or
+    multiclass ``y``: a 1-D array, or a list of numbers or strings), not a list of label lists.
+
+    Example:
+        >>> is_single_label(np.array([0, 2, 1])), is_single_label(["a", "b"]), is_single_label([[0], [1]])
+        (True, True, False)
+    """
+    if sp.issparse(Y) or isinstance(Y, (str, bytes)):
+        return False
+    if isinstance(Y, np.ndarray):
+        if Y.ndim != 1:
+            return False
+        if Y.dtype != object:
+            return True
+    elif not isinstance(Y, Sequence):
+        return False
+    return len(Y) > 0 and all(isinstance(v, (str, numbers.Number, np.generic)) for v in Y)
+
+
+def encode_single(y: Any, classes: Any = None) -> tuple[sp.csr_matrix, np.ndarray]:
+    """The ``(n, C)`` CSR one-hot matrix of a 1-D target and its classes (sorted, as
+    scikit-learn's ``LabelEncoder``; or ``classes``, a fitted model's ``classes_``).
+
+    Raises:
+        InputError: a continuous or otherwise non-class target ("Unknown label type"), or a
+            class outside ``classes``.
+
+    Example:
+        >>> Y, classes = encode_single(["b", "a", "b"])
+        >>> Y.toarray().tolist(), classes.tolist()
+        ([[0, 1], [1, 0], [0, 1]], ['a', 'b'])
+    """
+    from sklearn.utils.multiclass import type_of_target
+
+    values = np.asarray(y)
+    try:
+        kind = type_of_target(values)
+    except ValueError as exc:
+        raise InputError(f"Unknown label type: {exc}") from None
+    if kind not in ("binary", "multiclass"):
+        raise InputError(f"Unknown label type: {kind} target; give one class per row (binary or multiclass), or "
+                         "label lists / an (n, L) 0/1 matrix for multilabel data")
+    if classes is None:
+        classes = np.unique(values)
+    index = {value: i for i, value in enumerate(np.asarray(classes).tolist())}
+    codes = np.empty(len(values), np.int64)
+    for row, value in enumerate(values.tolist()):
+        if value not in index:
+            raise InputError(f"y row {row}: class {value!r} is not one of the model's {len(index)} classes")
+        codes[row] = index[value]
+    ones = np.ones(len(values), np.int64)
+    return sp.csr_matrix((ones, (np.arange(len(values)), codes)), shape=(len(values), len(index))), np.asarray(classes)
