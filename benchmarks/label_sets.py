@@ -71,7 +71,7 @@ def run(name: str, head: str, given_val: bool) -> None:
     rows["predict_above(0.5, relative)"] = clf.predict_above(test.X, 0.5)
     print(f"\n{name} {head} (rule rows: {rule.source}, {rule.rows}) fit {fit_seconds:.1f} s, predict "
           f"{predict_seconds:.2f} s; rule: Platt a={rule.a:.3f} b={rule.b:.3f}, threshold {rule.threshold} "
-          f"({'of the row best' if rule.relative else 'absolute'}), "
+          f"({'of the row best' if rule.relative else 'absolute'}), top_k {rule.top_k}, "
           f"top-1 fallback {rule.top1_fallback}, validation samples-F1 {rule.f1:.2f}")
     print(f"{'label sets':34s} {'test samples-F1':>15s} {'labels/row':>10s}")
     for label, sets in rows.items():

@@ -46,13 +46,14 @@ def test_predict_is_a_csr_indicator_of_label_sets(data, linear):
     # the rule cuts the calibrated probabilities: exactly the labels at p >= threshold (or a top-1 fallback)
     rule = linear.label_rule_
     proba = linear.predict_proba(test.X)
-    np.testing.assert_array_equal(predicted.toarray(), _cut(proba, rule.threshold, rule.relative, rule.top1_fallback))
+    np.testing.assert_array_equal(predicted.toarray(), _sets(proba, rule))
 
 
 def test_the_rule_is_chosen_on_validation_rows_to_maximise_samples_f1(data, linear):
     rule = linear.label_rule_
     assert rule.source == "val_fraction" and rule.rows == 30  # 10 % of 300 training rows
-    assert rule.threshold in (thresholds.RULE_FRACTIONS if rule.relative else thresholds.RULE_THRESHOLDS)
+    assert rule.top_k in thresholds.RULE_TOP_K if rule.threshold is None else \
+        rule.threshold in (thresholds.RULE_FRACTIONS if rule.relative else thresholds.RULE_THRESHOLDS)
     assert rule.calibrated
     train, _ = data
     X_val, Y_val = train.X[:60], train.Y[:60]
@@ -60,17 +61,23 @@ def test_the_rule_is_chosen_on_validation_rows_to_maximise_samples_f1(data, line
     assert clf.label_rule_.source == "X_val" and clf.label_rule_.rows == 60
     # no other cut of the grid scores a higher samples-F1 on those rows
     proba = clf.predict_proba(X_val)
-    candidates = [(t, False, fallback) for t in thresholds.RULE_THRESHOLDS for fallback in (False, True)]
-    candidates += [(t, True, False) for t in thresholds.RULE_FRACTIONS]
-    best = max(f1_score(Y_val, _cut(proba, *candidate), average="samples", zero_division=0) for candidate in candidates)
+    forms = [dict(threshold=t, top1_fallback=fallback) for t in thresholds.RULE_THRESHOLDS for fallback in (False, True)]
+    forms += [dict(threshold=t, relative=True, top1_fallback=False) for t in thresholds.RULE_FRACTIONS]
+    forms += [dict(threshold=None, top_k=k) for k in thresholds.RULE_TOP_K if k <= clf.n_labels_]
+    best = max(f1_score(Y_val, _sets(proba, thresholds.LabelRule(**form)), average="samples", zero_division=0)
+               for form in forms)
     chosen = f1_score(Y_val, clf.predict(X_val), average="samples", zero_division=0)
     assert chosen == pytest.approx(best) and clf.label_rule_.f1 == pytest.approx(100 * best)
 
 
-def _cut(proba: np.ndarray, threshold: float, relative: bool, fallback: bool) -> np.ndarray:
+def _sets(proba: np.ndarray, rule: thresholds.LabelRule) -> np.ndarray:
     """The label sets of a rule, written out on the dense probabilities."""
-    sets = proba >= (threshold * proba.max(1, keepdims=True) if relative else threshold)
-    if fallback:
+    if rule.threshold is None:
+        sets = np.zeros(proba.shape, dtype=bool)
+        np.put_along_axis(sets, np.argsort(-proba, axis=1, kind="stable")[:, :rule.top_k or 1], True, axis=1)
+        return sets.astype(int)
+    sets = proba >= (rule.threshold * proba.max(1, keepdims=True) if rule.relative else rule.threshold)
+    if rule.top1_fallback:
         empty = ~sets.any(1)
         sets[np.flatnonzero(empty), proba[empty].argmax(1)] = True
     return sets.astype(int)
@@ -169,10 +176,12 @@ def test_the_goal_snippet(data):
 def test_every_form_of_rule_cuts_as_written(data, linear):
     _, test = data
     proba = linear.predict_proba(test.X)
-    for threshold, relative, fallback in ((0.5, True, False), (0.3, False, True), (0.9, False, False)):
+    for threshold, relative, fallback, k in ((0.5, True, False, None), (0.3, False, True, None),
+                                             (0.9, False, False, None), (None, False, False, 3)):
         clf = copy.copy(linear)
-        clf.label_rule_ = replace(linear.label_rule_, threshold=threshold, relative=relative, top1_fallback=fallback)
-        np.testing.assert_array_equal(clf.predict(test.X).toarray(), _cut(proba, threshold, relative, fallback))
+        clf.label_rule_ = replace(linear.label_rule_, threshold=threshold, relative=relative, top1_fallback=fallback,
+                                  top_k=k)
+        np.testing.assert_array_equal(clf.predict(test.X).toarray(), _sets(proba, clf.label_rule_))
 
 
 def test_a_model_saved_before_the_rule_predicts_each_rows_top_1():

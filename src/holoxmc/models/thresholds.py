@@ -138,6 +138,8 @@ RULE_THRESHOLDS = (0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0
                    0.6, 0.7, 0.8, 0.9)
 #: The cuts relative to each row's most probable label that :func:`fit_label_rule` also tries.
 RULE_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+#: The fixed set sizes (each row's top k) that :func:`fit_label_rule` also tries.
+RULE_TOP_K = (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 100)
 #: Labels per validation row :func:`fit_label_rule` weighs at most (the most probable): a
 #: larger set is never the best F1 of an extreme multi-label row, and it bounds the memory.
 RULE_MAX_SET = 100
@@ -158,12 +160,14 @@ class LabelRule:
     ``p = sigmoid(a · confidence + b)`` (Platt scaling fitted on validation rows); a row's
     labels are those with ``p >= threshold`` (``relative``: ``p >= threshold ·`` the row's
     largest ``p``, never an empty set), and with ``top1_fallback`` a row that gets none gets
-    its most probable label. A model saved without a rule (before 0.2) has
-    ``threshold=None``: each row gets its top-1 label, and ``p`` is its confidence clipped
-    to ``[0, 1]`` (``calibrated=False``).
+    its most probable label; with ``threshold=None`` they are its ``top_k`` best
+    (``predict_topk``). A model saved without a rule (before 0.2) has ``threshold=None,
+    top_k=None``: each row gets its top-1 label, and ``p`` is its confidence clipped to
+    ``[0, 1]`` (``calibrated=False``).
 
     Attributes:
-        a, b: the Platt map; threshold: the cut on ``p`` (``None``: top-1 only);
+        a, b: the Platt map; threshold: the cut on ``p`` (``None``: the top ``top_k``);
+        top_k: the set size when there is no cut (``None``: 1);
         relative: whether the cut is a fraction of the row's largest ``p``;
         top1_fallback: whether an empty row gets its top-1 label; calibrated: whether
         ``a, b`` were fitted; rows: the validation rows it was chosen on; f1: their
@@ -176,6 +180,7 @@ class LabelRule:
     threshold: float | None = None
     relative: bool = False
     top1_fallback: bool = True
+    top_k: int | None = None
     calibrated: bool = False
     rows: int = 0
     f1: float | None = None
@@ -201,7 +206,10 @@ class LabelRule:
                          for v in (rule.a, rule.b))
         threshold_ok = rule.threshold is None or (isinstance(rule.threshold, numbers.Real)
                                                   and 0.0 <= float(rule.threshold) <= 1.0)
-        if not (numbers_ok and threshold_ok and isinstance(rule.top1_fallback, bool) and isinstance(rule.relative, bool)):
+        top_k_ok = rule.top_k is None or (isinstance(rule.top_k, int) and not isinstance(rule.top_k, bool)
+                                          and rule.top_k >= 1)
+        flags_ok = isinstance(rule.top1_fallback, bool) and isinstance(rule.relative, bool)
+        if not (numbers_ok and threshold_ok and top_k_ok and flags_ok):
             raise InputError(f"{where}: 'label_rule' holds a bad value: {values!r}")
         return rule
 
@@ -244,10 +252,10 @@ def _cut(block: Tensor, rule: LabelRule) -> tuple[np.ndarray, np.ndarray]:
 def label_sets(model: Any, X: Any, rule: LabelRule, n_labels: int, batch_size: int) -> sp.csr_matrix:
     """The rule's label sets of the checked ``X``: CSR ``(n, L)`` int64 0/1, indices sorted."""
     n = X.shape[0]
-    if rule.threshold is None:  # saved without a rule: each row's top-1
-        indices, _ = model.predict_topk(X, 1, batch_size=batch_size)
-        keep = indices[:, 0] >= 0
-        rows, cols = np.flatnonzero(keep), indices[keep, 0]
+    if rule.threshold is None:  # each row's top k (saved without a rule: top-1)
+        indices, _ = model.predict_topk(X, min(rule.top_k or 1, n_labels), batch_size=batch_size)
+        keep = indices >= 0
+        rows, cols = np.nonzero(keep)[0], indices[keep]
     else:
         parts = [(block_rows[r], c) for block_rows, block in probability_blocks(model, X, rule, n_labels, batch_size)
                  for r, c in [_cut(block, rule)]]
@@ -327,29 +335,28 @@ def _raw_block(model: Any, X_rows: Any, n_labels: int) -> np.ndarray:
 
 
 def _candidates(model: Any, X: Any, rule: LabelRule, n_labels: int,
-                step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(rows, columns, probabilities)`` of the labels at the lowest cut of
-    :data:`RULE_THRESHOLDS` or :data:`RULE_FRACTIONS` (the others keep a subset), at most
-    :data:`RULE_MAX_SET` a row (best first), and each row's largest probability."""
-    rows, cols, values, best = [], [], [], []
+                step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(rows, columns, probabilities, ranks)`` of each row's :data:`RULE_MAX_SET` most
+    probable labels (best first), and each row's largest probability."""
+    rows, cols, values, ranks, best = [], [], [], [], []
     for block_rows, block in probability_blocks(model, X, rule, n_labels, step):
         top = torch.topk(block, min(RULE_MAX_SET, n_labels), dim=1)
-        lowest = torch.clamp(top.values[:, :1] * min(RULE_FRACTIONS), max=min(RULE_THRESHOLDS))
-        keep = top.values >= lowest
-        rows.append(np.repeat(block_rows, top.values.shape[1]).reshape(top.values.shape)[keep.numpy()])
-        cols.append(top.indices[keep].numpy())
-        values.append(top.values[keep].numpy())
+        shape = top.values.shape
+        rows.append(np.repeat(block_rows, shape[1]))
+        cols.append(top.indices.reshape(-1).numpy())
+        values.append(top.values.reshape(-1).numpy())
+        ranks.append(np.tile(np.arange(shape[1]), shape[0]))
         best.append(top.values[:, 0].numpy())
-    return np.concatenate(rows), np.concatenate(cols), np.concatenate(values), np.concatenate(best)
+    return tuple(np.concatenate(parts) for parts in (rows, cols, values, ranks, best))  # type: ignore[return-value]
 
 
 def fit_label_rule(model: Any, X_val: Any, Y_val: sp.csr_matrix, n_labels: int, *, seed: int, source: str,
                    batch_size: int = 1024) -> LabelRule:
     """The default rule of ``predict``, chosen on validation rows: Platt scaling of the
-    model's confidences, then the cut of the best samples-F1 on those rows among one global
-    cut of :data:`RULE_THRESHOLDS` (with or without a top-1 fallback for rows left empty) and
-    one cut of :data:`RULE_FRACTIONS` of each row's largest probability (ties: the first
-    absolute cut, no fallback).
+    model's confidences, then the label sets of the best samples-F1 on those rows among one
+    global cut of :data:`RULE_THRESHOLDS` (with or without a top-1 fallback for rows left
+    empty), one cut of :data:`RULE_FRACTIONS` of each row's largest probability, and each
+    row's top k of :data:`RULE_TOP_K` (ties: the first in that order).
 
     Args:
         model: a fitted model (its ``confidence_chunks``).
@@ -366,24 +373,27 @@ def fit_label_rule(model: Any, X_val: Any, Y_val: sp.csr_matrix, n_labels: int, 
     step = max(1, min(int(batch_size), RULE_BLOCK // max(n_labels, 1)))
     platt = _platt(_calibration_pairs(model, X_val, Y_val, n_labels, seed, step))
     rule = LabelRule(calibrated=False) if platt is None else LabelRule(a=platt[0], b=platt[1], calibrated=True)
-    r, c, p, row_best = _candidates(model, X_val, rule, n_labels, step)
+    r, c, p, rank, row_best = _candidates(model, X_val, rule, n_labels, step)
     n = X_val.shape[0]
-    first = np.r_[True, r[1:] != r[:-1]]  # each row's most probable label comes first
-    top_rows, top_cols = r[first], c[first]
-    scores: dict[tuple[float, bool, bool], float] = {}
-    for relative, grid in ((False, RULE_THRESHOLDS), (True, RULE_FRACTIONS)):
-        for threshold in grid:
-            kept = p >= (threshold * row_best[r] if relative else threshold)
-            for fallback in ((False, True) if not relative else (False,)):
-                rows, cols = r[kept], c[kept]
-                if fallback:
-                    empty = ~np.isin(top_rows, rows)
-                    rows, cols = np.concatenate([rows, top_rows[empty]]), np.concatenate([cols, top_cols[empty]])
-                sets = sp.csr_matrix((np.ones(len(rows), np.int64), (rows, cols)), shape=(n, n_labels))
-                scores[(threshold, relative, fallback)] = samples_f1(sets, Y_val)
-    best = max(scores, key=lambda key: scores[key])  # the first best: absolute cuts low to high, then relative
-    return replace(rule, threshold=best[0], relative=best[1], top1_fallback=best[2], rows=n, f1=scores[best],
-                   source=source)
+    top_rows, top_cols = r[rank == 0], c[rank == 0]
+    candidates = [(LabelRule(threshold=t, top1_fallback=fallback), p >= t)
+                  for t in RULE_THRESHOLDS for fallback in (False, True)]
+    candidates += [(LabelRule(threshold=t, relative=True, top1_fallback=False), p >= t * row_best[r])
+                   for t in RULE_FRACTIONS]
+    candidates += [(LabelRule(threshold=None, top_k=k, top1_fallback=False), rank < k)
+                   for k in RULE_TOP_K if k <= min(n_labels, RULE_MAX_SET)]
+    scores = []
+    for form, kept in candidates:
+        rows, cols = r[kept], c[kept]
+        if form.top1_fallback:
+            empty = ~np.isin(top_rows, rows)
+            rows, cols = np.concatenate([rows, top_rows[empty]]), np.concatenate([cols, top_cols[empty]])
+        sets = sp.csr_matrix((np.ones(len(rows), np.int64), (rows, cols)), shape=(n, n_labels))
+        scores.append(samples_f1(sets, Y_val))
+    best = int(np.argmax(scores))  # the first best: absolute cuts low to high, relative cuts, then top-k
+    form = candidates[best][0]
+    return replace(rule, threshold=form.threshold, relative=form.relative, top1_fallback=form.top1_fallback,
+                   top_k=form.top_k, rows=n, f1=scores[best], source=source)
 
 
 def finite_scores(scores: np.ndarray) -> np.ndarray:
