@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import torch
+from torch import Tensor
 from sklearn.preprocessing import normalize
 
 from holoxmc.backbones.fc import FCBackbone
@@ -25,11 +26,12 @@ from holoxmc.backbones.network import Network
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.limits import check_allocation, check_size
 from holoxmc.models.solar.codes import CodeMethod, FeatureHash, SolarLabelCode, chunk_seed
-from holoxmc.models.solar.head import MIN_FREQ_MODES, SCORINGS, MinFreqMode, Scoring, SolarChunkHead
+from holoxmc.data.batch import LabelBatch, SparseBatch
+from holoxmc.models.solar.head import LOSSES, MIN_FREQ_MODES, SCORINGS, Loss, MinFreqMode, Scoring, SolarChunkHead
 from holoxmc.train.trainer import TrainConfig
 from holoxmc.trust import tensor_shapes
 
-__all__ = ["SolarConfig", "chunk_dir", "chunk_network", "checked_model_config", "feature_hash", "normalized_rows",
+__all__ = ["SolarConfig", "SolarNetwork", "chunk_dir", "chunk_network", "checked_model_config", "feature_hash", "normalized_rows",
            "read_json", "resolved_size"]
 
 
@@ -45,6 +47,11 @@ CONFIG_FILE = "solar.json"
 
 # Fields that only change decoding: editing them never retrains a chunk.
 INFERENCE_FIELDS = ("top_buckets", "min_freq", "min_freq_mode", "scoring")
+#: Settings added after SOLAR folders were first written, with the value those folders
+#: trained with: :meth:`SolarConfig.to_dict` leaves them out at that value and
+#: :meth:`SolarConfig.from_dict` fills them in when absent, so older folders still load,
+#: resume and match their fingerprints.
+LATER_FIELDS: dict[str, Any] = {"loss": "full", "negatives": 1024, "prior_bias": False}
 
 @dataclass
 class SolarConfig:
@@ -67,6 +74,15 @@ class SolarConfig:
             when fewer than k labels would pass; ``"strict"`` is the paper's filter as it
             stands (a point may get fewer than k labels; ``min_freq`` at most ``n_chunks``).
         scoring: ``"prob"`` (sum of probabilities), ``"logprob"`` or ``"logit"``.
+        loss: each chunk's training loss: ``"full"``, the BCE over all B buckets, or
+            ``"sampled"``, the batch's positive buckets and ``negatives`` shared random ones,
+            reweighted to an unbiased estimate of the full loss
+            (:meth:`~holoxmc.models.solar.head.SolarChunkHead.sampled_loss`); a step then costs
+            little more than its positives whatever B is.
+        negatives: buckets the sampled loss draws per batch (``>= B``: all, the full loss).
+        prior_bias: start every bucket's output bias at the log-odds of its share of the
+            training rows (the loss then starts near its priors' value instead of spending
+            the first steps pulling every bucket's probability from 0.5 down).
         seed: seeds codes, hashing, initialisation, validation split and shuffling.
         device: ``"auto"`` trains on CUDA when the job sees a GPU, else CPU.
         train: optimiser settings for every chunk (its ``seed`` is replaced per chunk).
@@ -88,6 +104,9 @@ class SolarConfig:
     min_freq: int | None = None
     min_freq_mode: MinFreqMode = "relaxed"
     scoring: Scoring = "prob"
+    loss: Loss = "full"
+    negatives: int = 1024
+    prior_bias: bool = False
     seed: int = 0
     device: str = "auto"
     train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=15, batch_size=256, lr=5e-3))
@@ -99,7 +118,9 @@ class SolarConfig:
         if self.seed < 0:
             raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
         self.hidden = tuple(int(h) for h in self.hidden)
-        for name in ("n_chunks", "top_buckets"):
+        if self.loss not in LOSSES:
+            raise InputError(f"loss must be one of {LOSSES}, got {self.loss!r}")
+        for name in ("n_chunks", "top_buckets", "negatives"):
             if getattr(self, name) < 1:
                 raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("n_buckets", "feature_dim", "min_freq"):
@@ -148,13 +169,17 @@ class SolarConfig:
         out = asdict(self)
         out["hidden"] = list(self.hidden)
         out["train"] = self.train.record()
+        for name, earlier in LATER_FIELDS.items():
+            if out[name] == earlier:
+                del out[name]
         return out
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "SolarConfig":
-        """Build from a dict, ignoring unknown keys (``train`` may be a dict)."""
+        """Build from a dict, ignoring unknown keys (``train`` may be a dict); a setting of
+        :data:`LATER_FIELDS` that is absent takes the value folders had before it existed."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in names})
+        return cls(**(LATER_FIELDS | {k: v for k, v in values.items() if k in names}))
 
 
 def resolved_size(value: int | None, name: str) -> int:
@@ -175,12 +200,27 @@ def feature_hash(config: SolarConfig, n_features: int, chunk: int) -> FeatureHas
     return FeatureHash(n_features, config.feature_dim, chunk_seed(config.seed, chunk, "features"), config.alternate_sign)
 
 
-def chunk_network(config: SolarConfig, n_features: int, bucket_of_label: np.ndarray, chunk: int) -> Network:
+class SolarNetwork(Network):
+    """A chunk's network: with the sampled loss, :meth:`loss` goes from the backbone output
+    straight to :meth:`SolarChunkHead.sampled_loss` (never the B-wide output); otherwise it
+    is :class:`Network`'s."""
+
+    head: SolarChunkHead
+
+    def loss(self, x: SparseBatch | Tensor, labels: LabelBatch) -> Tensor:
+        if self.head.loss_kind != "sampled":
+            return super().loss(x, labels)
+        return self.head.sampled_loss(self.backbone(x), labels)
+
+
+def chunk_network(config: SolarConfig, n_features: int, bucket_of_label: np.ndarray, chunk: int) -> SolarNetwork:
+    """Chunk ``chunk``'s network (FC backbone + :class:`SolarChunkHead`), initialised from the seed."""
     init_seed = chunk_seed(config.seed, chunk, "init")
     backbone = FCBackbone(config.feature_dim or n_features, config.hidden, dropout=config.dropout, seed=init_seed)
     head = SolarChunkHead(backbone.out_features, torch.from_numpy(np.array(bucket_of_label)),  # own copy: shared rows are read-only
-                          resolved_size(config.n_buckets, "n_buckets"), seed=init_seed)
-    return Network(backbone, head)
+                          resolved_size(config.n_buckets, "n_buckets"), seed=init_seed, loss=config.loss,
+                          negatives=config.negatives, prior_bias=config.prior_bias)
+    return SolarNetwork(backbone, head)
 
 
 def normalized_rows(X: sp.csr_matrix) -> sp.csr_matrix:

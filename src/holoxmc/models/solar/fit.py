@@ -38,10 +38,13 @@ from holoxmc.train.checkpoint import (
     data_digest,
     save_state_dict,
 )
-from holoxmc.train.trainer import Trainer, split_validation
+from holoxmc.train.optim import choose_sparse_updates
+from holoxmc.train.streaming import epoch_order
+from holoxmc.train.trainer import TrainConfig, Trainer, split_validation
 from holoxmc.models.solar.config import (CONFIG_FILE, DONE_FILE, INFERENCE_FIELDS, MODEL_FILE,
-                                         SolarConfig, chunk_dir, chunk_network, feature_hash, normalized_rows,
-                                         read_json, resolved_size)
+                                         SolarConfig, SolarNetwork, chunk_dir, chunk_network, feature_hash,
+                                         normalized_rows, read_json, resolved_size)
+from holoxmc.models.solar.head import bucket_matrix
 from holoxmc.models.solar.model import SolarModel
 
 
@@ -84,18 +87,6 @@ def _hashed(hasher: FeatureHash | None, X: sp.csr_matrix) -> sp.csr_matrix:
 
 
 
-def _bucket_matrix(Y: sp.csr_matrix, bucket_of_label: np.ndarray, n_buckets: int) -> sp.csr_matrix:
-    """``(n, B)`` binary CSR: the OR of each row's label buckets (validation targets)."""
-    assign = sp.csr_matrix(
-        (np.ones(len(bucket_of_label), np.float32), bucket_of_label, np.arange(len(bucket_of_label) + 1)),
-        shape=(len(bucket_of_label), n_buckets),
-    )
-    out = (sp.csr_matrix(Y, dtype=np.float32) @ assign).tocsr()
-    out.data[:] = 1.0
-    out.sort_indices()
-    return out
-
-
 def _sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -124,6 +115,27 @@ def chunk_is_done(run_dir: str | os.PathLike, chunk: int, fingerprint: str) -> b
     )
 
 
+def prepare_chunk_network(network: SolarNetwork, config: SolarConfig, X: sp.csr_matrix, Y: sp.csr_matrix,
+                          train_config: TrainConfig) -> TrainConfig:
+    """Ready a chunk's fresh network for training on ``X`` (hashed) and ``Y`` ``(n, L)``; returns
+    the training settings to use.
+
+    With ``prior_bias`` the output biases start at the bucket priors' log-odds. With the
+    sampled loss, ``sparse_updates="auto"`` is decided on the input table alone (as the
+    trainer decides for an FC network) and applies to the output rows too: the trainer's own
+    rule would judge the input's reads against the output table's B rows.
+    """
+    if config.prior_bias:
+        network.head.start_from_labels(Y)
+    if config.loss == "sampled" and train_config.sparse_updates == "auto":
+        device = torch.device(train_config.device)
+        order = epoch_order(X, np.arange(X.shape[0]), train_config.seed, 0)
+        sparse = choose_sparse_updates("auto", network.backbone, X, order, train_config.batch_size,
+                                       weight_decay=train_config.weight_decay, device=device, world=1)
+        train_config = replace(train_config, sparse_updates=sparse)
+    return train_config
+
+
 def train_chunk(job: ChunkJob, data: SolarData) -> dict[str, Any]:
     """Train one chunk and write its weights, then its done-marker (atomically, last).
 
@@ -139,15 +151,15 @@ def train_chunk(job: ChunkJob, data: SolarData) -> dict[str, Any]:
     train_config = replace(config.train, seed=chunk_seed(config.seed, k, "train"), device=device)
     hasher = feature_hash(config, data.X_train.shape[1], k)
     network = chunk_network(config, data.X_train.shape[1], data.buckets[k], k)
+    X_train = _hashed(hasher, data.X_train)
     X_val = Y_val = None
     if data.X_val is not None:
         X_val = _hashed(hasher, data.X_val)
-        Y_val = _bucket_matrix(data.Y_val, data.buckets[k], resolved_size(config.n_buckets, "n_buckets"))
+        Y_val = bucket_matrix(data.Y_val, data.buckets[k], resolved_size(config.n_buckets, "n_buckets"))
     else:
         train_config = replace(train_config, val_fraction=0.0)
-    result = Trainer(train_config).fit(
-        network, _hashed(hasher, data.X_train), data.Y_train, X_val, Y_val, run_dir=directory, resume=True
-    )
+    train_config = prepare_chunk_network(network, config, X_train, data.Y_train, train_config)
+    result = Trainer(train_config).fit(network, X_train, data.Y_train, X_val, Y_val, run_dir=directory, resume=True)
     save_state_dict(directory / MODEL_FILE, network.cpu().state_dict())
     summary = {
         "chunk": k,

@@ -16,15 +16,25 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Literal
 
+import numpy as np
+import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from holoxmc.data.batch import LabelBatch
 from holoxmc.errors import InputError
-from holoxmc.heads.dense import DenseHead
+from holoxmc.codes.hrr import Stream, local_generator
+from holoxmc.heads.dense import DenseHead, reset_linear_
 
-__all__ = ["SolarChunkHead", "bucket_label_batch", "solar_decode", "SCORINGS", "SCORE_OF_LOGIT", "MIN_FREQ_MODES"]
+__all__ = ["SolarChunkHead", "OutputRows", "bucket_label_batch", "sampled_columns", "solar_decode", "SCORINGS",
+           "SCORE_OF_LOGIT", "MIN_FREQ_MODES", "LOSSES"]
+
+Loss = Literal["full", "sampled"]
+#: A chunk's training loss: ``"full"`` is the BCE over all B buckets; ``"sampled"`` scores
+#: only the batch's positive buckets and a shared uniform sample of the others, reweighted so
+#: that its expectation is the full loss (:meth:`SolarChunkHead.sampled_loss`).
+LOSSES: tuple[str, ...] = ("full", "sampled")
 
 Scoring = Literal["prob", "logprob", "logit"]
 #: A chunk's bucket logit → the score it adds to each of the bucket's labels, per ``Scoring``.
@@ -63,6 +73,84 @@ def bucket_label_batch(labels: LabelBatch, bucket_of_label: Tensor, n_buckets: i
     return LabelBatch(keys % n_buckets, indptr, n_buckets)
 
 
+def sampled_columns(positives: Tensor, n_buckets: int, negatives: int,
+                    generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    """The buckets a sampled-loss step scores, and the weight of a negative term in each.
+
+    The columns are the batch's positive buckets ``P`` and ``negatives`` buckets drawn
+    uniformly without replacement from all ``B`` (a set ``U`` shared by the batch's rows).
+    Given the batch, a bucket of ``P`` is always scored (weight 1) and any other bucket is
+    scored with probability ``negatives / B`` (weight ``B / negatives``, the inverse of its
+    inclusion probability): the weighted sum of the scored negative terms is an unbiased
+    (Horvitz-Thompson) estimate of the sum over all the batch's negative buckets, so the
+    expected loss and gradient are the full BCE's and the logits estimate the same
+    probabilities. With ``negatives >= B`` every bucket is scored with weight 1.
+
+    Args:
+        positives: bucket ids present in the batch (any order, repeats allowed).
+        n_buckets: B.
+        negatives: buckets drawn per batch.
+        generator: random source of the draw (default: torch's, which the trainer seeds per epoch).
+
+    Shapes:
+        returns columns ``(C,)`` sorted int64 and weights ``(C,)`` float32.
+
+    Example:
+        >>> columns, weights = sampled_columns(torch.tensor([3, 1, 3]), 10, 2, torch.Generator().manual_seed(0))
+        >>> len(columns) in (3, 4), sorted(set(weights.tolist())) in ([1.0, 5.0], [1.0])
+        (True, True)
+    """
+    device = positives.device
+    if negatives >= n_buckets:
+        return torch.arange(n_buckets, device=device), torch.ones(n_buckets, device=device)
+    drawn = torch.randperm(n_buckets, generator=generator, device=device)[:negatives]
+    columns = torch.unique(torch.cat([positives, drawn]))
+    weights = torch.full(columns.shape, n_buckets / negatives, device=device)
+    weights[torch.isin(columns, positives)] = 1.0
+    return columns, weights
+
+
+class OutputRows(nn.Embedding):
+    """A chunk's ``(B, in_features)`` output layer kept as a table of bucket rows with a bias
+    per bucket, so that a step that scores only some buckets reads their rows as an
+    embedding lookup: with ``sparse=True`` (the trainer's sparse updates) their weights get a
+    row-sparse gradient and :class:`~holoxmc.train.optim.CatchUpAdam` computes only on them.
+
+    Its ``weight`` and ``bias`` have the shapes, names and initial values of the
+    :class:`~holoxmc.heads.dense.DenseHead` layer of the same seed (a saved chunk loads in
+    either).
+
+    Args:
+        in_features: width of the backbone output; n_buckets: B.
+        generator: initialisation source (``reset_linear_``'s distribution).
+
+    Shapes:
+        ``forward(columns (C,), h (n, in_features))`` → ``(n, C)`` logits of those buckets.
+    """
+
+    def __init__(self, in_features: int, n_buckets: int, generator: torch.Generator) -> None:
+        super().__init__(n_buckets, in_features)
+        self.bias = nn.Parameter(torch.zeros(n_buckets))
+        reset_linear_(self, generator)
+
+    def forward(self, columns: Tensor, h: Tensor) -> Tensor:  # type: ignore[override]
+        # the columns come first: the sparse-update optimiser's pre-forward hook catches up
+        # the rows named by the first argument before they are read
+        weight = F.embedding(columns, self.weight, sparse=self.sparse)
+        return torch.addmm(self.bias[columns].to(h.dtype), h, weight.T.to(h.dtype))
+
+
+class _RowsHead(DenseHead):
+    """A :class:`DenseHead` whose layer is an :class:`OutputRows` table (same state-dict keys)."""
+
+    def __init__(self, in_features: int, n_buckets: int, *, seed: int, prior_bias: bool) -> None:
+        super().__init__(in_features, n_buckets, seed=seed, prior_bias=prior_bias)
+        self.linear = OutputRows(in_features, n_buckets, local_generator(seed, Stream.HEAD_INIT))  # type: ignore[assignment]
+
+    def forward(self, h: Tensor) -> Tensor:
+        return F.linear(h, self.linear.weight, self.linear.bias)  # all buckets, without the table's hook
+
+
 class SolarChunkHead(nn.Module):
     """One SOLAR chunk's output layer: a :class:`DenseHead` over B buckets whose targets are
     the buckets of the present labels.
@@ -71,11 +159,19 @@ class SolarChunkHead(nn.Module):
     maps them to this chunk's buckets per batch; ``topk`` ranks buckets (used for per-chunk
     model selection on bucket-space validation targets).
 
+    With ``loss="sampled"`` a training step scores only some buckets
+    (:meth:`sampled_loss`, which :class:`SolarNetwork` calls from the backbone output) and the
+    layer is an :class:`OutputRows` table; inference is the same either way.
+
     Args:
         in_features: width of the backbone output.
         bucket_of_label: ``(L,)`` bucket ids of this chunk (a row of ``SolarLabelCode.buckets``).
         n_buckets: B.
         seed: seed of the weight initialisation (local generator).
+        loss: ``"full"`` or ``"sampled"`` (:data:`LOSSES`).
+        negatives: buckets drawn per batch by the sampled loss (:func:`sampled_columns`).
+        prior_bias: :meth:`start_from_labels` sets every bucket's bias to the log-odds of its
+            share of the training rows.
 
     Example:
         >>> head = SolarChunkHead(8, torch.tensor([0, 1, 1, 2]), n_buckets=3)
@@ -85,15 +181,63 @@ class SolarChunkHead(nn.Module):
 
     bucket_of_label: Tensor  # a buffer: declared for type checkers
 
-    def __init__(self, in_features: int, bucket_of_label: Tensor, n_buckets: int, *, seed: int = 0) -> None:
+    def __init__(self, in_features: int, bucket_of_label: Tensor, n_buckets: int, *, seed: int = 0,
+                 loss: Loss = "full", negatives: int = 1024, prior_bias: bool = False) -> None:
         super().__init__()
         bucket_of_label = torch.as_tensor(bucket_of_label, dtype=torch.int64)
         if bucket_of_label.ndim != 1 or (bucket_of_label.numel() and int(bucket_of_label.max()) >= n_buckets):
             raise InputError("bucket_of_label must be a 1-D array of bucket ids < n_buckets")
+        if loss not in LOSSES:
+            raise InputError(f"loss must be one of {LOSSES}, got {loss!r}")
+        if negatives < 1:
+            raise InputError(f"negatives must be >= 1, got {negatives}")
         self.n_buckets = int(n_buckets)
         self.n_labels = int(bucket_of_label.numel())
-        self.dense = DenseHead(in_features, self.n_buckets, seed=seed)
+        self.loss_kind: Loss = loss
+        self.negatives = int(negatives)
+        layer = _RowsHead if loss == "sampled" else DenseHead
+        self.dense = layer(in_features, self.n_buckets, seed=seed, prior_bias=prior_bias)
         self.register_buffer("bucket_of_label", bucket_of_label, persistent=False)
+
+    def start_from_labels(self, Y: sp.spmatrix) -> None:
+        """With ``prior_bias``, set each bucket's bias to the log-odds of the smoothed share of
+        the rows of ``Y`` ``(n, L)`` with a label in it, ``(n_b + 0.5) / (n + 1)``
+        (:meth:`DenseHead.start_from_labels` on the rows' bucket sets).
+
+        Example:
+            >>> head = SolarChunkHead(4, torch.tensor([0, 1, 1]), n_buckets=2, prior_bias=True)
+            >>> head.start_from_labels(sp.csr_matrix([[1, 0, 0], [0, 1, 1], [0, 0, 1]]))
+            >>> [round(b, 2) for b in head.dense.linear.bias.tolist()]
+            [-0.85, 0.85]
+        """
+        if Y.shape[1] != self.n_labels:
+            raise InputError(f"labels have {Y.shape[1]} columns, the chunk code has {self.n_labels}")
+        self.dense.start_from_labels(bucket_matrix(Y, self.bucket_of_label.cpu().numpy(), self.n_buckets))
+
+    def sampled_loss(self, h: Tensor, labels: LabelBatch) -> Tensor:
+        """The sampled estimate of :meth:`loss` from the backbone output ``h``: BCE over the
+        batch's positive buckets and ``negatives`` shared random buckets
+        (:func:`sampled_columns`), the drawn negatives weighted by ``B / negatives``, summed and
+        divided by ``n · B`` as the full mean is. Its expectation over the draw is the full
+        loss (equal to it when ``negatives >= B``).
+
+        Shapes:
+            h ``(n, in_features)`` → a scalar.
+        """
+        if labels.n_labels != self.n_labels:
+            raise InputError(f"labels have {labels.n_labels} classes, the chunk code has {self.n_labels}")
+        positives = bucket_label_batch(labels, self.bucket_of_label, self.n_buckets)
+        columns, weights = sampled_columns(positives.indices, self.n_buckets, self.negatives)
+        if isinstance(self.dense.linear, OutputRows):
+            logits = self.dense.linear(columns, h)
+        else:  # a full-loss layer: the same estimate from its columns
+            logits = F.linear(h, self.dense.linear.weight[columns], self.dense.linear.bias[columns])
+        target = torch.zeros(logits.shape, dtype=torch.float32, device=logits.device)
+        slots = torch.searchsorted(columns, positives.indices)
+        target.view(-1).index_fill_(0, positives.row_ids() * len(columns) + slots, 1.0)
+        with torch.autocast(logits.device.type, enabled=False):
+            total = F.binary_cross_entropy_with_logits(logits.float(), target, weight=weights, reduction="sum")
+        return total / (len(labels) * self.n_buckets)
 
     def forward(self, h: Tensor) -> Tensor:
         return self.dense(h)
@@ -119,6 +263,23 @@ class SolarChunkHead(nn.Module):
     def confidence_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]:
         """The buckets' probabilities for the backbone output ``h`` as one chunk."""
         return self.dense.confidence_chunks(h)
+
+
+def bucket_matrix(Y: sp.spmatrix, bucket_of_label: np.ndarray, n_buckets: int) -> sp.csr_matrix:
+    """``(n, B)`` binary CSR: the OR of each row's label buckets.
+
+    Example:
+        >>> bucket_matrix(sp.csr_matrix([[1, 0, 1], [0, 1, 0]]), np.array([0, 1, 0]), 2).toarray().tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+    """
+    assign = sp.csr_matrix(
+        (np.ones(len(bucket_of_label), np.float32), bucket_of_label, np.arange(len(bucket_of_label) + 1)),
+        shape=(len(bucket_of_label), n_buckets),
+    )
+    out = (sp.csr_matrix(Y, dtype=np.float32) @ assign).tocsr()
+    out.data[:] = 1.0
+    out.sort_indices()
+    return out
 
 
 def buckets_by_label(buckets: Tensor) -> Tensor:

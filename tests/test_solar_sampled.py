@@ -1,0 +1,183 @@
+"""SOLAR's sampled-bucket loss (an unbiased estimate of the full B-wide BCE, trained with
+sparse updates of the output rows it reads) and the output bias started at the bucket
+priors' log-odds."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+import torch.nn.functional as F
+
+from holoxmc.data.batch import LabelBatch, SparseBatch
+from holoxmc.errors import InputError
+from holoxmc.metrics import evaluate
+from holoxmc.models.solar.codes import SolarLabelCode
+from holoxmc.models.solar.config import LATER_FIELDS, chunk_network
+from holoxmc.models.solar.fit import SolarConfig, SolarModel, fit_solar, prepare_chunk_network
+from holoxmc.models.solar.head import OutputRows, SolarChunkHead, sampled_columns
+from holoxmc.train.optim import CatchUpAdam
+from holoxmc.train.trainer import TrainConfig
+
+
+def _labels(n: int, n_labels: int, density: float, seed: int) -> sp.csr_matrix:
+    Y = sp.random(n, n_labels, density=density, format="csr", random_state=seed, dtype=np.float32)
+    Y.data[:] = 1
+    return Y
+
+
+def _head(loss: str, negatives: int = 4, n_labels: int = 60, n_buckets: int = 20) -> SolarChunkHead:
+    code = SolarLabelCode(n_labels, n_chunks=1, n_buckets=n_buckets, seed=0)
+    return SolarChunkHead(6, torch.from_numpy(code.buckets[0]), n_buckets, seed=3, loss=loss, negatives=negatives)
+
+
+def test_sampled_columns_hold_the_positives_and_weight_the_drawn_rest():
+    positives = torch.tensor([7, 2, 7, 11])
+    columns, weights = sampled_columns(positives, 50, 10, torch.Generator().manual_seed(1))
+    assert torch.equal(columns, torch.unique(columns)) and set(positives.tolist()) <= set(columns.tolist())
+    assert 10 <= len(columns) <= 13
+    chosen = dict(zip(columns.tolist(), weights.tolist()))
+    assert all(chosen[b] == 1.0 for b in (2, 7, 11))
+    assert sorted(w for b, w in chosen.items() if b not in (2, 7, 11)) == [5.0] * (len(columns) - 3)
+    every, ones = sampled_columns(positives, 50, 50)
+    assert torch.equal(every, torch.arange(50)) and torch.equal(ones, torch.ones(50))
+
+
+def test_sampled_loss_is_an_unbiased_estimate_of_the_full_loss():
+    full, sampled = _head("full"), _head("sampled", negatives=4)
+    sampled.load_state_dict(full.state_dict())  # the same weights in both layers
+    h = torch.randn(12, 6, generator=torch.Generator().manual_seed(0))
+    labels = LabelBatch.from_csr(_labels(12, 60, 0.03, seed=2))
+    exact = full.loss(full(h), labels).detach()
+    torch.manual_seed(0)
+    estimates = torch.stack([sampled.sampled_loss(h, labels).detach() for _ in range(4000)])
+    standard_error = estimates.std() / 4000**0.5
+    assert abs(float(estimates.mean() - exact)) < 5 * float(standard_error)
+    assert float(estimates.std()) > 0  # it does sample
+    everything = _head("sampled", negatives=20)
+    everything.load_state_dict(full.state_dict())
+    torch.testing.assert_close(everything.sampled_loss(h, labels), exact)  # negatives >= B: the full loss
+
+
+def test_sampled_head_keeps_the_full_heads_weights_names_and_outputs():
+    full, sampled = _head("full"), _head("sampled")
+    assert isinstance(sampled.dense.linear, OutputRows)
+    state = full.state_dict()
+    assert {k: v.shape for k, v in sampled.state_dict().items()} == {k: v.shape for k, v in state.items()}
+    assert all(torch.equal(sampled.state_dict()[k], v) for k, v in state.items())  # same seed, same start
+    h = torch.randn(3, 6)
+    torch.testing.assert_close(sampled(h), full(h))
+
+
+def test_sampled_loss_reads_only_the_scored_rows_of_the_output_table():
+    head = _head("sampled", negatives=3, n_buckets=20)
+    head.dense.linear.sparse = True
+    h = torch.randn(5, 6)
+    labels = LabelBatch.from_csr(_labels(5, 60, 0.02, seed=4))
+    torch.manual_seed(0)
+    head.sampled_loss(h, labels).backward()
+    grad = head.dense.linear.weight.grad
+    assert grad.is_sparse and len(torch.unique(grad.coalesce().indices())) < 20
+
+
+def test_bias_starts_at_the_bucket_priors_log_odds():
+    code = SolarLabelCode(30, n_chunks=1, n_buckets=6, seed=0)
+    Y = _labels(40, 30, 0.08, seed=5)
+    head = SolarChunkHead(4, torch.from_numpy(code.buckets[0]), 6, prior_bias=True)
+    head.start_from_labels(Y)
+    in_bucket = np.zeros((40, 6), bool)
+    for i, j in zip(*Y.nonzero()):
+        in_bucket[i, code.buckets[0][j]] = True
+    share = (in_bucket.sum(0) + 0.5) / (40 + 1)
+    np.testing.assert_allclose(head.dense.linear.bias.detach().numpy(), np.log(share / (1 - share)), rtol=1e-5)
+    untouched = SolarChunkHead(4, torch.from_numpy(code.buckets[0]), 6)  # prior_bias off: the seed's biases stay
+    before = untouched.dense.linear.bias.detach().clone()
+    untouched.start_from_labels(Y)
+    assert torch.equal(untouched.dense.linear.bias, before)
+
+
+def test_fit_starts_the_chunks_from_the_priors_and_resolves_sparse_updates():
+    config = SolarConfig(n_chunks=1, n_buckets=6, hidden=(8,), loss="sampled", negatives=2, prior_bias=True,
+                         train=TrainConfig(sparse_updates="auto")).resolved(30, 20_000)
+    code = config.label_code(30)
+    network = chunk_network(config, 20_000, code.buckets[0], 0)
+    X = sp.random(64, 20_000, density=5e-4, format="csr", random_state=0, dtype=np.float32)
+    Y = _labels(64, 30, 0.08, seed=6)
+    train_config = prepare_chunk_network(network, config, X, Y, config.train)
+    assert train_config.sparse_updates is True  # 20,000 input rows, each batch reads few of them
+    assert float(network.head.dense.linear.bias.max()) < 0  # every bucket's prior is below 1/2
+
+
+def _learnable_data(n: int = 480, n_features: int = 90, n_labels: int = 30, seed: int = 0):
+    """Each label owns 3 features; a point's features are its labels' features plus noise."""
+    rng = np.random.default_rng(seed)
+    Y = np.zeros((n, n_labels), np.float32)
+    for i in range(n):
+        Y[i, rng.choice(n_labels, rng.integers(1, 4), replace=False)] = 1
+    owner = np.arange(n_features) % n_labels
+    X = Y[:, owner] * rng.uniform(0.5, 1.0, (n, n_features)) + (rng.random((n, n_features)) < 0.03)
+    return sp.csr_matrix(X.astype(np.float32)), sp.csr_matrix(Y)
+
+
+@pytest.mark.parametrize("sparse_updates", [True, False])
+def test_sampled_loss_trains_decodes_and_reloads(tmp_path, sparse_updates):
+    X, Y = _learnable_data()
+    config = SolarConfig(n_chunks=3, n_buckets=15, hidden=(16,), top_buckets=3, min_freq=2, feature_dim=64, seed=5,
+                         loss="sampled", negatives=4, prior_bias=True,
+                         train=TrainConfig(epochs=5, batch_size=32, lr=3e-2, val_fraction=0.2, progress=False,
+                                           sparse_updates=sparse_updates))
+    model = fit_solar(X, Y, config, tmp_path / "run")
+    network = model.networks[0]
+    assert isinstance(network.head.dense.linear, OutputRows)
+    indices, _, _ = model.predict(X, k=5)
+    popular = np.argsort(-np.asarray(Y.sum(0)).ravel())[:5]
+    assert evaluate(indices, Y)["P@1"] > evaluate(np.tile(popular, (480, 1)), Y)["P@1"] + 40
+    saved = json.loads((tmp_path / "run" / "solar.json").read_text())["config"]
+    assert (saved["loss"], saved["negatives"], saved["prior_bias"]) == ("sampled", 4, True)
+    assert np.array_equal(SolarModel.load(tmp_path / "run").predict(X, k=5)[0], indices)
+
+
+def test_the_sampled_output_rows_train_with_catch_up_adam(tmp_path):
+    """With sparse updates both tables (input and output rows) get row-sparse gradients."""
+    config = SolarConfig(n_chunks=1, n_buckets=10, hidden=(8,), loss="sampled", negatives=2,
+                         train=TrainConfig(sparse_updates=True)).resolved(30, 50)
+    network = chunk_network(config, 50, config.label_code(30).buckets[0], 0)
+    from holoxmc.train.optim import build_optimizers, sparse_update_tables, watching
+    tables = sparse_update_tables(network, True)
+    assert network.head.dense.linear in tables
+    optimizers = build_optimizers(network, tables, lr=0.1, weight_decay=0.0, device=torch.device("cpu"))
+    assert isinstance(optimizers[1], CatchUpAdam)
+    x = SparseBatch.from_csr(sp.random(4, 50, density=0.1, format="csr", random_state=0, dtype=np.float32))
+    with watching(optimizers, network):
+        network.loss(x, LabelBatch.from_csr(_labels(4, 30, 0.1, seed=1))).backward()
+        for optimizer in optimizers:
+            optimizer.step()
+    assert network.head.dense.linear.weight.grad.is_sparse
+
+
+def test_new_settings_are_recorded_as_before_they_existed_and_checked():
+    """A config at the settings' earlier values writes no new key, so older folders keep their
+    fingerprints; an older folder's config (no such key) reads back at those values."""
+    plain = SolarConfig().to_dict()
+    assert not set(LATER_FIELDS) & set(plain)
+    assert SolarConfig.from_dict(plain).loss == "full" and SolarConfig.from_dict(plain).prior_bias is False
+    assert SolarConfig(loss="sampled").to_dict()["loss"] == "sampled"
+    with pytest.raises(InputError, match="loss"):
+        SolarConfig(loss="softmax")
+    with pytest.raises(InputError, match="negatives"):
+        SolarConfig(negatives=0)
+
+
+def test_full_loss_head_is_unchanged():
+    code = SolarLabelCode(40, n_chunks=2, n_buckets=7, seed=0)
+    head = SolarChunkHead(6, torch.from_numpy(code.buckets[1]), n_buckets=7, seed=3)
+    Y = _labels(9, 40, 0.1, seed=2)
+    out = head(torch.randn(9, 6, generator=torch.Generator().manual_seed(0)))
+    onehot = np.zeros((40, 7), dtype=np.float32)
+    onehot[np.arange(40), code.buckets[1]] = 1
+    target = torch.from_numpy(((Y.toarray() @ onehot) > 0).astype(np.float32))
+    torch.testing.assert_close(head.loss(out, LabelBatch.from_csr(Y)), F.binary_cross_entropy_with_logits(out, target))
+    assert type(head.dense.linear) is torch.nn.Linear
