@@ -337,7 +337,8 @@ def _raw_block(model: Any, X_rows: Any, n_labels: int) -> np.ndarray:
 def _candidates(model: Any, X: Any, rule: LabelRule, n_labels: int,
                 step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(rows, columns, probabilities, ranks)`` of each row's :data:`RULE_MAX_SET` most
-    probable labels (best first), and each row's largest probability."""
+    probable labels (best first), and each row's largest probability: what the cuts keep
+    (the top-k sets read ``predict_topk``'s ranking, as ``predict`` does)."""
     rows, cols, values, ranks, best = [], [], [], [], []
     for block_rows, block in probability_blocks(model, X, rule, n_labels, step):
         top = torch.topk(block, min(RULE_MAX_SET, n_labels), dim=1)
@@ -376,15 +377,20 @@ def fit_label_rule(model: Any, X_val: Any, Y_val: sp.csr_matrix, n_labels: int, 
     r, c, p, rank, row_best = _candidates(model, X_val, rule, n_labels, step)
     n = X_val.shape[0]
     top_rows, top_cols = r[rank == 0], c[rank == 0]
-    candidates = [(LabelRule(threshold=t, top1_fallback=fallback), p >= t)
+    candidates: list[tuple[LabelRule, Any]] = [(LabelRule(threshold=t, top1_fallback=fallback), p >= t)
                   for t in RULE_THRESHOLDS for fallback in (False, True)]
     candidates += [(LabelRule(threshold=t, relative=True, top1_fallback=False), p >= t * row_best[r])
                    for t in RULE_FRACTIONS]
-    candidates += [(LabelRule(threshold=None, top_k=k, top1_fallback=False), rank < k)
-                   for k in RULE_TOP_K if k <= min(n_labels, RULE_MAX_SET)]
+    sizes = [k for k in RULE_TOP_K if k <= min(n_labels, RULE_MAX_SET)]
+    ranked, _ = model.predict_topk(X_val, max(sizes), batch_size=step)  # the ranking predict's top k reads
+    top_r = np.repeat(np.arange(n), ranked.shape[1]).reshape(ranked.shape)
+    top_rank = np.tile(np.arange(ranked.shape[1]), (n, 1))
+    for k in sizes:
+        kept = (top_rank < k) & (ranked >= 0)
+        candidates.append((LabelRule(threshold=None, top_k=k, top1_fallback=False), (top_r[kept], ranked[kept])))
     scores = []
     for form, kept in candidates:
-        rows, cols = r[kept], c[kept]
+        rows, cols = kept if isinstance(kept, tuple) else (r[kept], c[kept])
         if form.top1_fallback:
             empty = ~np.isin(top_rows, rows)
             rows, cols = np.concatenate([rows, top_rows[empty]]), np.concatenate([cols, top_cols[empty]])
