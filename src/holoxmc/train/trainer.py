@@ -325,6 +325,128 @@ def _check_like(state: dict[str, Tensor], network: nn.Module) -> None:
         raise ValueError("the stored best weights do not fit this network")
 
 
+@dataclass
+class _Plan:
+    """What one :meth:`Trainer.fit` call trains, on which rows and with what: fixed once
+    :meth:`Trainer._prepare` has made it.
+
+    ``X_val``/``Y_val`` are the validation rows (carved from ``X_train`` when ``carved``;
+    ``None`` when nothing is held out); ``initial_state`` is the weights before training,
+    kept for the refit; ``fingerprint``, ``config_json`` and ``network_config`` are what a
+    checkpoint must match to be resumed; ``begun`` is when :meth:`Trainer.fit` began.
+    """
+
+    network: Network
+    X_train: sp.csr_matrix | np.ndarray
+    Y_train: sp.csr_matrix
+    train_rows: np.ndarray
+    X_val: sp.csr_matrix | np.ndarray | None
+    Y_val: sp.csr_matrix | None
+    carved: bool
+    device: torch.device
+    rank: int
+    world: int
+    initial_state: dict[str, Tensor] | None
+    sparse_updates: bool
+    optimizers: list[torch.optim.Optimizer]
+    steps_per_epoch: int
+    total_steps: int
+    warmup_steps: int
+    run_dir: str | Path | None
+    fingerprint: dict[str, Any]
+    config_json: dict[str, Any]
+    network_config: Any
+    show: bool
+    begun: float
+
+
+@dataclass
+class _Selection:
+    """Model selection so far: the result, the best weights, the epochs since the best and
+    the next epoch to train (``0``, or where a resumed checkpoint left off)."""
+
+    result: FitResult
+    best_state: dict[str, Tensor]
+    since_best: int = 0
+    next_epoch: int = 0
+
+
+def _check_pairs(
+    X_train: sp.csr_matrix | np.ndarray,
+    Y_train: sp.csr_matrix,
+    X_val: sp.csr_matrix | np.ndarray | None,
+    Y_val: sp.csr_matrix | None,
+) -> None:
+    """Refuse a validation set without its labels (or labels without inputs), and training
+    inputs and labels with different row counts."""
+    if (X_val is None) != (Y_val is None):
+        raise InputError("give both X_val and Y_val, or neither")
+    if X_train.shape[0] != Y_train.shape[0]:
+        raise InputError(f"X_train has {X_train.shape[0]} rows but Y_train has {Y_train.shape[0]}")
+
+
+def _check_refit(cfg: TrainConfig, X_train: Any, Y_train: Any, Y_val: Any, carved: bool) -> None:
+    """Refuse a refit that would join two shard stores, or whose validation labels are not
+    the training labels (the refit trains on both)."""
+    if cfg.refit and not carved and is_sharded(X_train):
+        raise InputError("refit trains on the training and validation rows together, which would join two "
+                         "shard stores: refit on one store with val_fraction instead")
+    if cfg.refit and Y_val is not None and Y_val.shape[1] != Y_train.shape[1]:
+        raise InputError(f"refit trains on the validation rows too, so their labels must be the training "
+                         f"labels: Y_train has {Y_train.shape[1]} columns, Y_val {Y_val.shape[1]}")
+
+
+def _held_out(
+    cfg: TrainConfig,
+    X_train: sp.csr_matrix | np.ndarray,
+    Y_train: sp.csr_matrix,
+    X_val: sp.csr_matrix | np.ndarray | None,
+    Y_val: sp.csr_matrix | None,
+) -> tuple[np.ndarray, sp.csr_matrix | np.ndarray | None, sp.csr_matrix | None]:
+    """``(train_rows, X_val, Y_val)``: every row of ``X_train`` with the given validation set,
+    else the seeded ``cfg.val_fraction`` split of its rows (``None, None`` when it holds out
+    nothing)."""
+    if X_val is not None:
+        return np.arange(X_train.shape[0]), X_val, Y_val
+    train_rows, val_rows = split_validation(X_train.shape[0], cfg.val_fraction, cfg.seed)
+    if not len(val_rows):
+        return train_rows, None, None
+    return train_rows, take_rows(X_train, val_rows), take_rows(Y_train, val_rows)
+
+
+def _fingerprint(
+    X_train: sp.csr_matrix | np.ndarray,
+    Y_train: sp.csr_matrix,
+    X_val: sp.csr_matrix | np.ndarray | None,
+    Y_val: sp.csr_matrix | None,
+    train_rows: np.ndarray,
+    carved: bool,
+    run_dir: str | Path | None,
+) -> dict[str, Any]:
+    """The data a checkpoint records and a resume must match: row counts, shape, and (with a
+    ``run_dir``) a digest of the contents."""
+    return {
+        "n_train": int(len(train_rows)),
+        "n_val": 0 if X_val is None else int(X_val.shape[0]),
+        "shape": [int(X_train.shape[1]), int(Y_train.shape[1])],
+        # carved validation rows are rows of X_train: its digest covers them
+        "digest": None if run_dir is None else data_digest(X_train, Y_train, *(() if carved else (X_val, Y_val))),
+    }
+
+
+def _param_groups(optimizers: list[torch.optim.Optimizer]) -> list[dict[str, Any]]:
+    """Every parameter group of ``optimizers`` (whose ``"lr"`` the schedule sets each step).
+
+    Read afresh every epoch: ``load_state_dict`` (resume) replaces the group dicts."""
+    return [group for optimizer in optimizers for group in optimizer.param_groups]
+
+
+def _fused_params(optimizers: list[torch.optim.Optimizer]) -> list[Tensor]:
+    """The parameters of ``optimizers`` that a fused kernel updates."""
+    return [p for optimizer in optimizers if optimizer.defaults.get("fused")
+            for group in optimizer.param_groups for p in group["params"]]
+
+
 class Trainer:
     """Train a :class:`~holoxmc.backbones.network.Network` (any backbone with any head).
 
@@ -378,206 +500,244 @@ class Trainer:
         run_dir: str | Path | None,
         resume: bool,
     ) -> FitResult:
+        """:meth:`fit`'s work: prepare the run, resume it from ``run_dir``'s checkpoint when
+        asked and there is one, train its epochs, then refit or keep the best weights."""
+        plan = self._prepare(network, X_train, Y_train, X_val, Y_val, run_dir, begun=time.perf_counter())
+        selection = self._resumed(plan) if resume and run_dir is not None else None
+        if selection is None:
+            selection = _Selection(FitResult(), _copy_state(network))
+        selection.result.sparse_updates = plan.sparse_updates
+        self._run_epochs(plan, selection)
+        if plan.initial_state is not None and plan.X_val is not None:
+            best_epoch = selection.result.best_epoch
+            selection.result.refit = self._refit(plan, plan.initial_state, plan.X_val, best_epoch, resume)
+        else:
+            network.load_state_dict(selection.best_state)
+        return selection.result
+
+    def _prepare(
+        self,
+        network: Network,
+        X_train: sp.csr_matrix | np.ndarray,
+        Y_train: sp.csr_matrix,
+        X_val: sp.csr_matrix | np.ndarray | None,
+        Y_val: sp.csr_matrix | None,
+        run_dir: str | Path | None,
+        begun: float,
+    ) -> _Plan:
+        """Check the data, hold out the validation rows (unless given), move ``network`` to
+        the device and build its optimizers: the :class:`_Plan` of the run."""
         cfg = self.config
-        begun = time.perf_counter()
         rank, world = process_group()
-        if (X_val is None) != (Y_val is None):
-            raise InputError("give both X_val and Y_val, or neither")
-        if X_train.shape[0] != Y_train.shape[0]:
-            raise InputError(f"X_train has {X_train.shape[0]} rows but Y_train has {Y_train.shape[0]}")
+        _check_pairs(X_train, Y_train, X_val, Y_val)
         Y_train = as_labels(Y_train)  # shard-store rows stay on disk
         carved = X_val is None  # the validation rows are part of X_train
-        if cfg.refit and not carved and is_sharded(X_train):
-            raise InputError("refit trains on the training and validation rows together, which would join two "
-                             "shard stores: refit on one store with val_fraction instead")
-        if cfg.refit and Y_val is not None and Y_val.shape[1] != Y_train.shape[1]:
-            raise InputError(f"refit trains on the validation rows too, so their labels must be the training "
-                             f"labels: Y_train has {Y_train.shape[1]} columns, Y_val {Y_val.shape[1]}")
-        if X_val is None:
-            train_rows, val_rows = split_validation(X_train.shape[0], cfg.val_fraction, cfg.seed)
-            X_val, Y_val = (take_rows(X_train, val_rows), take_rows(Y_train, val_rows)) if len(val_rows) else (None, None)
-        else:
-            train_rows = np.arange(X_train.shape[0])
+        _check_refit(cfg, X_train, Y_train, Y_val, carved)
+        train_rows, X_val, Y_val = _held_out(cfg, X_train, Y_train, X_val, Y_val)
         device = torch.device(cfg.device)
         network.to(device)
         initial_state = _copy_state(network) if cfg.refit else None
         sparse_updates = choose_sparse_updates(
             cfg.sparse_updates, network, X_train, epoch_order(X_train, train_rows, cfg.seed, 0),
             cfg.batch_size, weight_decay=cfg.weight_decay, device=device, world=world,
-        )  # "auto" reads the batches the first epoch trains on (its order is drawn as below)
+        )  # "auto" reads the batches the first epoch trains on (its order is drawn as in _epoch)
         sparse_tables = sparse_update_tables(network, sparse_updates, dist.get_backend() if world > 1 else None)
         optimizers = build_optimizers(network, sparse_tables, lr=cfg.lr, weight_decay=cfg.weight_decay, device=device)
         steps_per_epoch = math.ceil(len(train_rows) / cfg.batch_size)
-        total_steps = steps_per_epoch * cfg.epochs
-        warmup_steps = int(round(cfg.warmup_epochs * steps_per_epoch))
+        return _Plan(
+            network=network, X_train=X_train, Y_train=Y_train, train_rows=train_rows, X_val=X_val, Y_val=Y_val,
+            carved=carved, device=device, rank=rank, world=world, initial_state=initial_state,
+            sparse_updates=sparse_updates, optimizers=optimizers, steps_per_epoch=steps_per_epoch,
+            total_steps=steps_per_epoch * cfg.epochs, warmup_steps=int(round(cfg.warmup_epochs * steps_per_epoch)),
+            run_dir=run_dir, fingerprint=_fingerprint(X_train, Y_train, X_val, Y_val, train_rows, carved, run_dir),
+            config_json=cfg.record() | {"device": None},
+            network_config=_json_copy(getattr(network, "config", None)),
+            show=rank == 0 and (cfg.progress if cfg.progress is not None else sys.stderr.isatty()), begun=begun,
+        )
 
-        result = FitResult()
-        best_state = _copy_state(network)
-        since_best = 0
-        fingerprint = {
-            "n_train": int(len(train_rows)),
-            "n_val": 0 if X_val is None else int(X_val.shape[0]),
-            "shape": [int(X_train.shape[1]), int(Y_train.shape[1])],
-            # carved validation rows are rows of X_train: its digest covers them
-            "digest": None if run_dir is None else data_digest(X_train, Y_train, *(() if carved else (X_val, Y_val))),
-        }
-        config_json = cfg.record() | {"device": None}
-        network_config = _json_copy(getattr(network, "config", None))
-        start_epoch = 0
-        if resume and run_dir is not None:
-            checkpoint = load_checkpoint(run_dir, device)
-            if checkpoint is not None:
-                state = checkpoint["state"]
-                another = InputError(f"{run_dir}: the checkpoint was made with another configuration or data; "
-                                     "use the same options to resume, or a new run directory")
-                # "network" is absent from checkpoints written before it was recorded
-                if (state["config"] != config_json or state["data"] != fingerprint
-                        or state.get("network", network_config) != network_config):
-                    raise another
-                try:
-                    network.load_state_dict(checkpoint["model"])
-                    for optimizer, optimizer_state in zip(optimizers, checkpoint["optimizers"], strict=True):
-                        optimizer.load_state_dict(optimizer_state)
-                    _check_like(checkpoint["best_model"], network)
-                except (RuntimeError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-                    raise another from exc  # the optimizer states or weights do not fit this network
-                best_state = checkpoint["best_model"]
-                start_epoch = state["epoch"]
-                since_best = state["since_best"]
-                result = FitResult(state["history"], state["best_epoch"], state["best_score"], state["stopped_early"])
-        result.sparse_updates = sparse_updates
-        loss_of = network.loss if world == 1 else data_parallel(network, device)
+    def _resumed(self, plan: _Plan) -> _Selection | None:
+        """Load ``plan.run_dir``'s checkpoint into the network and optimizers: the selection
+        it recorded, or ``None`` when there is no checkpoint.
 
-        show = rank == 0 and (cfg.progress if cfg.progress is not None else sys.stderr.isatty())
-        for epoch in range(start_epoch, cfg.stop_epoch or cfg.epochs):
-            if result.stopped_early:
+        Raises:
+            InputError: the checkpoint was made with another configuration, network or data.
+        """
+        checkpoint = load_checkpoint(plan.run_dir, plan.device) if plan.run_dir is not None else None
+        if checkpoint is None:
+            return None
+        state = checkpoint["state"]
+        another = InputError(f"{plan.run_dir}: the checkpoint was made with another configuration or data; "
+                             "use the same options to resume, or a new run directory")
+        # "network" is absent from checkpoints written before it was recorded
+        if (state["config"] != plan.config_json or state["data"] != plan.fingerprint
+                or state.get("network", plan.network_config) != plan.network_config):
+            raise another
+        try:
+            plan.network.load_state_dict(checkpoint["model"])
+            for optimizer, optimizer_state in zip(plan.optimizers, checkpoint["optimizers"], strict=True):
+                optimizer.load_state_dict(optimizer_state)
+            _check_like(checkpoint["best_model"], plan.network)
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise another from exc  # the optimizer states or weights do not fit this network
+        result = FitResult(state["history"], state["best_epoch"], state["best_score"], state["stopped_early"])
+        return _Selection(result, checkpoint["best_model"], since_best=state["since_best"], next_epoch=state["epoch"])
+
+    def _run_epochs(self, plan: _Plan, selection: _Selection) -> None:
+        """Train from ``selection.next_epoch`` to ``stop_epoch`` (or ``epochs``), validating,
+        selecting and checkpointing after each epoch, until early stopping or the time limit.
+
+        The data-parallel wrapper of the loss lives only as long as this call: the refit
+        makes its own.
+        """
+        cfg = self.config
+        loss_of = plan.network.loss if plan.world == 1 else data_parallel(plan.network, plan.device)
+        for epoch in range(selection.next_epoch, cfg.stop_epoch or cfg.epochs):
+            if selection.result.stopped_early:
                 break
-            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-                torch.manual_seed(_epoch_seed(cfg.seed, epoch) + rank)  # each rank its own dropout masks
-                order = epoch_order(X_train, train_rows, cfg.seed, epoch)
-                loss, seconds = self._train_epoch(
-                    network, loss_of, optimizers, X_train, Y_train, order, epoch, steps_per_epoch,
-                    total_steps, warmup_steps, device, show, result,
-                )
-            record: dict[str, Any] = {"epoch": epoch + 1, "loss": loss, "seconds": seconds}
-            if X_val is not None:
-                val = None if rank else evaluate_topk(
-                    network, X_val, Y_val, ks=VALIDATION_KS, batch_size=cfg.eval_batch_size, device=device
-                )
-                record["val"] = val if world == 1 else from_rank_zero(val)
-                score = record["val"][cfg.select_metric]
-            else:
-                score = -loss  # nothing held out: the last epoch wins
-            result.history.append(record)
-            if rank == 0 and not show:  # no progress bar: one line per epoch
-                _LOG.info(_epoch_line(record, cfg.epochs))
-            if score > result.best_score or X_val is None:
-                result.best_score, result.best_epoch, since_best = float(score), epoch + 1, 0
-                best_state = _copy_state(network)
-            else:
-                since_best += 1
-                if cfg.patience is not None and since_best >= cfg.patience:
-                    result.stopped_early = True
-            last = epoch + 1 == (cfg.stop_epoch or cfg.epochs)
-            if not (result.stopped_early or last) and _out_of_time(cfg.time_limit, begun, world):
-                result.stopped_early = True
-                if rank == 0:
-                    _LOG.info(f"stopped after epoch {epoch + 1}: time_limit {cfg.time_limit:g} s reached")
-            if run_dir is not None and rank == 0:
-                save_checkpoint(
-                    run_dir,
-                    model=network.state_dict(),
-                    best_model=best_state,
-                    optimizers=optimizers,
-                    state={
-                        "epoch": epoch + 1,
-                        "config": config_json,
-                        "network": network_config,
-                        "data": fingerprint,
-                        "rng": {"scheme": "per-epoch (seed, epoch)", "seed": cfg.seed, "next_epoch": epoch + 1},
-                        "history": result.history,
-                        "best_epoch": result.best_epoch,
-                        "best_score": result.best_score,
-                        "since_best": since_best,
-                        "stopped_early": result.stopped_early,
-                    },
-                )
-        del loss_of  # a data-parallel wrapper must not outlive its phase: the refit makes its own
-        if initial_state is not None and X_val is not None:
-            network.load_state_dict(initial_state)
-            if not carved:  # refit on the given training and validation sets together
-                both = [X_train, X_val]
-                X_train = sp.vstack(both, format="csr") if sp.issparse(X_train) else np.concatenate(both)
-                Y_train = sp.vstack([Y_train, Y_val], format="csr")
-            refit_config = replace(cfg, stop_epoch=result.best_epoch, val_fraction=0.0, patience=None, refit=False,
-                                   sparse_updates=sparse_updates, time_limit=None)
-            folder = None if run_dir is None else Path(run_dir) / REFIT_DIR
-            result.refit = Trainer(refit_config).fit(network, X_train, Y_train, run_dir=folder, resume=resume)
+            record = self._epoch(plan, loss_of, epoch, selection.result)
+            self._select(plan, selection, record)
+            self._stop_if_out_of_time(plan, selection.result, epoch)
+            if plan.run_dir is not None and plan.rank == 0:
+                self._save(plan.run_dir, plan, selection, epoch)
+
+    def _epoch(
+        self,
+        plan: _Plan,
+        loss_of: Callable[[SparseBatch | Tensor, LabelBatch], Tensor],
+        epoch: int,
+        result: FitResult,
+    ) -> dict[str, Any]:
+        """Train epoch ``epoch`` (0-based) with its own ``(seed, epoch)`` order and dropout
+        RNG, then score the validation rows: the epoch's history record."""
+        cfg = self.config
+        device = plan.device
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(_epoch_seed(cfg.seed, epoch) + plan.rank)  # each rank its own dropout masks
+            order = epoch_order(plan.X_train, plan.train_rows, cfg.seed, epoch)
+            loss, seconds = self._train_epoch(plan, loss_of, order, epoch, result)
+        record: dict[str, Any] = {"epoch": epoch + 1, "loss": loss, "seconds": seconds}
+        if plan.X_val is not None:
+            val = None if plan.rank else evaluate_topk(
+                plan.network, plan.X_val, plan.Y_val, ks=VALIDATION_KS, batch_size=cfg.eval_batch_size, device=device
+            )
+            record["val"] = val if plan.world == 1 else from_rank_zero(val)
+        return record
+
+    def _select(self, plan: _Plan, selection: _Selection, record: dict[str, Any]) -> None:
+        """Add the epoch's ``record`` to the history (and the log); keep the network's weights
+        when it scores best so far (the last epoch when nothing is held out), else count it
+        towards ``patience``."""
+        cfg = self.config
+        result = selection.result
+        # nothing held out: the last epoch wins
+        score = record["val"][cfg.select_metric] if plan.X_val is not None else -record["loss"]
+        result.history.append(record)
+        if plan.rank == 0 and not plan.show:  # no progress bar: one line per epoch
+            _LOG.info(_epoch_line(record, cfg.epochs))
+        if score > result.best_score or plan.X_val is None:
+            result.best_score, result.best_epoch, selection.since_best = float(score), record["epoch"], 0
+            selection.best_state = _copy_state(plan.network)
         else:
-            network.load_state_dict(best_state)
-        return result
+            selection.since_best += 1
+            if cfg.patience is not None and selection.since_best >= cfg.patience:
+                result.stopped_early = True
+
+    def _stop_if_out_of_time(self, plan: _Plan, result: FitResult, epoch: int) -> None:
+        """Stop early after epoch ``epoch`` (0-based) when ``time_limit`` has passed and more
+        epochs were to come."""
+        cfg = self.config
+        last = epoch + 1 == (cfg.stop_epoch or cfg.epochs)
+        if not (result.stopped_early or last) and _out_of_time(cfg.time_limit, plan.begun, plan.world):
+            result.stopped_early = True
+            if plan.rank == 0:
+                _LOG.info(f"stopped after epoch {epoch + 1}: time_limit {cfg.time_limit:g} s reached")
+
+    def _save(self, run_dir: str | Path, plan: _Plan, selection: _Selection, epoch: int) -> None:
+        """Checkpoint the run after epoch ``epoch`` (0-based) in ``run_dir``: weights, best
+        weights, optimizer states and everything :meth:`_resumed` needs to carry on exactly."""
+        cfg = self.config
+        result = selection.result
+        save_checkpoint(
+            run_dir,
+            model=plan.network.state_dict(),
+            best_model=selection.best_state,
+            optimizers=plan.optimizers,
+            state={
+                "epoch": epoch + 1,
+                "config": plan.config_json,
+                "network": plan.network_config,
+                "data": plan.fingerprint,
+                "rng": {"scheme": "per-epoch (seed, epoch)", "seed": cfg.seed, "next_epoch": epoch + 1},
+                "history": result.history,
+                "best_epoch": result.best_epoch,
+                "best_score": result.best_score,
+                "since_best": selection.since_best,
+                "stopped_early": result.stopped_early,
+            },
+        )
+
+    def _refit(
+        self,
+        plan: _Plan,
+        initial_state: dict[str, Tensor],
+        X_val: sp.csr_matrix | np.ndarray,
+        best_epoch: int,
+        resume: bool,
+    ) -> FitResult:
+        """Train the network again from its ``initial_state`` on the training and validation
+        rows (``X_val``, ``plan.Y_val``) together, stopping at the selected ``best_epoch``
+        (checkpoints in ``run_dir/refit``); the network keeps the refit weights."""
+        plan.network.load_state_dict(initial_state)
+        X_train, Y_train = plan.X_train, plan.Y_train
+        if not plan.carved:  # refit on the given training and validation sets together
+            both = [X_train, X_val]
+            X_train = sp.vstack(both, format="csr") if sp.issparse(X_train) else np.concatenate(both)
+            Y_train = sp.vstack([Y_train, plan.Y_val], format="csr")
+        refit_config = replace(self.config, stop_epoch=best_epoch, val_fraction=0.0, patience=None, refit=False,
+                               sparse_updates=plan.sparse_updates, time_limit=None)
+        folder = None if plan.run_dir is None else Path(plan.run_dir) / REFIT_DIR
+        return Trainer(refit_config).fit(plan.network, X_train, Y_train, run_dir=folder, resume=resume)
 
     def _train_epoch(
         self,
-        network: Network,
+        plan: _Plan,
         loss_of: Callable[[SparseBatch | Tensor, LabelBatch], Tensor],
-        optimizers: list[torch.optim.Optimizer],
-        X: sp.csr_matrix | np.ndarray,
-        Y: sp.csr_matrix,
         order: np.ndarray,
         epoch: int,
-        steps_per_epoch: int,
-        total_steps: int,
-        warmup_steps: int,
-        device: torch.device,
-        show: bool,
         result: FitResult,
     ) -> tuple[float, float]:
         """One pass over ``order``; returns ``(mean loss, optimisation seconds)``.
 
         ``loss_of`` is ``network.loss``, or its data-parallel wrapper inside a process group,
         where this rank trains on its share of every batch.
+
+        Raises:
+            TrainingDiverged: the epoch's mean loss is not finite.
         """
         cfg = self.config
-        rank, world = process_group()
-        network.train()
-        groups = [group for optimizer in optimizers for group in optimizer.param_groups]
-        fused_params = [p for optimizer in optimizers if optimizer.defaults.get("fused")
-                        for group in optimizer.param_groups for p in group["params"]]
-        total_loss = torch.zeros((), device=device)
+        plan.network.train()
+        groups, fused_params = _param_groups(plan.optimizers), _fused_params(plan.optimizers)
+        total_loss = torch.zeros((), device=plan.device)
         last_val = result.history[-1].get("val", {}).get(cfg.select_metric) if result.history else None
         bar = tqdm(
-            total=steps_per_epoch, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not show, leave=False,
+            total=plan.steps_per_epoch, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not plan.show, leave=False,
             file=sys.stderr,
         )
         start = time.perf_counter()
-        with watching(optimizers, network):  # sparse updates: catch up rows before reads
-            for i in range(steps_per_epoch):
-                rows = order[i * cfg.batch_size : (i + 1) * cfg.batch_size]
-                factor = lr_factor(cfg.schedule, epoch * steps_per_epoch + i, total_steps, warmup_steps)
-                for group in groups:
-                    group["lr"] = cfg.lr * factor
-                rows, weight = (rows, 1.0) if world == 1 else share_of_batch(rows, rank, world)
-                with training_autocast(cfg.precision, device.type):
-                    loss = loss_of(input_batch(X, rows).to(device), label_batch(Y, rows).to(device))
-                for optimizer in optimizers:
-                    optimizer.zero_grad(set_to_none=True)
-                (loss if weight == 1.0 else loss * weight).backward()
-                if cfg.grad_clip is not None:
-                    clip_grad_norm_(network.parameters(), cfg.grad_clip)
-                for optimizer in optimizers:
-                    optimizer.step()
-                if fused_params:  # the fused kernel writes in place without bumping version counters,
-                    # which caches keyed on ``param._version`` (e.g. a folded decoder) rely on
-                    torch.autograd.graph.increment_version(fused_params)
+        with watching(plan.optimizers, plan.network):  # sparse updates: catch up rows before reads
+            for i in range(plan.steps_per_epoch):
+                batch = order[i * cfg.batch_size : (i + 1) * cfg.batch_size]
+                loss, rows, weight = self._step(plan, loss_of, batch, epoch * plan.steps_per_epoch + i,
+                                                groups, fused_params)
                 if weight:
                     total_loss += loss.detach() * len(rows)
-                if show:
+                if plan.show:
                     bar.update(1)
                     if i % 10 == 0:
-                        bar.set_postfix(loss=f"{loss.item():.4f}", val_p1="-" if last_val is None else f"{last_val:.2f}")
-        bring_up_to_date(optimizers)  # the weights dense Adam would hold, to evaluate and save
-        if world > 1:
+                        bar.set_postfix(loss=f"{loss.item():.4f}",
+                                        val_p1="-" if last_val is None else f"{last_val:.2f}")
+        bring_up_to_date(plan.optimizers)  # the weights dense Adam would hold, to evaluate and save
+        if plan.world > 1:
             sum_over_ranks(total_loss)
         mean_loss = float(total_loss) / max(len(order), 1)
         if not math.isfinite(mean_loss):
@@ -586,3 +746,40 @@ class Trainer:
         seconds = time.perf_counter() - start
         bar.close()
         return mean_loss, seconds
+
+    def _step(
+        self,
+        plan: _Plan,
+        loss_of: Callable[[SparseBatch | Tensor, LabelBatch], Tensor],
+        batch: np.ndarray,
+        step: int,
+        groups: list[dict[str, Any]],
+        fused_params: list[Tensor],
+    ) -> tuple[Tensor, np.ndarray, float]:
+        """One optimisation step on the training rows ``batch`` at step ``step`` (0-based, over
+        the whole schedule): set the scheduled learning rate on ``groups``, compute the loss
+        (this rank's share of ``batch`` in a process group), back-propagate, clip, step.
+
+        Returns:
+            ``(loss, rows, weight)``: the loss of the rows this rank trained on and the
+            weight its gradient was scaled by (``1.0`` in one process).
+        """
+        cfg = self.config
+        factor = lr_factor(cfg.schedule, step, plan.total_steps, plan.warmup_steps)
+        for group in groups:
+            group["lr"] = cfg.lr * factor
+        rows, weight = (batch, 1.0) if plan.world == 1 else share_of_batch(batch, plan.rank, plan.world)
+        with training_autocast(cfg.precision, plan.device.type):
+            x, labels = input_batch(plan.X_train, rows).to(plan.device), label_batch(plan.Y_train, rows).to(plan.device)
+            loss = loss_of(x, labels)
+        for optimizer in plan.optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        (loss if weight == 1.0 else loss * weight).backward()
+        if cfg.grad_clip is not None:
+            clip_grad_norm_(plan.network.parameters(), cfg.grad_clip)
+        for optimizer in plan.optimizers:
+            optimizer.step()
+        if fused_params:  # the fused kernel writes in place without bumping version counters,
+            # which caches keyed on ``param._version`` (e.g. a folded decoder) rely on
+            torch.autograd.graph.increment_version(fused_params)
+        return loss, rows, weight
