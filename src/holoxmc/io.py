@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -13,17 +14,183 @@ import numpy as np
 
 from holoxmc.errors import InputError
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "json_text", "to_json", "finite_or_null", "atomic_write_files"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "json_text", "to_json", "finite_or_null",
+           "atomic_write_files", "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "file_kind", "read_bounded", "parse_json",
+           "read_json", "check_writable_target"]
+
+#: The largest side file (``config.json``, ``metrics.json``, ``solar.json``, a text encoder,
+#: a shard manifest) holoxmc reads: a larger one is refused before it is read.
+MAX_JSON_BYTES = 256 * 2**20
+#: The deepest nesting of arrays and objects accepted in a side file (holoxmc writes at most 6).
+MAX_JSON_DEPTH = 64
+_JSON_TYPES = {dict: "a JSON object", list: "a JSON array", str: "a JSON string"}
+_FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, in words (``"a FIFO"``, ``"a folder"``, ...)."""
+    return next((name for test, name in _FILE_KINDS if test(mode)), "a regular file" if stat.S_ISREG(mode)
+                else "not a file")
+
+
+def read_bounded(path: str | os.PathLike, *, limit: int = MAX_JSON_BYTES, follow_links: bool = True,
+                 what: str = "file") -> bytes:
+    """The bytes of the regular file ``path``, refusing anything else before reading it.
+
+    The file is opened without blocking (a FIFO would wait for a writer forever) and, with
+    ``follow_links=False``, without following a symbolic link; ``fstat`` must then show a
+    regular file of at most ``limit`` bytes, and no more than ``limit`` bytes are read (a
+    file that grows meanwhile is refused too).
+
+    Raises:
+        InputError: ``"<path>: <what> is not a regular file (a FIFO)"``, too large, missing
+            or unreadable: one line.
+
+    Example:
+        >>> read_bounded("/dev/zero", what="metrics file")
+        Traceback (most recent call last):
+        ...
+        holoxmc.errors.InputError: /dev/zero: the metrics file is not a regular file (a character device)
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0))
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not follow_links and os.path.islink(path):
+            raise InputError(f"{path}: the {what} is a symbolic link; holoxmc does not follow it") from None
+        raise InputError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{path}: the {what} is not a regular file ({file_kind(info.st_mode)})")
+        if info.st_size > limit:
+            raise InputError(f"{path}: the {what} is {info.st_size} bytes, more than holoxmc reads ({limit})")
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while chunk := os.read(fd, min(info.st_size + 1 - size, 1 << 20) if size <= info.st_size else 1):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit or size > info.st_size:
+                raise InputError(f"{path}: the {what} grew while it was read (another process writes it)")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+
+
+def _depth(text: bytes, block: int = 1 << 20) -> int:
+    """The deepest nesting of ``[`` / ``{`` in the JSON ``text``, strings left out; read in
+    blocks of ``block`` bytes (vectorised, a few bytes of memory per byte of a block)."""
+    deepest = depth = inside = run = 0
+    brackets = np.zeros(256, dtype=np.int64)
+    brackets[[ord("["), ord("{")]], brackets[[ord("]"), ord("}")]] = 1, -1
+    for start in range(0, len(text), block):
+        data = np.frombuffer(text, dtype=np.uint8, count=min(block, len(text) - start), offset=start)
+        backslash = data == ord("\\")
+        index = np.arange(data.size)
+        last_other = np.maximum.accumulate(np.where(backslash, -1, index))
+        runs = index - last_other + np.where(last_other < 0, run, 0)  # backslashes ending at each byte
+        preceding = np.concatenate(([run], runs[:-1]))
+        quote = (data == ord('"')) & (preceding % 2 == 0)  # a quote after an odd run is escaped
+        opened = (inside + np.cumsum(quote) - quote) % 2 == 1
+        step = np.where(opened, 0, brackets[data])
+        levels = depth + np.cumsum(step)
+        deepest = max(deepest, int(levels.max(initial=depth)))
+        depth, inside = int(levels[-1]), (inside + int(quote.sum())) % 2
+        run = int(runs[-1]) if backslash[-1] else 0
+    return deepest
+
+
+def parse_json(text: str | bytes, where: str, *, expect: type | None = dict, max_depth: int = MAX_JSON_DEPTH,
+               what: str = "file") -> Any:
+    """The JSON value in ``text``, checked before it is built: UTF-8, at most ``max_depth``
+    levels deep (a deeper file would exhaust Python's recursion), and of type ``expect``.
+
+    Raises:
+        InputError: ``"<where>: <what> is not valid JSON (...)"``, too deep, or another
+            type: one line.
+
+    Example:
+        >>> parse_json("[1, 2]", "metrics.json", what="metrics file")
+        Traceback (most recent call last):
+        ...
+        holoxmc.errors.InputError: metrics.json: the metrics file must hold a JSON object, got a JSON array
+    """
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if raw.count(b"[") + raw.count(b"{") > max_depth and (depth := _depth(raw)) > max_depth:
+        raise InputError(f"{where}: the {what} nests {depth} levels deep, more than holoxmc reads ({max_depth})")
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{where}: the {what} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{where}: the {what} is not valid JSON ({exc})") from None
+    if expect is not None and not isinstance(value, expect):
+        raise InputError(f"{where}: the {what} must hold {_JSON_TYPES.get(expect, expect.__name__)}, "
+                         f"got {_json_type(value)}")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def read_json(path: str | os.PathLike, *, what: str = "file", expect: type | None = dict,
+              limit: int = MAX_JSON_BYTES, follow_links: bool = True) -> Any:
+    """The JSON in the side file ``path``, read by :func:`read_bounded` and parsed by
+    :func:`parse_json`: a regular file (a FIFO, device, folder or, with
+    ``follow_links=False``, a link is refused), at most ``limit`` bytes, at most
+    :data:`MAX_JSON_DEPTH` deep, holding ``expect``.
+
+    Raises:
+        InputError: one line naming ``path`` and what is wrong.
+    """
+    return parse_json(read_bounded(path, limit=limit, follow_links=follow_links, what=what), str(path),
+                      expect=expect, what=what)
+
+
+def check_writable_target(path: str | os.PathLike) -> None:
+    """Refuse an output path that holds anything but a regular file (a FIFO, device, socket
+    or folder) or that is a symbolic link: an atomic write replaces what is there, so
+    holoxmc writes only a new path or a regular file.
+
+    Raises:
+        InputError: ``"<path>: cannot write it (a FIFO; holoxmc writes a new or a regular file)"``.
+    """
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write it ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{path}: cannot write it ({file_kind(info.st_mode)}; holoxmc writes only a new path "
+                         "or a regular file, which it replaces)")
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``,
     with the mode a new file gets (``0o666`` less the umask), not ``mkstemp``'s ``0o600``.
+    Only a new path or a regular file is written (:func:`check_writable_target`): a link,
+    FIFO or device there is refused, never replaced.
 
     Raises:
-        InputError: ``path`` cannot be written (a folder, under a file, no permission, ...).
+        InputError: ``path`` cannot be written (a folder, under a file, no permission, a
+            link or device, ...).
     """
     path = Path(path)
+    check_writable_target(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _write_and_replace(path, data)
@@ -56,6 +223,8 @@ def atomic_write_files(folder: str | os.PathLike, files: dict[str, bytes]) -> No
         InputError: ``folder`` cannot be written.
     """
     folder = Path(folder)
+    for name in files:
+        check_writable_target(folder / name)
     temps: list[tuple[str, Path]] = []
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,8 @@ from typing import Any
 
 from holoxmc.errors import InputError
 
-__all__ = ["MAX_SIZE", "check_size", "physical_memory_bytes", "check_allocation"]
+__all__ = ["MAX_SIZE", "check_size", "physical_memory_bytes", "address_space_left", "check_allocation",
+           "FEATURE_BYTES", "check_feature_memory"]
 
 #: The largest row, feature or label count (and so index + 1) accepted anywhere: indices are
 #: int32 in scipy's CSR matrices and in the label codes.
@@ -61,14 +62,65 @@ def physical_memory_bytes() -> int:
         return 2**40
 
 
+def address_space_left() -> int | None:
+    """The bytes this process may still map under its address-space limit (``ulimit -v``,
+    ``RLIMIT_AS``, less what it maps already); ``None`` when there is no such limit."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/statm") as f:
+            mapped = int(f.read().split()[0]) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ImportError, AttributeError, OSError, ValueError):
+        return None
+    return max(soft - mapped, 0)
+
+
 def check_allocation(n_bytes: int, what: str, *, where: str | None = None) -> None:
-    """Refuse to allocate ``n_bytes`` for ``what`` when that exceeds the physical memory.
+    """Refuse to allocate ``n_bytes`` for ``what`` when that exceeds the physical memory, or
+    what is left of this process's address-space limit (``ulimit -v``) where one is set.
 
     Raises:
-        InputError: the allocation could never succeed on this machine.
+        InputError: the allocation could never succeed on this machine (or in this process).
     """
-    available = physical_memory_bytes()
+    available, limited = physical_memory_bytes(), address_space_left()
+    prefix = f"{where}: " if where else ""
     if n_bytes > available:
-        prefix = f"{where}: " if where else ""
         raise InputError(f"{prefix}{what} would need {n_bytes / 2**30:.1f} GiB, more than this machine's "
                          f"{available / 2**30:.1f} GiB of memory")
+    if limited is not None and n_bytes > limited:
+        raise InputError(f"{prefix}{what} would need {n_bytes / 2**30:.1f} GiB, more than the "
+                         f"{limited / 2**30:.1f} GiB this process may still use (ulimit -v)")
+
+
+#: Bytes per input feature (column of X) that training allocates at least, per family: the
+#: growth of the peak resident memory of a 3-row fit at D = 4M and 16M features (linear 24,
+#: re-rank 37; the linear model's per-label float64 weights and liblinear's copy, the
+#: re-rank model's transposed feature-label products) and, for SOLAR, per chunk, its feature
+#: hash (an int64 column and a float32 sign per feature, and the hashing matrix's index).
+FEATURE_BYTES = {"linear": 24, "rerank": 37, "solar_chunk": 24}
+
+
+def check_feature_memory(head: str, n_features: int, *, n_chunks: int = 8, workers: int = 1, hashed: bool = True,
+                         where: str | None = None) -> None:
+    """Refuse, before training, a feature count ``D`` (a data file's header can claim any)
+    whose per-feature memory of model ``head`` cannot fit: ``linear`` and ``rerank``
+    (``auto`` trains ``rerank`` first), ``solar`` when it hashes its input (``D`` above
+    ``2**17`` by default). The networks (``dense``, ``hrr``, SOLAR's chunks) are checked by
+    their own weight sizes.
+
+    Raises:
+        InputError: ``"<what> would need N GiB, more than ..."``.
+
+    Example:
+        >>> check_feature_memory("linear", 2**31 - 1, workers=64)
+        Traceback (most recent call last):
+        ...
+        holoxmc.errors.InputError: training linear on 2147483647 features would need 3072.0 GiB, ...
+    """
+    per_feature = {"linear": FEATURE_BYTES["linear"] * max(workers, 1), "rerank": FEATURE_BYTES["rerank"],
+                   "auto": FEATURE_BYTES["rerank"],
+                   "solar": FEATURE_BYTES["solar_chunk"] * n_chunks if hashed else 0}.get(head, 0)
+    check_allocation(per_feature * n_features, f"training {head} on {n_features} features", where=where)

@@ -12,7 +12,6 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import json
 import numbers
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +23,7 @@ from safetensors.torch import save as safetensors_bytes
 from holoxmc import __version__
 from holoxmc.devices import check_device
 from holoxmc.errors import InputError
-from holoxmc.io import atomic_write_files, finite_or_null, json_text, to_json
+from holoxmc.io import atomic_write_files, finite_or_null, json_text, read_json, to_json
 from holoxmc.limits import check_size
 from holoxmc.auto import read_trials
 from holoxmc.models.network.model import NetworkModel
@@ -103,7 +102,7 @@ def load_classifier(cls: Any, path: str | Path, *, device: str | None = None) ->
     """
     path = Path(path)
     config_path = path / CONFIG_FILE
-    if not config_path.is_file():
+    if not config_path.exists() and not config_path.is_symlink():  # anything else: read_json_object says what it is
         raise InputError(f"{path}: not a saved model (no {CONFIG_FILE})")
     config = read_config(config_path, cls._get_param_names())
     clf = _new_classifier(cls, config, path, device)
@@ -260,7 +259,9 @@ def read_history(history: Any, n_models: int, where: Path) -> list[Any]:
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
-    """The JSON object in the UTF-8 file ``path``.
+    """The JSON object in the UTF-8 file ``path``: a regular file (a FIFO, device or folder is
+    refused) of at most :data:`holoxmc.io.MAX_JSON_BYTES`, nested at most
+    :data:`holoxmc.io.MAX_JSON_DEPTH` deep (:func:`holoxmc.io.read_json`).
 
     Args:
         path: the file.
@@ -272,12 +273,4 @@ def read_json_object(path: Path) -> dict[str, Any]:
         >>> read_json_object(Path("model_dir/config.json"))["format"]  # doctest: +SKIP
         'holoxmc-xmc-classifier/1'
     """
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc})") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: invalid JSON ({exc})") from exc
-    if not isinstance(value, dict):
-        raise InputError(f"{path}: expected a JSON object, got {type(value).__name__}")
-    return value
+    return read_json(path, what=path.name)  # a regular file, bounded, depth-checked: holoxmc.io

@@ -6,6 +6,10 @@ written by one process at a time.
 - :func:`run_lock` holds an exclusive ``flock`` on that marker for the whole run (the file is
   created in place, never replaced, so every process locks the same file); a second ``train``
   into the same folder is refused at once (exit 2) and names the holder's pid.
+- The marker is opened without following a link and must be a regular file: a link planted
+  there is refused, never written through.
+- The marker records the run's model (``settings``: the model name, head, backbone and
+  ensemble size); ``--resume`` with another model is refused before anything is touched.
 """
 
 from __future__ import annotations
@@ -14,18 +18,29 @@ import errno
 import fcntl
 import json
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from holoxmc import __version__
 from holoxmc.errors import InputError
-from holoxmc.io import to_json
+from holoxmc.io import file_kind, parse_json, read_bounded, read_json, to_json
 
-__all__ = ["MARKER", "check_run_dir", "claim_run_dir", "run_lock"]
+__all__ = ["MARKER", "check_run_dir", "claim_run_dir", "run_lock", "recorded_settings", "check_same_settings"]
 
 #: The file that marks a folder as a holoxmc run folder; ``train`` locks it while it writes.
 MARKER = ".holoxmc-run"
+#: The most bytes of a marker read back (holoxmc writes about 200).
+_MARKER_BYTES = 1 << 16
+
+
+def _is_marker(path: Path) -> bool:
+    """``path`` is a regular file, not a link to one."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _contents(run_dir: Path) -> list[Path]:
@@ -36,7 +51,8 @@ def check_run_dir(run_dir: Path, *, resume: bool) -> None:
     """Refuse, before any work, a ``--out`` that cannot or must not be written.
 
     Raises:
-        InputError: a dangling link or a file in its place, a folder holding something that
+        InputError: a dangling link or a file in its place, a marker that is a link, FIFO,
+            folder or device, a folder holding something that
             ``train`` did not write, a non-empty folder without ``--resume``, or a folder
             (or the nearest existing parent) that this process cannot write.
     """
@@ -44,10 +60,14 @@ def check_run_dir(run_dir: Path, *, resume: bool) -> None:
         raise InputError(f"{run_dir}: a link to {os.readlink(run_dir)}, which does not exist")
     if run_dir.exists() and not run_dir.is_dir():
         raise InputError(f"{run_dir}: exists and is not a folder")
+    marker = run_dir / MARKER
+    if (marker.is_symlink() or marker.exists()) and not _is_marker(marker):
+        raise InputError(f"{marker}: the run folder's marker is not a regular file ({_kind(marker)}); holoxmc does "
+                         "not write through it")
     if _contents(run_dir):
         if not resume:
             raise InputError(f"{run_dir}: not empty; use --resume to continue it, or choose another --out")
-        if not (run_dir / MARKER).is_file():
+        if not _is_marker(marker):
             raise InputError(f"{run_dir}: not a holoxmc run folder (no {MARKER}); holoxmc resumes only runs it "
                              "started, and never overwrites other files: choose another --out")
     existing = next(folder for folder in (run_dir, *run_dir.parents) if folder.exists())
@@ -63,18 +83,94 @@ def claim_run_dir(run_dir: Path) -> None:
         raise InputError(f"{run_dir}: cannot create it ({exc.strerror or exc})") from None
 
 
-@contextmanager
-def run_lock(run_dir: Path) -> Iterator[None]:
-    """Mark ``run_dir`` as a holoxmc run folder and hold its lock while the block runs.
+def _kind(path: Path) -> str:
+    try:
+        return file_kind(os.lstat(path).st_mode)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+
+
+def _open_marker(path: Path) -> int:
+    """The marker opened for reading and writing: created if missing, never through a link
+    (``O_NOFOLLOW``), never blocking on a FIFO, and a regular file (``fstat``)."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if path.is_symlink():
+            raise InputError(f"{path}: the run folder's marker is a symbolic link; holoxmc does not write "
+                             "through it") from None
+        raise InputError(f"{path}: cannot create the run folder's marker ({exc.strerror or exc})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise InputError(f"{path}: the run folder's marker is not a regular file ({file_kind(mode)}); holoxmc "
+                         "does not write through it")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _record(content: bytes, where: Path) -> dict:
+    """The marker's JSON record; ``{}`` for an empty marker or one of an older holoxmc."""
+    if not content.strip():
+        return {}
+    try:
+        record = parse_json(content, str(where), what="run marker")
+    except InputError:
+        return {}
+    return record
+
+
+def recorded_settings(run_dir: Path) -> dict | None:
+    """The model settings the run in ``run_dir`` recorded (``None`` when it recorded none:
+    an older holoxmc's run): from its marker, else from a finished run's ``metrics.json``."""
+    path = run_dir / MARKER
+    if _is_marker(path):
+        settings = _record(read_bounded(path, limit=_MARKER_BYTES, follow_links=False, what="run marker"),
+                           path).get("settings")
+        if isinstance(settings, dict):
+            return settings
+    metrics = run_dir / "metrics.json"
+    if _is_marker(metrics):
+        try:
+            model = read_json(metrics, what="metrics file").get("settings", {}).get("model")
+        except (InputError, AttributeError):
+            return None
+        return {"model": model} if isinstance(model, str) else None
+    return None
+
+
+def check_same_settings(run_dir: Path, recorded: dict | None, settings: dict) -> None:
+    """Refuse to continue, or to call complete, a run of another model.
 
     Raises:
-        InputError: another process holds it (its pid is named).
+        InputError: ``"<run_dir>: holds a run of another configuration (--model X) ..."``.
+    """
+    if recorded is None:
+        return
+    differ = sorted(key for key in recorded if recorded[key] != settings.get(key))
+    if differ:
+        shown = ", ".join(f"{key} {recorded[key]!r}" for key in differ)
+        raise InputError(f"{run_dir}: holds a run of another configuration ({shown}; this call: "
+                         f"{', '.join(f'{key} {settings.get(key)!r}' for key in differ)}); use the same options to "
+                         "resume it, or choose another --out")
+
+
+@contextmanager
+def run_lock(run_dir: Path, settings: dict | None = None, *, resume: bool = False) -> Iterator[dict | None]:
+    """Mark ``run_dir`` as a holoxmc run folder and hold its lock while the block runs; the
+    marker records ``settings`` (with ``resume``, once the run's own, if any, match them).
+
+    Yields:
+        The settings the folder's run recorded before (``None`` if none).
+
+    Raises:
+        InputError: another process holds it (its pid is named), the marker is a link or
+            not a regular file, or the run recorded other ``settings``
+            (:func:`check_same_settings`): nothing is written then.
     """
     path = run_dir / MARKER
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot create the run folder's marker ({exc.strerror or exc})") from None
+    fd = _open_marker(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -84,9 +180,16 @@ def run_lock(run_dir: Path) -> Iterator[None]:
             holder = _holder(os.pread(fd, 4096, 0))
             raise InputError(f"{run_dir}: another holoxmc process (pid {holder}) is writing this run folder; "
                              "wait for it, or choose another --out") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, to_json({"format": "holoxmc-run/1", "holoxmc": __version__, "pid": os.getpid()}).encode(), 0)
-        yield
+        recorded = _record(os.pread(fd, _MARKER_BYTES, 0), path).get("settings")
+        recorded = recorded if isinstance(recorded, dict) else None
+        if settings is not None and resume:
+            check_same_settings(run_dir, recorded, settings)
+        record = {"format": "holoxmc-run/1", "holoxmc": __version__, "pid": os.getpid(),
+                  "settings": settings if settings is not None else recorded}
+        content = to_json(record).encode()
+        os.pwrite(fd, content, 0)  # written whole, then cut: a kill leaves the old or the new record
+        os.ftruncate(fd, len(content))
+        yield recorded
     finally:
         os.close(fd)  # closing releases the lock
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from holoxmc.cli import finite_float, positive_int
 from holoxmc.cli.data import add_data_options, data_options
-from holoxmc.cli.rundir import MARKER, check_run_dir, claim_run_dir, run_lock
+from holoxmc.cli.rundir import MARKER, check_run_dir, check_same_settings, claim_run_dir, recorded_settings, run_lock
 from holoxmc.errors import InputError
 from holoxmc.presets import HEAD_OPTIONS as _HEAD_OPTIONS
 
@@ -298,6 +298,13 @@ def _check_applies(model: str, params: dict[str, Any], overrides: dict[str, Any]
             raise InputError(f"{_flag(given[0])} applies to {_only({other})}")
     for name, other_selector in SELECTORS.items():
         given = [key for key in sorted(other_selector.settings) if key in overrides]
+    settings = run_settings(args.model, params)
+    if args.resume:  # before any work: a run of another model is neither continued nor called complete
+        check_same_settings(run_dir, recorded_settings(run_dir), settings)
+    if finished:
+        if rank == 0:
+            _complete(run_dir)
+        return 0
         if name != head and given:
             raise InputError(f"{_flag(given[0])} applies to {_only({name})}")
     apart = [key for key in _JOB_OPTIONS if key in overrides]
@@ -308,6 +315,7 @@ def _check_applies(model: str, params: dict[str, Any], overrides: dict[str, Any]
         raise InputError(f"{_flag(apart[0])} applies to {models} and to --n-models above 1")
 
 
+    _check_feature_memory(params, train.n_features, args.data)
 def train_params(data: str, model: str, overrides: dict[str, Any], preset: str | None = None) -> dict[str, Any]:
     """The ``XMCClassifier`` keywords of a run: the library defaults of ``model`` (or the named
     ``preset`` over them), then the explicit ``overrides``; PSP@k's propensity follows the
@@ -339,6 +347,37 @@ def train_params(data: str, model: str, overrides: dict[str, Any], preset: str |
 
 def run_train(args: argparse.Namespace) -> int:
     from holoxmc.distributed.data_parallel import join_from_environment, leaving_at_exit
+def run_settings(model: str, params: dict[str, Any]) -> dict[str, Any]:
+    """What makes a run's model the model it is, recorded in its marker: ``--resume`` with
+    other settings is refused (the families check the rest: epochs, widths, data)."""
+    return {"model": model, "head": params["head"], "backbone": params["backbone"],
+            "n_models": int(params.get("n_models") or 1)}
+
+
+def _check_feature_memory(params: dict[str, Any], n_features: int, data: str) -> None:
+    """Refuse, before training, a feature count (a data file's header claims it) that the
+    model's per-feature memory cannot hold (:func:`holoxmc.limits.check_feature_memory`)."""
+    from holoxmc.limits import check_feature_memory
+
+    head_options = params.get("head_options") or {}
+    check_feature_memory(params["head"], n_features, n_chunks=int(head_options.get("n_chunks") or 8),
+                         workers=int(params.get("workers") or 1),
+                         hashed=head_options.get("feature_dim") is not None or n_features > 2**17, where=str(data))
+
+
+def _finished(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a finished run: its ``metrics.json`` beside its marker."""
+    return (run_dir / "metrics.json").exists() and (run_dir / MARKER).is_file() \
+        and not (run_dir / MARKER).is_symlink()
+
+
+def _complete(run_dir: Path) -> None:
+    """``--resume`` of a finished run: remove checkpoints a kill after ``metrics.json`` left,
+    and say so."""
+    _remove_checkpoints(run_dir)
+    print(f"{run_dir}: run already complete ({run_dir / 'metrics.json'})", file=sys.stderr)
+
+
 
     rank, world, args.device = join_from_environment(args.device)
     with leaving_at_exit():
@@ -352,13 +391,8 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     dangling link, not a folder holoxmc did not make), the options, and both data splits."""
 
     run_dir: Path = args.out
-    metrics_path = run_dir / "metrics.json"
-    if metrics_path.exists() and (run_dir / MARKER).is_file():  # every rank: none may wait for another
-        if args.resume:
-            if rank == 0:  # a kill after metrics.json but before the checkpoints went leaves them: finish that
-                _remove_checkpoints(run_dir)
-                print(f"{run_dir}: run already complete ({metrics_path})", file=sys.stderr)
-            return 0
+    finished = _finished(run_dir)  # every rank: none may wait for another
+    if finished and not args.resume:
         raise InputError(f"{run_dir}: holds a finished run; choose another --out")
     if rank == 0:
         check_run_dir(run_dir, resume=args.resume)
@@ -395,7 +429,11 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     created = not run_dir.exists()
     claim_run_dir(run_dir)
     try:
-        with run_lock(run_dir):
+        with run_lock(run_dir, settings, resume=args.resume):
+            check_run_dir(run_dir, resume=args.resume)  # again under the lock: another run may have ended since
+            if _finished(run_dir):
+                _complete(run_dir)
+                return 0
             _fit_and_write(args, clf, train, test, X_train, X_test, load_options, evaluation, fit_params)
     except BaseException:
         if created:
@@ -594,6 +632,7 @@ def _remove_if_unused(run_dir: Path) -> None:
         (run_dir / MARKER).unlink(missing_ok=True)
         run_dir.rmdir()
 
+    check_writable_target(path)
 
 def _remove_checkpoints(run_dir: Path) -> None:
     """Delete a finished run's training checkpoints: in ``run_dir``, its refit folder and,
@@ -607,6 +646,8 @@ def _remove_checkpoints(run_dir: Path) -> None:
             for name in (CHECKPOINT_TENSORS, CHECKPOINT_JSON):
                 (folder / name).unlink(missing_ok=True)
             if folder != run_dir and folder.is_dir() and not any(folder.iterdir()):
+    from holoxmc.io import read_json
+
                 folder.rmdir()
 
 
@@ -648,12 +689,15 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def _check_output_file(path: Path) -> None:
     """Refuse, before the work that produces it, an output file that cannot be written: a
-    folder, a path under a file, a read-only file or folder.
+    folder, a path under a file, a read-only file or folder, or anything but a new path or
+    a regular file (a link, FIFO or device would be replaced: :func:`holoxmc.io.check_writable_target`).
 
     Raises:
         InputError: ``"<path>: cannot write it (<why>)"``.
     """
-    if path.is_dir():
+    from holoxmc.io import check_writable_target
+
+    if path.is_dir() and not path.is_symlink():
         raise InputError(f"{path}: cannot write it (Is a directory)")
     if path.exists() and not os.access(path, os.W_OK):
         raise InputError(f"{path}: cannot write it (the file is read-only)")
@@ -671,11 +715,13 @@ def _options_for(run_dir: Path, data: str, given: dict[str, Any]) -> dict[str, A
     metrics_path = run_dir / "metrics.json"
     if given or (run_dir / TEXT_ENCODER_FILE).exists() or not metrics_path.exists():
         return given
-    try:
-        trained_on = json.loads(metrics_path.read_text()).get("data", {})
-    except (OSError, ValueError):
+    trained_on = read_json(metrics_path, what="metrics file").get("data", {})  # bounded, a regular file
+    if not isinstance(trained_on, dict) or trained_on.get("source") != str(data):
         return given
-    return dict(trained_on.get("options") or {}) if trained_on.get("source") == str(data) else given
+    options = trained_on.get("options") or {}
+    if not isinstance(options, dict):
+        raise InputError(f"{metrics_path}: 'data.options' must be a JSON object, got {options!r}")
+    return dict(options)
 
 
 def _run_inputs(

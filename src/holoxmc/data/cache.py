@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import zipfile
 import zlib
@@ -21,8 +22,8 @@ from holoxmc.data.dataset import Dataset
 from holoxmc.data.readers import open_data_file
 from holoxmc.data.text import TextEncoder
 from holoxmc.errors import DataFormatError, HoloxmcError, InputError
-from holoxmc.limits import check_size
-from holoxmc.io import atomic_write_bytes
+from holoxmc.limits import check_allocation, check_size
+from holoxmc.io import atomic_write_bytes, parse_json
 
 __all__ = ["save_npz", "load_npz", "FORMAT_VERSION"]
 
@@ -65,6 +66,7 @@ def load_npz(path: str | os.PathLike) -> Dataset:
     """Read a dataset written by :func:`save_npz`; any corruption is a :class:`DataFormatError`."""
     try:
         with open_data_file(path) as f, np.load(f, allow_pickle=False) as npz:
+            _check_members(npz.zip, path)
             if int(npz["format_version"]) != FORMAT_VERSION:
                 raise DataFormatError(path, None, f"unsupported cache format {int(npz['format_version'])} (this "
                                                   f"holoxmc writes {FORMAT_VERSION}; delete the file to rebuild it)")
@@ -77,7 +79,8 @@ def load_npz(path: str | os.PathLike) -> Dataset:
                 texts=_unpack_strings(npz, "texts"),
                 label_names=_unpack_strings(npz, "label_names"),
                 tokens=npz["tokens"] if "tokens" in npz else None,
-                encoder=TextEncoder.from_dict(json.loads(str(npz["encoder"]))) if "encoder" in npz else None,
+                encoder=TextEncoder.from_dict(parse_json(str(npz["encoder"]), f"{path} (encoder)", what="text encoder"))
+                if "encoder" in npz else None,
             )
     except HoloxmcError as exc:
         if isinstance(exc, DataFormatError):
@@ -87,6 +90,32 @@ def load_npz(path: str | os.PathLike) -> Dataset:
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, NotImplementedError,
             zipfile.BadZipFile, EOFError, zlib.error) as exc:
         raise DataFormatError(path, None, f"not a holoxmc dataset cache: {type(exc).__name__}: {exc}") from None
+
+
+def _check_members(archive: zipfile.ZipFile, path: str | os.PathLike) -> None:
+    """Check every array of the ``.npz`` before one is read: its ``.npy`` header's shape and
+    dtype must fit in the bytes the member holds (numpy allocates what a header claims before
+    it reads), and all members together must fit in memory.
+
+    Raises:
+        DataFormatError: naming the member that claims more than it holds.
+    """
+    total = 0
+    for info in archive.infolist():
+        with archive.open(info) as member:
+            version = np.lib.format.read_magic(member)
+            if version not in ((1, 0), (2, 0)):
+                raise DataFormatError(path, None, f"{info.filename}: .npy format version {version} is not one "
+                                                  "holoxmc writes")
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) \
+                else np.lib.format.read_array_header_2_0
+            shape, _, dtype = read_header(member)
+        claimed = math.prod(shape) * dtype.itemsize
+        if dtype.hasobject or claimed > info.file_size:
+            raise DataFormatError(path, None, f"{info.filename}: its header claims {claimed} bytes "
+                                              f"({dtype}, shape {shape}), the member holds {info.file_size}")
+        total += info.file_size
+    check_allocation(total, "its arrays", where=os.fspath(path))
 
 
 def _stored_matrix(npz: Any, key: str) -> sp.csr_matrix:

@@ -17,6 +17,7 @@ sorted distinct labels) are checked the first time it is read. Any disagreement 
 Example:
     >>> import tempfile, scipy.sparse as sp, numpy as np
     >>> from holoxmc.data.dataset import Dataset
+from holoxmc.data.readers import open_data_file
     >>> d = Dataset(sp.random(10, 6, density=0.3, format="csr", random_state=0), sp.eye(10, 4, format="csr"), "toy")
     >>> store = open_shards(write_shards(d, tempfile.mkdtemp(), rows_per_shard=4))
     >>> store.n_rows, store.n_features, store.n_labels, store.n_shards
@@ -43,8 +44,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from holoxmc.data.dataset import Dataset
+from holoxmc.data.readers import open_data_file
 from holoxmc.errors import DataFormatError, InputError
-from holoxmc.io import atomic_write_bytes, atomic_write_json
+from holoxmc.io import atomic_write_bytes, atomic_write_json, parse_json, read_bounded
 from holoxmc.limits import MAX_SIZE, check_allocation, check_size
 
 __all__ = ["write_shards", "open_shards", "ShardStore", "ShardedRows", "MANIFEST", "SHARD_FORMAT", "is_sharded"]
@@ -409,15 +411,13 @@ def open_shards(directory: str | os.PathLike) -> ShardStore:
 
 def _read_manifest(path: Path) -> dict[str, Any]:
     """The manifest's JSON, its format and sizes checked."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_MANIFEST_BYTES:
-            raise DataFormatError(path, None, f"{size} bytes, more than a manifest may have ({MAX_MANIFEST_BYTES})")
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataFormatError(path, None, "no shard manifest here (write one with holoxmc.data.write_shards)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataFormatError(path, None, f"not a shard manifest: {exc}") from None
+    if not path.exists() and not path.is_symlink():
+        raise DataFormatError(path, None, "no shard manifest here (write one with holoxmc.data.write_shards)")
+    try:  # a regular file (no FIFO, no device), bounded, depth-checked
+        manifest = parse_json(read_bounded(path, limit=MAX_MANIFEST_BYTES, what="shard manifest"), str(path),
+                              expect=None, what="shard manifest")
+    except InputError as exc:
+        raise DataFormatError(path, None, f"not a shard manifest: {str(exc).removeprefix(f'{path}: ')}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != SHARD_FORMAT:
         raise DataFormatError(path, None, f"not a shard manifest (format must be {SHARD_FORMAT!r})")
     if manifest.get("version") != SHARD_VERSION:
@@ -464,15 +464,19 @@ def _check_file(folder: Path, where: Path, name: str, entry: Any, rows: int, nnz
     if not isinstance(entry.get("sha256"), str) or not isinstance(entry.get("bytes"), int):
         raise DataFormatError(where, None, f"{entry['file']}: 'bytes' and 'sha256' are missing")
     shape = (rows + 1,) if name.endswith("indptr") else (nnz,)
+    if not path.exists() and not path.is_symlink():
+        raise DataFormatError(path, None, "missing: the manifest lists it")
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
+        with open_data_file(path) as f:  # a regular file: a FIFO or device is refused, never read
+            size = os.fstat(f.fileno()).st_size
             version = np.lib.format.read_magic(f)
             read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
             header = read_header(f)
             offset = f.tell()
     except FileNotFoundError:
         raise DataFormatError(path, None, "missing: the manifest lists it") from None
+    except DataFormatError:
+        raise
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
         raise DataFormatError(path, None, f"not a .npy array file: {exc}") from None
     found_shape, fortran, dtype = header
@@ -489,7 +493,7 @@ def _check_checksum(path: Path, expected: str) -> None:
     """The file's SHA-256 (read in blocks, nothing mapped) against the manifest's."""
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as f:
+        with open_data_file(path) as f:
             for block in iter(lambda: f.read(2**20), b""):
                 digest.update(block)
     except OSError as exc:

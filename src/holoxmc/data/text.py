@@ -3,10 +3,8 @@ tokenizer to padded token-id sequences for text backbones (CNN, LSTM)."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
-from pathlib import Path
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -17,7 +15,7 @@ from sklearn.preprocessing import normalize
 
 from holoxmc.data.readers import JsonlRecords, read_bytes
 from holoxmc.errors import DataFormatError, InputError
-from holoxmc.io import atomic_write_json
+from holoxmc.io import atomic_write_json, read_json
 
 __all__ = [
     "read_label_vocabulary", "build_label_vocabulary", "labels_to_csr", "fit_tfidf", "Tokenizer", "TextEncoder",
@@ -294,9 +292,15 @@ class TextEncoder:
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> "TextEncoder":
         """Inverse of :meth:`to_dict` (raises ``KeyError``/``TypeError``/``ValueError`` on bad state)."""
-        if state.get("format") != cls.FORMAT:
-            raise ValueError(f"format {state.get('format')!r}, expected {cls.FORMAT!r}")
+        if not isinstance(state, dict) or state.get("format") != cls.FORMAT:
+            raise ValueError(f"format {state.get('format') if isinstance(state, dict) else state!r}, "
+                             f"expected {cls.FORMAT!r}")
         tfidf_state = state["tfidf"]
+        if not isinstance(tfidf_state, dict):
+            raise ValueError("'tfidf' must be a JSON object")
+        for key, values in (("labels", state["labels"]), ("tfidf.terms", tfidf_state["terms"])):
+            if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
+                raise ValueError(f"{key!r} must be a list of strings")
         if tfidf_state["norm"] not in ("l1", "l2", None):
             raise ValueError(f"TF-IDF norm {tfidf_state['norm']!r}, expected 'l1', 'l2' or null")
         ngram_range = tuple(tfidf_state.get("ngram_range", (1, 1)))  # files written before the option: words
@@ -326,6 +330,10 @@ class TextEncoder:
 def _load_state(path: str | os.PathLike, from_dict: Callable[[Any], T], kind: str) -> T:
     """``from_dict`` of the JSON in ``path``; any failure is one :class:`DataFormatError`."""
     try:
-        return from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        state = read_json(path, what=f"{kind} file")  # a regular file, bounded, depth-checked, an object
+    except InputError as exc:
+        raise DataFormatError(path, None, f"not a {kind} file: {str(exc).removeprefix(f'{path}: ')}") from None
+    try:
+        return from_dict(state)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DataFormatError(path, None, f"not a {kind} file: {exc}") from None

@@ -9,7 +9,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -24,6 +23,7 @@ from sklearn.preprocessing import normalize
 from holoxmc.backbones.fc import FCBackbone
 from holoxmc.backbones.network import Network
 from holoxmc.errors import InputError, check_number_types
+from holoxmc.io import read_json as read_side_file
 from holoxmc.limits import check_allocation, check_size
 from holoxmc.models.solar.codes import CodeMethod, FeatureHash, SolarLabelCode, chunk_seed
 from holoxmc.data.batch import LabelBatch, SparseBatch
@@ -228,12 +228,11 @@ def normalized_rows(X: sp.csr_matrix) -> sp.csr_matrix:
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
+    """The JSON object of the side file ``path`` (:func:`holoxmc.io.read_json`: a regular
+    file, bounded, depth-checked); ``None`` when there is none."""
+    if not path.exists() and not path.is_symlink():
         return None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: unreadable ({exc})") from exc
+    return read_side_file(path, what=path.name)
 
 
 def checked_model_config(directory: Path, meta: dict[str, Any]) -> SolarConfig:

@@ -18,7 +18,6 @@ Run directory layout::
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,6 +31,7 @@ from holoxmc.models.solar.codes import FeatureHash, chunk_seed
 from holoxmc.distributed import run_jobs, threads_per_worker
 from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_json, to_json
+from holoxmc.io import read_json as read_side_file
 from holoxmc.train.checkpoint import (
     CHECKPOINT_JSON,
     CHECKPOINT_TENSORS,
@@ -96,9 +96,9 @@ def _sha256_file(path: Path) -> str:
 
 
 def _read_done(directory: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((directory / DONE_FILE).read_text())
-    except (OSError, ValueError):
+    try:  # a regular file, bounded, depth-checked (a FIFO would block a plain read forever)
+        return read_side_file(directory / DONE_FILE, what=DONE_FILE)
+    except InputError:
         return None
 
 

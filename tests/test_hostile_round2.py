@@ -1,0 +1,429 @@
+"""Hostile inputs, round two (issue 53): outputs that are not regular files, a linked run
+marker, resumes as another model and the resume race, side files without bounds (FIFOs,
+device links, folders, deep nesting, other JSON types, huge sizes), header sizes of every
+model, and ``.npz`` members claiming more than they hold. Each case is one clear error line
+(exit 2) or correct behaviour, in bounded time and memory, and nothing of the user's is
+overwritten or deleted."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import resource
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from holoxmc.cli import main
+from holoxmc.cli.rundir import MARKER
+from holoxmc.errors import HoloxmcError, InputError
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+FAST = ["--model", "fc", "--hidden", "8", "--dropout", "0", "--epochs", "2", "--batch-size", "50", "-q"]
+SOLAR = ["--model", "solar", "--chunks", "2", "--buckets", "4", "--hidden", "8", "--epochs", "1", "-q"]
+
+
+def _one_error(capsys, text: str) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("holoxmc: error:") and text in err[0], err
+    return err[0]
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[int, bytes]]:
+    """Every entry under ``folder``: its kind and, for a regular file, its bytes."""
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        mode = path.lstat().st_mode
+        out[str(path.relative_to(folder))] = (stat.S_IFMT(mode), path.read_bytes() if stat.S_ISREG(mode) else b"")
+    return out
+
+
+def _unfinished(tiny: Path, run: Path, options: list[str], monkeypatch) -> None:
+    """A run that trained and then stopped before its model was saved: its checkpoints stay."""
+    with monkeypatch.context() as patch:
+        patch.setattr("holoxmc.estimator.XMCClassifier.save", lambda *a: (_ for _ in ()).throw(InputError("stop")))
+        assert main(["train", str(tiny), "--out", str(run), *options]) == 2
+
+
+@pytest.fixture(scope="module")
+def base(tiny, tmp_path_factory) -> Path:
+    """A finished fc run of ``tiny``."""
+    run = tmp_path_factory.mktemp("runs") / "base"
+    assert main(["train", str(tiny), "--out", str(run), *FAST]) == 0
+    return run
+
+
+class _FifoUnblocker:
+    """Opens, for writing, every FIFO given once a reader waits on it, after ``delay`` seconds:
+    code that (wrongly) blocks on a FIFO then reads an empty file instead of hanging the tests."""
+
+    def __init__(self, *fifos: Path, delay: float = 20.0):
+        self.fifos, self.delay, self.done = fifos, delay, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        if self.done.wait(self.delay):
+            return
+        while not self.done.wait(0.2):
+            for fifo in self.fifos:
+                try:
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError:
+                    pass
+
+    def __enter__(self) -> "_FifoUnblocker":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+# ------------------------------------------------------------------ High 1: outputs
+def _special(path: Path, kind: str, tmp_path: Path) -> Path | None:
+    """Make ``path`` a FIFO, a link to a device, or a link to a user's file (returned)."""
+    if kind == "fifo":
+        os.mkfifo(path)
+        return None
+    if kind == "device link":
+        path.symlink_to("/dev/null")
+        return None
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's own file\n")
+    path.symlink_to(victim)
+    return victim
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+@pytest.mark.parametrize("kind", ["fifo", "device link", "file link"])
+def test_an_output_that_is_not_a_regular_file_is_refused_and_left_alone(base, tiny, tmp_path, capsys, command, kind):
+    out = tmp_path / "out"
+    victim = _special(out, kind, tmp_path)
+    before = out.lstat()
+    data = str(tiny / "tiny_test.txt") if command == "predict" else str(tiny)
+    with _FifoUnblocker(out):
+        assert main([command, str(base), data, "--output", str(out), "-q"]) == 2
+    _one_error(capsys, "cannot write it")
+    after = out.lstat()
+    assert (stat.S_IFMT(after.st_mode), after.st_ino) == (stat.S_IFMT(before.st_mode), before.st_ino)
+    if victim is not None:
+        assert victim.read_text() == "the user's own file\n"
+
+
+def test_a_device_node_is_refused_as_an_output_before_any_work():
+    from holoxmc.cli.train import _check_output_file
+
+    with pytest.raises(InputError, match="a character device"):
+        _check_output_file(Path("/dev/null"))  # checked only: nothing is written
+
+
+def test_atomic_writes_never_replace_a_link_or_a_fifo(tmp_path):
+    from holoxmc.io import atomic_write_files, atomic_write_json
+
+    (tmp_path / "target.json").write_text("{}")
+    (tmp_path / "link.json").symlink_to(tmp_path / "target.json")
+    os.mkfifo(tmp_path / "fifo.json")
+    for name in ("link.json", "fifo.json"):
+        with pytest.raises(InputError, match="cannot write it"):
+            atomic_write_json(tmp_path / name, {"a": 1})
+        with pytest.raises(InputError, match="cannot write it"):
+            atomic_write_files(tmp_path, {"other": b"x", name: b"{}"})
+    assert (tmp_path / "link.json").is_symlink() and stat.S_ISFIFO((tmp_path / "fifo.json").lstat().st_mode)
+    assert (tmp_path / "target.json").read_text() == "{}" and not (tmp_path / "other").exists()
+
+
+# ------------------------------------------------------------------ High 2: the run marker
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_linked_run_marker_is_never_written_through(tiny, tmp_path, capsys, resume):
+    run, victim = tmp_path / "R", tmp_path / "victim"
+    run.mkdir()
+    victim.write_text("precious\n")
+    (run / MARKER).symlink_to(victim)
+    assert main(["train", str(tiny), "--out", str(run), *FAST, *(["--resume"] if resume else [])]) == 2
+    _one_error(capsys, "marker is not a regular file")
+    assert victim.read_text() == "precious\n" and (run / MARKER).is_symlink()
+    assert sorted(p.name for p in run.iterdir()) == [MARKER]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_run_marker_that_is_not_a_file_is_refused(tiny, tmp_path, capsys, kind):
+    run = tmp_path / "R"
+    run.mkdir()
+    os.mkfifo(run / MARKER) if kind == "fifo" else (run / MARKER).mkdir()
+    with _FifoUnblocker(run / MARKER):
+        assert main(["train", str(tiny), "--out", str(run), *FAST]) == 2
+    _one_error(capsys, "marker is not a regular file")
+
+
+# ------------------------------------------------------------------ High 3 and Medium 1: resumes
+@pytest.mark.parametrize("other", [["--model", "solar"], ["--model", "linear"], ["--model", "rerank"], []])
+def test_resume_as_another_kind_of_model_touches_nothing(tiny, tmp_path, capsys, monkeypatch, other):
+    run = tmp_path / "K"
+    _unfinished(tiny, run, FAST, monkeypatch)
+    before = _snapshot(run)
+    assert "checkpoint.safetensors" in before
+    capsys.readouterr()
+    assert main(["train", str(tiny), "--out", str(run), *other, "-q", "--resume"]) == 2
+    _one_error(capsys, "another configuration")
+    assert _snapshot(run) == before
+
+
+@pytest.mark.parametrize("other", [["--model", "fc", "--hidden", "8"], ["--model", "linear"]])
+def test_a_killed_solar_run_resumed_as_another_model_touches_nothing(tiny, tmp_path, capsys, monkeypatch, other):
+    run = tmp_path / "S"
+    _unfinished(tiny, run, SOLAR, monkeypatch)
+    before = _snapshot(run)
+    assert "solar.json" in before
+    capsys.readouterr()
+    assert main(["train", str(tiny), "--out", str(run), *other, "-q", "--resume"]) == 2
+    _one_error(capsys, "another configuration")
+    assert _snapshot(run) == before
+
+
+def test_a_finished_run_resumed_as_another_model_is_another_configuration(base, tiny, tmp_path, capsys):
+    run = tmp_path / "F"
+    shutil.copytree(base, run)
+    before = _snapshot(run)
+    assert main(["train", str(tiny), "--out", str(run), "--model", "hrr-fc", "-q", "--resume"]) == 2
+    _one_error(capsys, "another configuration")
+    assert main(["train", str(tiny), "--out", str(run), *FAST, "--resume"]) == 0
+    assert "run already complete" in capsys.readouterr().err
+    assert _snapshot(run) == before
+
+
+def test_a_run_finished_while_a_resume_loaded_its_data_is_not_trained_again(tiny, tmp_path, capsys, monkeypatch):
+    """The race of issue 53: the "complete" check must hold under the lock, not only before it."""
+    from holoxmc.cli import train as train_cli
+
+    run = tmp_path / "R"
+    _unfinished(tiny, run, FAST, monkeypatch)
+    real_splits, finished = train_cli._splits, {}
+
+    def splits_while_the_first_run_ends(*args, **kwargs):
+        out = real_splits(*args, **kwargs)
+        if not finished:  # the other process finishes meanwhile
+            monkeypatch.setattr(train_cli, "_splits", real_splits)
+            assert main(["train", str(tiny), "--out", str(run), *FAST, "--resume"]) == 0
+            finished.update(_snapshot(run))
+            monkeypatch.setattr(train_cli, "_splits", splits_while_the_first_run_ends)
+        return out
+
+    monkeypatch.setattr(train_cli, "_splits", splits_while_the_first_run_ends)
+    capsys.readouterr()
+    options = list(FAST)
+    options[options.index("--epochs") + 1] = "5"  # what a second run would change
+    assert main(["train", str(tiny), "--out", str(run), *options, "--resume"]) == 0
+    assert "run already complete" in capsys.readouterr().err
+    assert finished and _snapshot(run) == finished
+
+
+# ------------------------------------------------------------------ High 4: side files without bounds
+def _deep(depth: int = 200_000) -> str:
+    return "[" * depth + "]" * depth
+
+
+def _make_kind(path: Path, kind: str) -> None:
+    """Replace the side file ``path`` by a hostile ``kind`` of file."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device link":
+        path.symlink_to("/dev/zero")
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "huge":  # 3 GB, sparse: nothing of it may be read
+        with open(path, "wb") as f:
+            f.truncate(3 * 2**30)
+    elif kind == "deep":
+        path.write_text(_deep())
+    else:
+        path.write_text(kind)  # another JSON type
+
+
+KINDS = ["fifo", "device link", "folder", "huge", "deep", "[1, 2]", '"x"', "null", "not json {"]
+KIND_MESSAGES = {"fifo": "not a regular file (a FIFO", "device link": "not a regular file (a character device",
+                 "folder": "not a regular file (a folder)", "huge": "more than holoxmc reads",
+                 "deep": "levels deep", "[1, 2]": "must hold a JSON object, got a JSON array",
+                 '"x"': "must hold a JSON object, got a JSON string", "null": "must hold a JSON object, got null",
+                 "not json {": "not valid JSON"}
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> dict[str, Path]:
+    from holoxmc.data import make_synthetic
+    from holoxmc.estimator import XMCClassifier
+
+    train, _ = make_synthetic(120, 8, 20, n_test=10, seed=3)
+    root = tmp_path_factory.mktemp("saved2")
+    models = {"dense": XMCClassifier(head="dense", hidden=(8,), epochs=1, progress=False),
+              "solar": XMCClassifier(head="solar", hidden=(8,), epochs=1, progress=False,
+                                     head_options={"n_chunks": 2, "n_buckets": 4})}
+    return {name: clf.fit(train.X, train.Y).save(root / name) for name, clf in models.items()}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("head, name", [("dense", "config.json"), ("solar", "config.json"), ("solar", "solar.json")])
+def test_a_model_folder_side_file_of_any_kind_is_one_input_error(saved, tmp_path, head, name, kind):
+    from holoxmc.estimator import XMCClassifier
+
+    folder = tmp_path / "m"
+    shutil.copytree(saved[head], folder)
+    _make_kind(folder / name, kind)
+    with _FifoUnblocker(folder / name), pytest.raises(HoloxmcError, match=re.escape(KIND_MESSAGES[kind])) as caught:
+        XMCClassifier.load(folder)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_folder_metrics_file_of_any_kind_is_one_error_line(base, tiny, tmp_path, capsys, kind):
+    run = tmp_path / "M"
+    shutil.copytree(base, run)
+    _make_kind(run / "metrics.json", kind)
+    with _FifoUnblocker(run / "metrics.json"):
+        assert main(["evaluate", str(run), str(tiny), "--output", str(tmp_path / "e.json"), "-q"]) == 2
+    _one_error(capsys, KIND_MESSAGES[kind])
+
+
+@pytest.mark.parametrize("data, expected", [({"data": "x"}, 0), ({"data": {"source": "SOURCE", "options": ["x"]}}, 2),
+                                            ({"data": {"source": "SOURCE", "options": "x"}}, 2)])
+def test_metrics_file_fields_of_another_type(base, tiny, tmp_path, capsys, data, expected):
+    run = tmp_path / "M"
+    shutil.copytree(base, run)
+    (run / "metrics.json").write_text(json.dumps(data).replace("SOURCE", str(tiny)))
+    assert main(["evaluate", str(run), str(tiny), "--output", str(tmp_path / "e.json"), "-q"]) == expected
+    if expected:
+        _one_error(capsys, "'data.options' must be a JSON object")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_text_encoder_file_of_any_kind_is_one_data_format_error(tmp_path, kind):
+    from holoxmc.data.text import TextEncoder
+    from holoxmc.errors import DataFormatError
+
+    path = tmp_path / "text_encoder.json"
+    TextEncoder.fit(["red apple", "green apple"], ["a"], min_df=1).save(path)
+    _make_kind(path, kind)
+    with _FifoUnblocker(path), pytest.raises(DataFormatError, match=re.escape(KIND_MESSAGES[kind])):
+        TextEncoder.load(path)
+
+
+def test_text_encoder_fields_of_another_type(tmp_path):
+    from holoxmc.data.text import TextEncoder
+    from holoxmc.errors import DataFormatError
+
+    state = TextEncoder.fit(["red apple", "green apple"], ["a"], min_df=1).to_dict()
+    for bad in ({**state, "labels": "abc"}, {**state, "labels": [1, 2]}, {**state, "tfidf": ["x"]},
+                {**state, "tfidf": {**state["tfidf"], "terms": "ab"}}):
+        (tmp_path / "e.json").write_text(json.dumps(bad))
+        with pytest.raises(DataFormatError, match="not a text encoder file"):
+            TextEncoder.load(tmp_path / "e.json")
+
+
+def test_an_npz_encoder_nested_deep_is_one_data_format_error(tmp_path):
+    from holoxmc.data.cache import load_npz, save_npz
+    from holoxmc.data.dataset import Dataset
+    from holoxmc.data.text import TextEncoder
+    from holoxmc.errors import DataFormatError
+    import scipy.sparse as sp
+
+    encoder = TextEncoder.fit(["red apple", "green apple"], ["a"], min_df=1)
+    save_npz(Dataset(sp.csr_matrix((2, 3), dtype=np.float32), sp.csr_matrix([[1], [1]]), "t", encoder=encoder),
+             tmp_path / "good.npz")
+    _rewrite_npz(tmp_path / "good.npz", tmp_path / "deep.npz", {"encoder.npy": _npy(np.array(_deep()))})
+    with pytest.raises(DataFormatError, match="levels deep"):
+        load_npz(tmp_path / "deep.npz")
+
+
+@pytest.mark.parametrize("target, kind", [("manifest.json", "fifo"), ("manifest.json", "device link"),
+                                          ("manifest.json", "deep"), ("shard", "fifo"), ("shard", "device link"),
+                                          ("shard", "folder")])
+def test_a_shard_store_file_of_another_kind_is_one_data_format_error(tmp_path, target, kind):
+    from holoxmc.data import make_synthetic, open_shards, write_shards
+    from holoxmc.errors import DataFormatError
+
+    data, _ = make_synthetic(30, 5, 12, n_test=1, seed=0)
+    folder = write_shards(data, tmp_path / "store", rows_per_shard=10)
+    path = folder / "manifest.json" if target == "manifest.json" else sorted(folder.glob("shard-*X_indices.npy"))[0]
+    _make_kind(path, kind)
+    with _FifoUnblocker(path), pytest.raises(DataFormatError, match=re.escape(KIND_MESSAGES[kind])):
+        open_shards(folder).load()
+
+
+# ------------------------------------------------------------------ High 5: sizes a header claims, every model
+def _limited(max_bytes: int = 4_000_000 * 1024):
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+    return limit
+
+
+@pytest.mark.parametrize("model", ["linear", "rerank", "solar", "auto"])
+def test_a_header_claiming_huge_d_is_refused_for_every_model(tmp_path, model):
+    """``ulimit -v 4000000``, as the issue ran it: one line, exit 2, never a crash."""
+    data = tmp_path / "d.txt"
+    data.write_text("3 600000000 10\n1 1:1\n2 2:1\n0 3:1\n")
+    command = [sys.executable, "-m", "holoxmc", "train", str(data), "--test", str(data), "--out", str(tmp_path / "R"),
+               "-q", *([] if model == "auto" else ["--model", model])]
+    done = subprocess.run(command, env=dict(os.environ, PYTHONPATH=SRC), capture_output=True, text=True, timeout=120,
+                          preexec_fn=_limited())
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "would need" in lines[0], (done.returncode, lines[-3:])
+    assert not (tmp_path / "R").exists()
+
+
+def test_the_memory_check_counts_the_address_space_limit():
+    from holoxmc.limits import check_feature_memory
+
+    check_feature_memory("linear", 1000)
+    for head in ("linear", "rerank", "solar", "auto"):
+        with pytest.raises(InputError, match="would need"):
+            check_feature_memory(head, 2**31 - 1, workers=64, n_chunks=64)
+
+
+# ------------------------------------------------------------------ High 6: .npz member bombs
+def _npy(array: np.ndarray, claimed_shape: tuple[int, ...] | None = None) -> bytes:
+    buffer = io.BytesIO()
+    if claimed_shape is None:
+        np.lib.format.write_array(buffer, array, allow_pickle=False)
+        return buffer.getvalue()
+    header = np.lib.format.header_data_from_array_1_0(array) | {"shape": claimed_shape}
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.getvalue() + array.tobytes()
+
+
+def _rewrite_npz(source: Path, target: Path, members: dict[str, bytes]) -> None:
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, members.get(info.filename, zin.read(info)))
+
+
+def test_an_npz_member_claiming_more_than_it_holds_is_refused_before_allocating(tmp_path, capsys):
+    import tracemalloc
+
+    from holoxmc.data import make_synthetic
+    from holoxmc.data.cache import save_npz
+
+    train, _ = make_synthetic(20, 5, 10, n_test=1, seed=0)
+    save_npz(train, tmp_path / "good.npz")
+    payload = np.zeros(1 << 20, dtype=np.float32)  # 4 MiB held, 2**36 float32 (256 GiB) claimed
+    _rewrite_npz(tmp_path / "good.npz", tmp_path / "bomb.npz", {"X_data.npy": _npy(payload, (2**36,))})
+    assert (tmp_path / "bomb.npz").stat().st_size < 2**20
+    tracemalloc.start()
+    try:
+        assert main(["data", "info", str(tmp_path / "bomb.npz")]) == 2
+        assert tracemalloc.get_traced_memory()[1] < 64 * 2**20
+    finally:
+        tracemalloc.stop()
+    _one_error(capsys, "X_data.npy: its header claims 274877906944 bytes")
