@@ -256,7 +256,7 @@ def test_label_lists_that_repeat_an_id_are_refused_not_merged(data, fitted):
         (lambda c, d: c.score(d.X, [[0, 999]] * len(d)), "out of range"),
         (lambda c, d: c.score(d.X, d.Y * 2), "binary"),
         (lambda c, d: c.score(d.X, [[1.5]] * len(d)), "row 0: label ids must be integers"),
-        (lambda c, d: c.score(d.X, [["a", "b"]] * len(d)), "row 0: label ids must be integers"),
+        (lambda c, d: c.score(d.X, [["a", "b"]] * len(d)), "Y holds label names, and this model was fitted on label ids"),
         (lambda c, d: c.predict("not a matrix"), "X must"),
         (lambda c, d: c.predict(sp.csr_matrix(np.full((1, d.n_features), np.nan))), "NaN"),
     ],
