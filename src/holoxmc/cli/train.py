@@ -298,13 +298,6 @@ def _check_applies(model: str, params: dict[str, Any], overrides: dict[str, Any]
             raise InputError(f"{_flag(given[0])} applies to {_only({other})}")
     for name, other_selector in SELECTORS.items():
         given = [key for key in sorted(other_selector.settings) if key in overrides]
-    settings = run_settings(args.model, params)
-    if args.resume:  # before any work: a run of another model is neither continued nor called complete
-        check_same_settings(run_dir, recorded_settings(run_dir), settings)
-    if finished:
-        if rank == 0:
-            _complete(run_dir)
-        return 0
         if name != head and given:
             raise InputError(f"{_flag(given[0])} applies to {_only({name})}")
     apart = [key for key in _JOB_OPTIONS if key in overrides]
@@ -315,7 +308,6 @@ def _check_applies(model: str, params: dict[str, Any], overrides: dict[str, Any]
         raise InputError(f"{_flag(apart[0])} applies to {models} and to --n-models above 1")
 
 
-    _check_feature_memory(params, train.n_features, args.data)
 def train_params(data: str, model: str, overrides: dict[str, Any], preset: str | None = None) -> dict[str, Any]:
     """The ``XMCClassifier`` keywords of a run: the library defaults of ``model`` (or the named
     ``preset`` over them), then the explicit ``overrides``; PSP@k's propensity follows the
@@ -347,37 +339,6 @@ def train_params(data: str, model: str, overrides: dict[str, Any], preset: str |
 
 def run_train(args: argparse.Namespace) -> int:
     from holoxmc.distributed.data_parallel import join_from_environment, leaving_at_exit
-def run_settings(model: str, params: dict[str, Any]) -> dict[str, Any]:
-    """What makes a run's model the model it is, recorded in its marker: ``--resume`` with
-    other settings is refused (the families check the rest: epochs, widths, data)."""
-    return {"model": model, "head": params["head"], "backbone": params["backbone"],
-            "n_models": int(params.get("n_models") or 1)}
-
-
-def _check_feature_memory(params: dict[str, Any], n_features: int, data: str) -> None:
-    """Refuse, before training, a feature count (a data file's header claims it) that the
-    model's per-feature memory cannot hold (:func:`holoxmc.limits.check_feature_memory`)."""
-    from holoxmc.limits import check_feature_memory
-
-    head_options = params.get("head_options") or {}
-    check_feature_memory(params["head"], n_features, n_chunks=int(head_options.get("n_chunks") or 8),
-                         workers=int(params.get("workers") or 1),
-                         hashed=head_options.get("feature_dim") is not None or n_features > 2**17, where=str(data))
-
-
-def _finished(run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds a finished run: its ``metrics.json`` beside its marker."""
-    return (run_dir / "metrics.json").exists() and (run_dir / MARKER).is_file() \
-        and not (run_dir / MARKER).is_symlink()
-
-
-def _complete(run_dir: Path) -> None:
-    """``--resume`` of a finished run: remove checkpoints a kill after ``metrics.json`` left,
-    and say so."""
-    _remove_checkpoints(run_dir)
-    print(f"{run_dir}: run already complete ({run_dir / 'metrics.json'})", file=sys.stderr)
-
-
 
     rank, world, args.device = join_from_environment(args.device)
     with leaving_at_exit():
@@ -401,6 +362,13 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
 
     options = (*_OVERRIDES, *(key for keys in _HEAD_OPTIONS.values() for key in keys))
     params = train_params(args.data, args.model, {key: getattr(args, key) for key in options}, preset=args.preset)
+    settings = run_settings(args.model, params)
+    if args.resume:  # before any work: a run of another model is neither continued nor called complete
+        check_same_settings(run_dir, recorded_settings(run_dir), settings)
+    if finished:
+        if rank == 0:
+            _complete(run_dir)
+        return 0
     from holoxmc.models.registry import FAMILIES
 
     if world > 1 and params["head"] in FAMILIES and FAMILIES[params["head"]].jobs_apart:
@@ -411,6 +379,7 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
     load_options = data_options(args)
     train, test, evaluation = _splits(args, features, load_options, seed=int(params.get("seed", 0)))
+    _check_feature_memory(params, train.n_features, args.data)
     X_train, X_test = train.inputs_for(params["backbone"]), test.inputs_for(params["backbone"])
     fit_params: dict[str, Any] = {}
     if args.word_vectors is not None:
@@ -440,6 +409,37 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
             _remove_if_unused(run_dir)
         raise
     return 0
+
+
+def run_settings(model: str, params: dict[str, Any]) -> dict[str, Any]:
+    """What makes a run's model the model it is, recorded in its marker: ``--resume`` with
+    other settings is refused (the families check the rest: epochs, widths, data)."""
+    return {"model": model, "head": params["head"], "backbone": params["backbone"],
+            "n_models": int(params.get("n_models") or 1)}
+
+
+def _check_feature_memory(params: dict[str, Any], n_features: int, data: str) -> None:
+    """Refuse, before training, a feature count (a data file's header claims it) that the
+    model's per-feature memory cannot hold (:func:`holoxmc.limits.check_feature_memory`)."""
+    from holoxmc.limits import check_feature_memory
+
+    head_options = params.get("head_options") or {}
+    check_feature_memory(params["head"], n_features, n_chunks=int(head_options.get("n_chunks") or 8),
+                         workers=int(params.get("workers") or 1),
+                         hashed=head_options.get("feature_dim") is not None or n_features > 2**17, where=str(data))
+
+
+def _finished(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a finished run: its ``metrics.json`` beside its marker."""
+    return (run_dir / "metrics.json").exists() and (run_dir / MARKER).is_file() \
+        and not (run_dir / MARKER).is_symlink()
+
+
+def _complete(run_dir: Path) -> None:
+    """``--resume`` of a finished run: remove checkpoints a kill after ``metrics.json`` left,
+    and say so."""
+    _remove_checkpoints(run_dir)
+    print(f"{run_dir}: run already complete ({run_dir / 'metrics.json'})", file=sys.stderr)
 
 
 def _splits(args: argparse.Namespace, features: str, load_options: dict[str, Any],
@@ -632,7 +632,6 @@ def _remove_if_unused(run_dir: Path) -> None:
         (run_dir / MARKER).unlink(missing_ok=True)
         run_dir.rmdir()
 
-    check_writable_target(path)
 
 def _remove_checkpoints(run_dir: Path) -> None:
     """Delete a finished run's training checkpoints: in ``run_dir``, its refit folder and,
@@ -646,8 +645,6 @@ def _remove_checkpoints(run_dir: Path) -> None:
             for name in (CHECKPOINT_TENSORS, CHECKPOINT_JSON):
                 (folder / name).unlink(missing_ok=True)
             if folder != run_dir and folder.is_dir() and not any(folder.iterdir()):
-    from holoxmc.io import read_json
-
                 folder.rmdir()
 
 
@@ -699,6 +696,7 @@ def _check_output_file(path: Path) -> None:
 
     if path.is_dir() and not path.is_symlink():
         raise InputError(f"{path}: cannot write it (Is a directory)")
+    check_writable_target(path)
     if path.exists() and not os.access(path, os.W_OK):
         raise InputError(f"{path}: cannot write it (the file is read-only)")
     folder = next(p for p in (path.parent, *path.parent.parents) if p.exists() or p.is_symlink())
@@ -712,6 +710,8 @@ def _options_for(run_dir: Path, data: str, given: dict[str, Any]) -> dict[str, A
     """The ``load`` options for ``data``: those given, or else, when ``data`` is what the run
     trained on, the options it trained with (so ``evaluate RUN synthetic`` meets the same set);
     none for a run with a text encoder, which fixed the options of raw texts when it trained."""
+    from holoxmc.io import read_json
+
     metrics_path = run_dir / "metrics.json"
     if given or (run_dir / TEXT_ENCODER_FILE).exists() or not metrics_path.exists():
         return given
