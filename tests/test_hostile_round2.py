@@ -427,3 +427,81 @@ def test_an_npz_member_claiming_more_than_it_holds_is_refused_before_allocating(
     finally:
         tracemalloc.stop()
     _one_error(capsys, "X_data.npy: its header claims 274877906944 bytes")
+
+
+# ------------------------------------------------------------------ Medium
+@pytest.mark.parametrize("name", ["train_test.txt", "data.train.test.svm"])
+def test_one_file_named_for_both_splits_is_never_both(tiny, tmp_path, capsys, name):
+    folder = tmp_path / "pair2"
+    folder.mkdir()
+    shutil.copy(tiny / "tiny_train.txt", folder / name)
+    assert main(["train", str(folder), "--model", "linear", "--out", str(tmp_path / "R"), "-q"]) == 2
+    _one_error(capsys, "both the words 'train' and 'test'")
+    assert not (tmp_path / "R").exists()
+
+
+def test_workers_with_the_default_model_are_refused_before_any_work(tiny, tmp_path, capsys):
+    assert main(["train", str(tiny), "--workers", "2", "--out", str(tmp_path / "R"), "-q"]) == 2
+    _one_error(capsys, "--workers does not apply to --model auto")
+    assert not (tmp_path / "R").exists()
+
+
+def test_a_checkpoint_missing_an_optimizer_tensor_is_one_error_on_resume(tiny, tmp_path, capsys, monkeypatch):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    run = tmp_path / "R"
+    _unfinished(tiny, run, FAST, monkeypatch)
+    path = run / "checkpoint.safetensors"
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {name: f.get_tensor(name) for name in f.keys()}
+        metadata = f.metadata()
+    dropped = sorted(name for name in tensors if name.endswith(".exp_avg"))[-1]
+    save_file({name: t for name, t in tensors.items() if name != dropped}, str(path), metadata=metadata)
+    capsys.readouterr()
+    assert main(["train", str(tiny), "--out", str(run), *FAST, "--resume"]) == 2
+    _one_error(capsys, f"no tensor '{dropped.partition('.')[2]}'")
+
+
+@pytest.fixture(scope="module")
+def text_run(tmp_path_factory) -> tuple[Path, Path]:
+    """A finished fc run trained on raw texts: ``(run folder, data folder)``."""
+    root = tmp_path_factory.mktemp("text")
+    words = ["apple", "pear", "car", "bus", "red", "green", "fast", "slow"]
+    rng = np.random.default_rng(0)
+    for split, rows in (("train", 60), ("test", 12)):
+        with open(root / f"{split}.jsonl", "w") as f:
+            for _ in range(rows):
+                picked = rng.choice(len(words), 3, replace=False)
+                f.write(json.dumps({"text": " ".join(words[i] for i in picked),
+                                    "labels": sorted({f"l{i % 4}" for i in picked})}) + "\n")
+    run = root / "run"
+    assert main(["train", str(root), "--out", str(run), *FAST]) == 0
+    return run, root
+
+
+def _edited_encoder(text_run, tmp_path, edit) -> Path:
+    run = tmp_path / "T"
+    shutil.copytree(text_run[0], run)
+    state = json.loads((run / "text_encoder.json").read_text())
+    edit(state)
+    (run / "text_encoder.json").write_text(json.dumps(state))
+    return run
+
+
+def test_a_text_encoder_with_fewer_labels_than_the_model_is_one_error(text_run, tmp_path, capsys):
+    run = _edited_encoder(text_run, tmp_path, lambda state: state["labels"].pop())
+    assert main(["predict", str(run), str(text_run[1] / "test.jsonl"), "--label-names", "-q"]) == 2
+    _one_error(capsys, "labels; the model has")
+
+
+# ------------------------------------------------------------------ Low
+def test_a_lone_surrogate_label_name_is_written_escaped_and_reads_back(text_run, tmp_path, capsys):
+    from holoxmc.cli.train import parse_prediction
+
+    run = _edited_encoder(text_run, tmp_path, lambda state: state["labels"].__setitem__(0, "\ud800"))
+    out = tmp_path / "p.txt"
+    assert main(["predict", str(run), str(text_run[1] / "test.jsonl"), "--label-names", "--output", str(out),
+                 "-q"]) == 0
+    labels = {label for line in out.read_text(encoding="utf-8").splitlines() for label, _ in parse_prediction(line)}
+    assert "\ud800" in labels and '"\\ud800"' in out.read_text(encoding="utf-8")

@@ -303,9 +303,12 @@ def _check_applies(model: str, params: dict[str, Any], overrides: dict[str, Any]
     apart = [key for key in _JOB_OPTIONS if key in overrides]
     jobs_apart = (kind.jobs_apart if kind is not None else selector is not None and selector.jobs_apart) \
         or overrides.get("n_models", params.get("n_models", 1)) > 1
+    models = ", ".join(f"--model {name}" for name, (h, _) in MODELS.items() if h in FAMILIES and FAMILIES[h].jobs_apart)
     if apart and not jobs_apart:
-        models = ", ".join(f"--model {name}" for name, (h, _) in MODELS.items() if h in FAMILIES and FAMILIES[h].jobs_apart)
         raise InputError(f"{_flag(apart[0])} applies to {models} and to --n-models above 1")
+    if apart and selector is not None and kind is None:  # auto hands it to every candidate, its FC network too
+        raise InputError(f"{_flag(apart[0])} does not apply to --model {model}: its FC candidate trains one network "
+                         f"in this process; give {_flag(apart[0])} with {models}")
 
 
 def train_params(data: str, model: str, overrides: dict[str, Any], preset: str | None = None) -> dict[str, Any]:
@@ -744,6 +747,7 @@ def _run_inputs(
         if options:
             raise InputError(f"{run_dir} encodes raw text with its saved text encoder; --data-option does not apply")
         encoder = TextEncoder.load(encoder_file)
+        _check_encoder_sizes(encoder, clf, encoder_file)
         records = read_jsonl(text_file, require_labels=labels)
         inputs = encoder.features(records.texts) if clf.backbone == "fc" else encoder.tokens(records.texts)
         Y = labels_to_csr(records, encoder.labels, text_file) if labels else None
@@ -757,6 +761,23 @@ def _run_inputs(
     if len(dataset) == 0:
         raise InputError(f"{data}: no data points" + ("" if Path(str(data)).is_file() else f" in its {split} split"))
     return dataset.inputs_for(clf.backbone), dataset.Y, dataset.name, None
+
+
+def _check_encoder_sizes(encoder: Any, clf: Any, where: Path) -> None:
+    """A run's text encoder must name every label of its model (and, for FC, make its features).
+
+    Raises:
+        InputError: ``"<where>: names 3 labels; the model has 10"``.
+    """
+    if len(encoder.labels) != clf.n_labels_:
+        raise InputError(f"{where}: names {len(encoder.labels)} labels; the model has {clf.n_labels_} (edited, or "
+                         "from another run)")
+    vocabulary = encoder.tfidf.vocabulary if encoder.tfidf.vocabulary is not None \
+        else getattr(encoder.tfidf, "vocabulary_", None)
+    terms = None if vocabulary is None else len(vocabulary)
+    if clf.backbone == "fc" and terms is not None and terms != clf.n_features_:
+        raise InputError(f"{where}: makes {terms} features; the model reads {clf.n_features_} (edited, or from "
+                         "another run)")
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -805,6 +826,16 @@ def _needs_quoting(name: str) -> bool:
     return not name or name[0] == '"' or any(char.isspace() for char in name) or not name.isprintable()
 
 
+def _is_utf8(name: str) -> bool:
+    """Whether ``name`` can be written as UTF-8 (a lone surrogate such as ``"\\ud800"``,
+    which JSON allows in a label name, cannot)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def format_prediction(label: int | str, score: float) -> str:
     """One ``label:score`` pair of ``predict``'s output. A label name that is empty, holds
     whitespace or a non-printable character, or starts with ``"`` is written as a JSON string,
@@ -815,7 +846,10 @@ def format_prediction(label: int | str, score: float) -> str:
         >>> format_prediction(7, 0.5), format_prediction("machine learning", 0.25)
         ('7:0.5', '"machine learning":0.25')
     """
-    text = json.dumps(label, ensure_ascii=False) if isinstance(label, str) and _needs_quoting(label) else str(label)
+    if isinstance(label, str) and _needs_quoting(label):  # a lone surrogate is written as its \\u escape
+        text = json.dumps(label, ensure_ascii=not _is_utf8(label))
+    else:
+        text = str(label)
     return f"{text}:{score:.6g}"
 
 

@@ -14,6 +14,8 @@ in this order:
    ``.libsvm``, each also gzipped as ``.gz``) with the word ``train`` or ``test`` in the name
    (``bibtex_train.txt``, ``test.svm.gz``, ``a-test.libsvm``, ``my_train.svm``; not
    ``latest.txt`` nor ``contest_train.txt`` for the test split) and not ``split`` in the name;
+   a name with both words (``train_test.txt``) is an :class:`InputError`: one file is never
+   both splits;
 3. ``*_data.txt`` with split files named ``*trSplit*`` / ``*tstSplit*``;
 4. a ``.mat`` file.
 
@@ -166,6 +168,11 @@ def _text_split_file(folder: Path, split: str) -> Path | None:
     matches = [p for p in folder.iterdir()
                if p.name.lower().endswith(suffixes) and split in name_words(p.name)
                and "split" not in p.name.lower()]
+    both = [p for p in matches if set(SPLITS) <= set(name_words(p.name))]
+    if both:  # one file would be trained on and scored on: never
+        raise InputError(f"{both[0]}: its name has both the words 'train' and 'test', so it would be both splits "
+                         "and the model scored on the rows it trained on: rename the splits (my_train.txt, "
+                         "my_test.txt), or give one file with --test FILE or --test-fraction F")
     return _only_file(sorted(matches), f"{split} data")
 
 

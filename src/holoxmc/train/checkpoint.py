@@ -10,7 +10,6 @@ optimizers' per-parameter states are flattened into named tensors.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 from pathlib import Path
@@ -24,7 +23,7 @@ from safetensors.torch import save as safetensors_bytes
 from torch import Tensor
 
 from holoxmc.errors import InputError
-from holoxmc.io import atomic_write_bytes, atomic_write_json, to_json
+from holoxmc.io import atomic_write_bytes, atomic_write_json, parse_json, to_json
 from holoxmc.limits import MAX_SIZE, check_size
 from holoxmc.trust import check_finite
 
@@ -176,10 +175,7 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
     tensors, metadata = load_state_dict_file(path, device)
     if _STATE_KEY not in metadata:
         raise InputError(f"{path}: not a holoxmc training checkpoint (no trainer state)")
-    try:
-        state = json.loads(metadata[_STATE_KEY])
-    except ValueError as exc:
-        raise InputError(f"{path}: the trainer state is not JSON ({exc})") from None
+    state = parse_json(metadata[_STATE_KEY], str(path), expect=None, what="trainer state")  # depth-checked
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise InputError(
             f"{path}: checkpoint format {state.get('format') if isinstance(state, dict) else state!r}, "
@@ -200,7 +196,25 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
         optimizers = [unflatten_optimizer_state(groups[f"optim{i}"], rest) for i, rest in enumerate(rests)]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"{path}: unreadable optimizer state ({exc!r})") from None
+    for i, optimizer in enumerate(optimizers):
+        _check_complete_state(optimizer["state"], f"{path}: optim{i}")
     return {"model": groups["model"], "best_model": groups["best"], "optimizers": optimizers, "state": state}
+
+
+def _check_complete_state(per_param: dict[int, dict[str, Any]], where: str) -> None:
+    """Every parameter with optimizer state holds the same entries (Adam: ``step``,
+    ``exp_avg``, ``exp_avg_sq``): a tensor missing from an edited or truncated checkpoint is
+    named here, not met as a ``KeyError`` in the first step after ``--resume``.
+
+    Raises:
+        InputError: ``"<file>: optim0: no tensor '1.exp_avg' (edited or truncated)"``.
+    """
+    every = set().union(*(set(entries) for entries in per_param.values())) if per_param else set()
+    for param_id, entries in sorted(per_param.items()):
+        missing = sorted(every - set(entries))
+        if missing:
+            raise InputError(f"{where}: no tensor '{param_id}.{missing[0]}' (the checkpoint was edited or truncated); "
+                             "start again in a new run directory")
 
 
 def check_checkpoint_state(state: Any, where: str | os.PathLike) -> None:
