@@ -192,3 +192,14 @@ def test_a_model_saved_before_the_rule_predicts_each_rows_top_1():
     top = clf.predict_topk(X, 1)[0][:, 0]
     assert predicted.nnz == 7 and predicted.indices.tolist() == top.tolist()
     assert np.all((clf.predict_proba(X) >= 0) & (clf.predict_proba(X) <= 1))
+
+
+def test_solar_and_rerank_predict_label_sets_and_probabilities(data):
+    train, test = data
+    for clf in (XMCClassifier(head="solar", hidden=(16,), epochs=2, batch_size=32, progress=False,
+                              head_options={"n_chunks": 2, "n_buckets": 16}),
+                XMCClassifier(head="rerank", progress=False)):
+        clf.fit(train.X, train.Y)
+        predicted, proba = clf.predict(test.X), clf.predict_proba(test.X)
+        assert predicted.shape == proba.shape == test.Y.shape and predicted.nnz > 0
+        assert np.all((proba >= 0) & (proba <= 1)) and np.all(np.isfinite(clf.predict_topk(test.X, 5)[1]))
