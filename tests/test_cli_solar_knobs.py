@@ -133,7 +133,7 @@ def test_help_states_solar_config_defaults():
     assert f"(default: {defaults.top_buckets})" in helps["top_buckets"]
     assert f"(default: {defaults.min_freq_mode})" in helps["min_freq_mode"]
     assert f"(default: {defaults.scoring})" in helps["scoring"]
-    assert f"({defaults.code_method}, the default)" in helps["code_method"]
+    assert f"(default: {defaults.code_method})" in helps["code_method"]
 
 
 # ---------------------------------------------------------------------------- evaluate / predict

@@ -175,7 +175,7 @@ def test_linear_path_width_reaches_the_saved_model(toy, tmp_path):
         (["train", "{toy}", "--out", "{tmp}/run", "--linear-width", "-1"], "non-negative integer"),
         (["train", "{toy}", "--model", "linear", "--out", "{tmp}/run", "--precision", "bfloat16"], "configures a network"),
         (["train", "{toy}", "--out", "{tmp}/run", "--seed", "-5"], "argument --seed: must be a non-negative integer"),
-        (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--seed", "-1"], "seed must be"),
+        (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--seed", "-1"], "--seed: must be"),
         (["train", "{toy}", "--out", "{tmp}/run", "--weight-decay", "inf"], "--weight-decay: must be a finite number"),
         (["train", "{toy}", "--out", "{tmp}/run", "--n-models", "2", "--workers", "0"], "--workers: must be a positive integer"),
         (["train", "{toy}", "--model", "solar", "--out", "{tmp}/run", "--workers", "0"], "--workers: must be a positive integer"),

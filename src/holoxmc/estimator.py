@@ -41,17 +41,18 @@ from holoxmc.models.base import FittedModel, dense_scores
 from holoxmc.persist import CONFIG_FILE, CONFIG_KEYS, FORMAT, MODEL_FILE
 from holoxmc.models.network.model import MEMBER_DIR, NetworkPlan, with_word_vectors
 from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC, NETWORK_SETTINGS, FitData, family, streaming_heads
-from holoxmc.presets import DATASET_PRESETS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, MODELS, model_params, preset_params, \
+from holoxmc.presets import DATASET_PRESETS, HEAD_DEFAULTS, MODELS, model_params, preset_params, \
     setting_defaults
 from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig
 from holoxmc.train.streaming import evaluate_streamed, is_sharded, streamed_fit_data, streamed_input
 from holoxmc.train.trainer import Precision, Schedule, split_validation
 from holoxmc.validation import (
-    ESTIMATOR_CONSTRAINTS, SETTING_NAMES, NotFittedError, check_batch_size, check_fit_data, check_fitted,
-    check_head_settings, check_input, check_k, check_ks, check_label_statistics, check_params, check_score_metric,
-    check_Y, input_size,
+    NotFittedError, check_batch_size, check_fit_data, check_fitted, check_head_settings, check_input, check_k,
+    check_ks, check_label_statistics, check_score_metric, check_Y, input_size,
 )
+from holoxmc.constraints import check_params
+from holoxmc.settings import DEFAULTS, ESTIMATOR_CONSTRAINTS, SETTING_NAMES
 
 __all__ = ["XMCClassifier", "NotFittedError", "MODELS", "DATASET_PRESETS", "HEAD_DEFAULTS", "NETWORK_SETTINGS",
            "MEMBER_DIR", "model_params", "preset_params", "FORMAT", "CONFIG_FILE", "MODEL_FILE", "CONFIG_KEYS"]
@@ -133,37 +134,37 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
-        head: str = "auto",
-        backbone: str = "fc",
+        head: str = DEFAULTS["head"],
+        backbone: str = DEFAULTS["backbone"],
         *,
-        dim: int = 400,
-        hidden: Sequence[int] | None = None,
-        dropout: float | None = None,
-        linear_width: int = 0,
-        head_options: dict[str, Any] | None = None,
-        epochs: int | None = None,
-        batch_size: int | None = None,
-        lr: float | None = None,
-        weight_decay: float = 0.0,
-        sparse_updates: bool | Literal["auto"] = "auto",
-        schedule: Schedule = "cosine",
-        warmup_epochs: float = 0.0,
-        grad_clip: float | None = None,
-        val_fraction: float = 0.1,
-        patience: int | None = None,
-        time_limit: float | None = None,
-        refit: bool = False,
-        precision: Precision = "float32",
-        n_models: int = 1,
-        seed: int = 0,
-        device: str = "cpu",
-        propensity: tuple[float, float] = DEFAULT_PROPENSITY,
-        progress: bool | None = None,
-        workers: int = 1,
-        ray_address: str | None = None,
-        n_jobs: int | None = None,
-        random_state: int | None = None,
-        time_budget: float = 60.0,
+        dim: int = DEFAULTS["dim"],
+        hidden: Sequence[int] | None = DEFAULTS["hidden"],
+        dropout: float | None = DEFAULTS["dropout"],
+        linear_width: int = DEFAULTS["linear_width"],
+        head_options: dict[str, Any] | None = DEFAULTS["head_options"],
+        epochs: int | None = DEFAULTS["epochs"],
+        batch_size: int | None = DEFAULTS["batch_size"],
+        lr: float | None = DEFAULTS["lr"],
+        weight_decay: float = DEFAULTS["weight_decay"],
+        sparse_updates: bool | Literal["auto"] = DEFAULTS["sparse_updates"],
+        schedule: Schedule = DEFAULTS["schedule"],
+        warmup_epochs: float = DEFAULTS["warmup_epochs"],
+        grad_clip: float | None = DEFAULTS["grad_clip"],
+        val_fraction: float = DEFAULTS["val_fraction"],
+        patience: int | None = DEFAULTS["patience"],
+        time_limit: float | None = DEFAULTS["time_limit"],
+        refit: bool = DEFAULTS["refit"],
+        precision: Precision = DEFAULTS["precision"],
+        n_models: int = DEFAULTS["n_models"],
+        seed: int = DEFAULTS["seed"],
+        device: str = DEFAULTS["device"],
+        propensity: tuple[float, float] = DEFAULTS["propensity"],
+        progress: bool | None = DEFAULTS["progress"],
+        workers: int = DEFAULTS["workers"],
+        ray_address: str | None = DEFAULTS["ray_address"],
+        n_jobs: int | None = DEFAULTS["n_jobs"],
+        random_state: int | None = DEFAULTS["random_state"],
+        time_budget: float = DEFAULTS["time_budget"],
     ):
         self.head = head
         self.backbone = backbone
@@ -231,7 +232,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         )
 
     def _validate_params(self) -> Any:
-        """Every setting against :data:`~holoxmc.validation.ESTIMATOR_CONSTRAINTS` and the
+        """Every setting against :data:`~holoxmc.settings.ESTIMATOR_CONSTRAINTS` and the
         head's family (:func:`~holoxmc.validation.check_head_settings`), before any data is read.
 
         Returns:

@@ -21,7 +21,7 @@ from typing import Any
 
 from holoxmc.errors import InputError
 
-__all__ = ["HEAD_DEFAULTS", "HEAD_PRESETS", "DATASET_PRESETS", "MODELS", "HEAD_OPTIONS", "PROPENSITY_PRESETS",
+__all__ = ["HEAD_DEFAULTS", "HEAD_PRESETS", "DATASET_PRESETS", "MODELS", "PROPENSITY_PRESETS",
            "PROPENSITY_SETS", "DEFAULT_PROPENSITY", "BACKBONE_DEFAULTS", "BACKBONE_OPTIONS", "PAIR_OPTIONS",
            "network_defaults", "PAPER_PRESETS", "RERANK_SHORTLIST",
            "PAPER_DATASET_PRESETS", "PAPER_NOT_REPORTED", "RERANK_BUDGETS", "model_params", "preset_params", "paper_params",
@@ -146,18 +146,6 @@ MODELS: dict[str, tuple[str, str]] = {
     "xr-cnn": ("xr", "cnn"),
     "xr-lstm": ("xr", "lstm"),
     "auto": ("auto", "fc"),
-}
-
-#: Head-specific ``holoxmc train`` options → head keywords (``head_options``), per head kind.
-HEAD_OPTIONS: dict[str, dict[str, str]] = {
-    "hrr": {"loss": "loss", "ranking": "ranking", "learn_pm": "learn_pm", "learn_labels": "learn_labels",
-            "label_bias": "label_bias",
-            "label_code": "code", "code_cache": "cache_codes"},
-    "solar": {"chunks": "n_chunks", "buckets": "n_buckets", "code_method": "code_method", "feature_dim": "feature_dim",
-              "top_buckets": "top_buckets", "min_freq": "min_freq", "min_freq_mode": "min_freq_mode",
-              "scoring": "scoring"},
-    "linear": {"C": "C"},
-    "rerank": {"shortlist": "shortlist", "train_shortlist": "train_shortlist", "label_weights": "label_weights"},
 }
 
 #: ``(A, B)`` of the inverse propensities of Jain et al. (2016): its Wikipedia sets, its

@@ -1,35 +1,33 @@
 """What holoxmc checks at the estimator's boundary, before any work: the features X, the
-labels Y (the same rules at every entry point), the fitted state, and the estimator's
-settings through one declarative table of constraints (scikit-learn's
-``_parameter_constraints`` style) checked in one place at fit.
+labels Y (the same rules at every entry point), the fitted state, and which settings apply to a
+head or backbone (the settings' own forms are :data:`holoxmc.settings.ESTIMATOR_CONSTRAINTS`,
+checked by :func:`holoxmc.constraints.check_params`).
 
 Example:
-    >>> check_params({"lr": float("inf")}, {"lr": [Real(0, None, "neither"), None]})
+    >>> check_k(0, n_labels=10)
     Traceback (most recent call last):
     ...
-    holoxmc.errors.InputError: lr must be a finite number > 0 or None, got inf
+    holoxmc.errors.InputError: k must be an integer in [1, 10], got 0
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 
+from holoxmc.constraints import Integer, is_integer, is_real
 from holoxmc.errors import InputError
 from holoxmc.limits import check_allocation, check_size
 from holoxmc.presets import BACKBONE_OPTIONS
 
-__all__ = ["NotFittedError", "Constraint", "Integer", "Real", "Options", "Instance", "RealPair", "IntegerSequence",
-           "check_params", "check_finite_options", "check_X", "check_Y", "check_fitted", "check_batch_size",
-           "check_label_statistics", "check_backbone_settings", "ESTIMATOR_CONSTRAINTS", "SETTING_NAMES",
+__all__ = ["NotFittedError", "check_finite_options", "check_X", "check_Y", "check_fitted", "check_batch_size",
+           "check_label_statistics", "check_backbone_settings",
            "NOT_FOR_BACKBONE", "SKLEARN_NAMES", "check_head_settings", "check_fit_data", "check_input", "input_size",
            "check_k", "check_ks", "check_score_metric", "SCORE_FAMILIES"]
 
@@ -37,141 +35,6 @@ __all__ = ["NotFittedError", "Constraint", "Integer", "Real", "Options", "Instan
 class NotFittedError(SklearnNotFittedError, InputError):
     """An estimator used before ``fit``: scikit-learn's ``NotFittedError`` and a holoxmc
     :class:`~holoxmc.errors.InputError` (the CLI's one-line error) at once."""
-
-
-class Constraint(Protocol):
-    """One allowed form of a setting: ``accepts(value)`` and a phrase for the message."""
-
-    @property
-    def description(self) -> str: ...
-
-    def accepts(self, value: Any) -> bool: ...
-
-
-def _is_integer(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _bound_phrase(low: float | None, high: float | None, closed: str) -> str:
-    parts = []
-    if low is not None:
-        parts.append(f"{'>=' if closed in ('left', 'both') else '>'} {low}")
-    if high is not None:
-        parts.append(f"{'<=' if closed in ('right', 'both') else '<'} {high}")
-    return " and ".join(parts)
-
-
-@dataclass(frozen=True)
-class Integer:
-    """An integer (not a bool) in ``[low, high]``."""
-
-    low: int | None = None
-    high: int | None = None
-
-    @property
-    def description(self) -> str:
-        if self.low == 0 and self.high is None:
-            return "a non-negative integer"
-        if self.low == 1 and self.high is None:
-            return "a positive integer"
-        if self.low is not None and self.low == self.high:
-            return str(self.low)
-        return f"an integer {_bound_phrase(self.low, self.high, 'both')}".rstrip()
-
-    def accepts(self, value: Any) -> bool:
-        return _is_integer(value) and (self.low is None or value >= self.low) and \
-            (self.high is None or value <= self.high)
-
-
-@dataclass(frozen=True)
-class Real:
-    """A finite real number (not a bool, never NaN or infinite) between ``low`` and ``high``,
-    ``closed`` one of ``"both"``, ``"left"``, ``"right"``, ``"neither"``."""
-
-    low: float | None = None
-    high: float | None = None
-    closed: str = "both"
-
-    @property
-    def description(self) -> str:
-        return f"a finite number {_bound_phrase(self.low, self.high, self.closed)}".rstrip()
-
-    def accepts(self, value: Any) -> bool:
-        if not _is_real(value) or not math.isfinite(value):
-            return False
-        left = self.low is None or value > self.low or (value == self.low and self.closed in ("left", "both"))
-        right = self.high is None or value < self.high or (value == self.high and self.closed in ("right", "both"))
-        return left and right
-
-
-@dataclass(frozen=True)
-class Options:
-    """One of the given values."""
-
-    values: tuple[Any, ...]
-
-    @property
-    def description(self) -> str:
-        return f"one of {list(self.values)}"
-
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, (str, bool)) and any(value == v and type(value) is type(v) for v in self.values)
-
-
-@dataclass(frozen=True)
-class Instance:
-    """An instance of ``kind``."""
-
-    kind: type
-    name: str
-
-    @property
-    def description(self) -> str:
-        return self.name
-
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, self.kind) and not (self.kind is not bool and isinstance(value, bool))
-
-
-@dataclass(frozen=True)
-class RealPair:
-    """Two finite numbers, such as the propensity ``(A, B)``."""
-
-    description: str = "two finite numbers (A, B)"
-
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, (tuple, list)) and len(value) == 2 and \
-            all(_is_real(v) and math.isfinite(v) for v in value)
-
-
-@dataclass(frozen=True)
-class IntegerSequence:
-    """A non-empty sequence of positive integers, such as hidden widths."""
-
-    description: str = "a non-empty sequence of positive integers"
-
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, (tuple, list)) and len(value) > 0 and all(Integer(1).accepts(v) for v in value)
-
-
-def check_params(params: Mapping[str, Any], constraints: Mapping[str, Sequence[Constraint | None]],
-                 labels: Mapping[str, str] | None = None) -> None:
-    """Refuse the first setting of ``params`` that meets none of its constraints (``None``
-    in a list: the value ``None`` is allowed).
-
-    Raises:
-        InputError: ``"<name> must be <what>, got <value>"``.
-    """
-    for name, allowed in constraints.items():
-        value = params[name]
-        if any(c is None and value is None or c is not None and c.accepts(value) for c in allowed):
-            continue
-        what = " or ".join("None" if c is None else c.description for c in allowed)
-        raise InputError(f"{(labels or {}).get(name, name)} must be {what}, got {value!r}")
 
 
 def check_finite_options(options: Mapping[str, Any], name: str = "head_options") -> None:
@@ -183,7 +46,7 @@ def check_finite_options(options: Mapping[str, Any], name: str = "head_options")
     for key, value in options.items():
         values = value if isinstance(value, (list, tuple)) else [value]
         for v in values:
-            if _is_real(v) and not math.isfinite(v):
+            if is_real(v) and not math.isfinite(v):
                 raise InputError(f"{name}[{key!r}] must be finite, got {value!r}")
 
 
@@ -389,46 +252,6 @@ def check_label_statistics(n_labels: int) -> None:
     check_allocation(4 * 8 * n_labels, f"per-label statistics of {n_labels} labels")
 
 
-# ---------------------------------------------------------------------------- the estimator's settings
-#: Every ``XMCClassifier`` keyword and the forms it may take, checked at once at ``fit``
-#: (before the data); the head name is checked against the model registry, and which
-#: settings apply to a head there too. Floats are finite throughout: ``lr=inf`` or
-#: ``weight_decay=nan`` is refused here, and ``head_options`` by :func:`check_finite_options`.
-ESTIMATOR_CONSTRAINTS: dict[str, list[Constraint | None]] = {
-    "head": [Instance(str, "a head name")],
-    "backbone": [Options(("fc", "cnn", "lstm"))],
-    "dim": [Integer(2)],
-    "hidden": [None, IntegerSequence()],
-    "dropout": [Real(0, 1, "left"), None],
-    "linear_width": [Integer(0)],
-    "head_options": [Instance(dict, "a dict"), None],
-    "epochs": [Integer(1), None],
-    "batch_size": [Integer(1), None],
-    "lr": [Real(0, None, "neither"), None],
-    "weight_decay": [Real(0)],
-    "sparse_updates": [Options((True, False, "auto"))],
-    "schedule": [Options(("none", "cosine", "linear"))],
-    "warmup_epochs": [Real(0)],
-    "grad_clip": [Real(0, None, "neither"), None],
-    "val_fraction": [Real(0, 1, "left")],
-    "patience": [Integer(1), None],
-    "time_limit": [Real(0), None],
-    "refit": [Instance(bool, "true or false")],
-    "precision": [Options(("float32", "bfloat16"))],
-    "n_models": [Integer(1)],
-    "seed": [Integer(0)],
-    "random_state": [Integer(0), None],
-    "device": [Instance(str, "a device name")],
-    "propensity": [RealPair()],
-    "progress": [Instance(bool, "true or false"), None],
-    "workers": [Integer(1)],
-    "n_jobs": [Integer(1), Integer(-1, -1), None],
-    "ray_address": [Instance(str, "an address"), None],
-    "time_budget": [Real(0)],
-}
-#: How a message names a setting, where its keyword alone says too little.
-SETTING_NAMES = {"dim": "dim (the HRR dimension d')"}
-
 #: Per backbone, the estimator settings that configure another backbone: a value other than
 #: the default is refused, never ignored (a text backbone's sizes are ``head_options``
 #: keywords, :data:`holoxmc.presets.BACKBONE_OPTIONS`).
@@ -541,7 +364,7 @@ def check_k(k: Any, n_labels: int) -> int:
         ...
         holoxmc.errors.InputError: k must be an integer in [1, 10], got 0
     """
-    if not _is_integer(k) or not 1 <= k <= n_labels:
+    if not is_integer(k) or not 1 <= k <= n_labels:
         raise InputError(f"k must be an integer in [1, {n_labels}], got {k!r}")
     return int(k)
 
@@ -559,7 +382,7 @@ def check_ks(ks: Any, name: str = "ks", *, empty_ok: bool = False) -> tuple[int,
         holoxmc.errors.InputError: recall_ks must be a list of positive integers, got 100
     """
     listed = isinstance(ks, Sequence) and not isinstance(ks, (str, bytes)) or isinstance(ks, np.ndarray) and ks.ndim == 1
-    if not listed or not (len(ks) or empty_ok) or not all(_is_integer(k) and k >= 1 for k in ks):
+    if not listed or not (len(ks) or empty_ok) or not all(is_integer(k) and k >= 1 for k in ks):
         raise InputError(f"{name} must be a list of positive integers, got {ks!r}")
     return tuple(int(k) for k in ks)
 

@@ -22,7 +22,9 @@ from holoxmc.cli import finite_float, positive_int
 from holoxmc.cli.data import add_data_options, data_options
 from holoxmc.cli.rundir import MARKER, check_run_dir, check_same_settings, claim_run_dir, recorded_settings, run_lock
 from holoxmc.errors import InputError
-from holoxmc.presets import HEAD_OPTIONS as _HEAD_OPTIONS
+from holoxmc.cli.options import add_setting_options
+from holoxmc.settings import HEAD_OPTIONS as _HEAD_OPTIONS
+from holoxmc.settings import SETTINGS
 
 __all__ = ["register", "metrics_table", "train_params", "TEXT_ENCODER_FILE", "HISTORY_FILE", "MODEL_NAMES",
            "format_prediction", "parse_prediction", "solar_settings", "SOLAR_DECODING"]
@@ -37,6 +39,13 @@ MODEL_NAMES = ("auto", "cnn", "fc", "hrr-cnn", "hrr-fc", "hrr-lstm", "linear", "
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``train``, ``evaluate`` and ``predict`` to the ``holoxmc`` parser."""
+    _register_train(subparsers)
+    _register_evaluate(subparsers)
+    _register_predict(subparsers)
+
+
+def _register_train(subparsers: argparse._SubParsersAction) -> None:
+    """``holoxmc train``: the data, the model, the run folder, then every setting's flag."""
     train = subparsers.add_parser(
         "train",
         help="train a model on a dataset and evaluate it on its test split",
@@ -59,79 +68,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="model (default auto: the re-rank model, then FC while "
                             "--time-budget lasts, the best by validation P@1 refit on every row); "
                             "any other name trains exactly that model")
-    train.add_argument("--time-budget", type=finite_float, metavar="SECONDS",
-                       help="--model auto: candidates start only within this many seconds (default 60)")
     train.add_argument("--preset", metavar="NAME",
                        help="start from a named preset (tuned on that data set: bibtex, delicious, debtags; or paper: "
                             "each paper's own configuration); "
                             "options given here override it. Default: the library defaults, on any data")
     train.add_argument("--out", type=Path, required=True, metavar="RUN_DIR", help="output folder")
-    train.add_argument("--epochs", type=positive_int, help="training epochs")
-    train.add_argument("--seed", type=int, help="random seed (initialisation, code, split, order)")
-    train.add_argument("--dim", type=positive_int, help="HRR dimension d'")
-    train.add_argument("--hidden", type=positive_int, nargs="+", metavar="WIDTH", help="hidden layer widths")
-    train.add_argument("--dropout", type=finite_float, help="dropout after hidden layers")
-    train.add_argument("--linear-width", type=int, metavar="WIDTH",
-                       help="FC: width of a linear path of the input beside the hidden layers (0: none)")
-    train.add_argument("--lr", type=finite_float, help="Adam learning rate")
-    train.add_argument("--batch-size", type=positive_int, help="training batch size")
-    train.add_argument("--weight-decay", type=finite_float, help="Adam weight decay")
-    train.add_argument("--sparse-updates", action=argparse.BooleanOptionalAction, default=None,
-                       help="compute Adam's steps only on the input-layer rows a batch reads (much faster for "
-                            "large D); default: on where measured faster (CPU, one process, no weight decay, "
-                            ">= 15,000 features of which a batch reads <= 7.5%%)")
-    train.add_argument("--schedule", choices=["none", "cosine", "linear"], help="learning-rate schedule")
-    train.add_argument("--val-fraction", type=finite_float, help="share of train held out for model selection")
-    train.add_argument("--patience", type=int, help="early-stopping patience in epochs")
-    train.add_argument("--time-limit", type=finite_float, metavar="SECONDS",
-                       help="stop each network's training (each ensemble member, each SOLAR chunk) after the "
-                            "epoch that ends past this many seconds, keeping its best epoch")
-    train.add_argument("--refit", action=argparse.BooleanOptionalAction, default=None,
-                       help="after choosing the epoch on the validation split, retrain on all training rows")
-    train.add_argument("--precision", choices=["float32", "bfloat16"],
-                       help="bfloat16: mixed-precision training steps (autocast; weights and scoring stay float32)")
-    train.add_argument("--n-models", type=positive_int, metavar="N",
-                       help="train N networks from different seeds and rank labels by their mean score "
-                            "(N times the training time)")
-    train.add_argument("--device", help="cpu, cuda, cuda:1, ...")
-    train.add_argument("--loss", choices=["cosine", "abs"], help="HRR: the paper's loss or the authors' abs variant")
-    train.add_argument("--ranking", type=finite_float, metavar="WEIGHT",
-                       help="HRR: weight of the label-ranking term (0 = the paper's J_p + J_n alone)")
-    train.add_argument("--learn-pm", action="store_true", default=None, help="HRR: learn the roles p and m")
-    train.add_argument("--learn-labels", action="store_true", default=None,
-                       help="HRR: learn the label vectors (the HRR paper's Table 5; with --label-code random)")
-    train.add_argument("--label-bias", action=argparse.BooleanOptionalAction, default=None,
-                       help="HRR: learn a bias per label in the ranking logits (needs --ranking > 0)")
-    train.add_argument("--label-code", choices=["random", "circulant"],
-                       help="HRR: i.i.d. label vectors, or groups of d' circular shifts decoded by FFT")
-    train.add_argument("--code-cache", action=argparse.BooleanOptionalAction, default=None,
-                       help="HRR: keep the (L, 2d') label-key table in memory (default); --no-code-cache for "
-                            "millions of labels, best with --label-code circulant")
-    train.add_argument("--C", type=finite_float, metavar="C", dest="C",
-                       help="linear: every label's SVM regularisation (default: chosen on the validation split "
-                            "from 0.1, 0.3, 1, 3)")
-    train.add_argument("--shortlist", type=positive_int, metavar="S",
-                       help="rerank: labels the retriever proposes per point (default: 16 x the mean labels of a "
-                            "training point, within 50-500)")
-    train.add_argument("--train-shortlist", type=positive_int, metavar="S",
-                       help="rerank: the best labels of a training point's shortlist that train as hard negatives "
-                            "(default: the shortlist, cut to 100M entries over the training points)")
-    train.add_argument("--label-weights", type=positive_int, metavar="W",
-                       help="rerank: the most weights a label keeps, its largest (default: 500M / L)")
-    train.add_argument("--chunks", type=positive_int, metavar="K", help="SOLAR: independent chunk models")
-    train.add_argument("--buckets", type=positive_int, metavar="B", help="SOLAR: buckets per chunk")
-    train.add_argument("--code-method", choices=["balanced", "murmur"],
-                       help="SOLAR: label-to-bucket codes with equal bucket loads (balanced, the default) or the "
-                            "paper's hash (murmur)")
-    train.add_argument("--feature-dim", type=positive_int, metavar="D",
-                       help="SOLAR: hash each chunk's input to D features (default: no hashing up to 2**17 features)")
-    add_solar_decoding_options(train)
-    train.add_argument("--workers", type=positive_int,
-                       help="SOLAR's chunks, the linear model's label blocks, or an ensemble's networks, "
-                            "trained in parallel local processes")
-    train.add_argument("--ray-address", metavar="ADDRESS",
-                       help="train each SOLAR chunk, linear label block, or network of an ensemble, as a Ray task "
-                            "on this cluster ('auto', an address, or 'local')")
+    add_setting_options(train)  # every setting with a flag, from holoxmc.settings (its real default in --help)
     train.add_argument("--word-vectors", type=Path, metavar="FILE",
                        help="CNN/LSTM: start the word embeddings of the vocabulary's words from a GloVe-format text "
                             "file (a word and embed_dim numbers a line; plain or gzip)")
@@ -142,6 +84,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_data_options(train)
     train.set_defaults(run=run_train)
 
+
+def _register_evaluate(subparsers: argparse._SubParsersAction) -> None:
+    """``holoxmc evaluate``: a trained run scored on a data split."""
     evaluate = subparsers.add_parser("evaluate", help="evaluate a trained model on a dataset split")
     evaluate.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     evaluate.add_argument("data", metavar="DATA", help="registry name or path")
@@ -155,6 +100,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_data_options(evaluate)
     evaluate.set_defaults(run=run_evaluate)
 
+
+def _register_predict(subparsers: argparse._SubParsersAction) -> None:
+    """``holoxmc predict``: a trained run's labels for every input point, written out."""
     predict = subparsers.add_parser("predict", help="write the top-k labels (or those above a threshold) "
                                                     "of every input point")
     predict.add_argument("run_dir", type=Path, metavar="RUN_DIR")
@@ -195,21 +143,7 @@ def add_solar_decoding_options(parser: argparse.ArgumentParser, *, saved: bool =
     """``--top-buckets``, ``--min-freq``, ``--min-freq-mode`` and ``--scoring``: how SOLAR
     decodes (``saved``: for a trained model, instead of the settings it was saved with)."""
 
-    def default(value: str) -> str:
-        return "(default: the run's setting)" if saved else f"(default: {value})"
-
-    parser.add_argument("--top-buckets", type=positive_int, metavar="M",
-                        help=f"SOLAR: buckets each chunk retrieves {default('10')}")
-    parser.add_argument("--min-freq", type=positive_int, metavar="N",
-                        help=f"SOLAR: a label is a candidate when at least N of the K chunks retrieve it "
-                             f"{default('K // 2')}")
-    parser.add_argument("--min-freq-mode", choices=["relaxed", "strict"],
-                        help="SOLAR: relaxed lowers --min-freq per point to its k-th best hit count when fewer than "
-                             "k labels would pass; strict is the paper's filter as it stands (a point may get fewer "
-                             f"than k labels; --min-freq at most K) {default('relaxed')}")
-    parser.add_argument("--scoring", choices=["prob", "logprob", "logit"],
-                        help="SOLAR: a candidate's score, summed over the K chunks: its bucket's probability, its "
-                             f"log, or the logit {default('prob')}")
+    add_setting_options(parser, SOLAR_DECODING, saved=saved)
 
 
 def _solar_decoding(args: argparse.Namespace, clf: Any) -> dict[str, Any]:
@@ -249,9 +183,8 @@ def _check_threshold_options(args: argparse.Namespace) -> None:
 
 # ---------------------------------------------------------------------------- train
 #: ``train`` options that override the dataset preset when given.
-_OVERRIDES = ("epochs", "seed", "dim", "hidden", "dropout", "linear_width", "lr", "batch_size", "weight_decay",
-              "sparse_updates", "schedule", "val_fraction", "patience", "time_limit", "refit", "precision", "n_models",
-              "device", "workers", "ray_address", "time_budget")
+#: The estimator settings a ``train`` flag sets directly (the head options go through :data:`HEAD_OPTIONS`).
+_OVERRIDES = tuple(s.name for s in SETTINGS if s.flag and not s.head_option)
 
 
 #: ``train`` options that spread training over processes or a Ray cluster.

@@ -78,6 +78,7 @@ from holoxmc.codes.hrr import HRRLabelCode, Stream, local_generator
 from holoxmc.data.batch import LabelBatch
 from holoxmc.errors import InputError
 from holoxmc.heads.decoding import above_threshold, running_topk
+from holoxmc.settings import option_default
 from holoxmc.heads.dense import reset_linear_
 
 __all__ = ["HRRHead"]
@@ -266,16 +267,16 @@ class HRRHead(nn.Module):
         dim: int = 400,
         *,
         seed: int = 0,
-        learn_pm: bool = False,
-        learn_labels: bool = False,
-        loss: Literal["cosine", "abs"] = "cosine",
-        ranking: float = 0.0,
+        learn_pm: bool = option_default("hrr", "learn_pm"),
+        learn_labels: bool = option_default("hrr", "learn_labels"),
+        loss: Literal["cosine", "abs"] = option_default("hrr", "loss"),
+        ranking: float = option_default("hrr", "ranking"),
         ranking_scale: float = 10.0,
         ranking_candidates: int = 512,
-        label_bias: bool = False,
-        code: Literal["random", "circulant"] = "random",
+        label_bias: bool = option_default("hrr", "label_bias"),
+        code: Literal["random", "circulant"] = option_default("hrr", "code"),
         label_chunk: int = 16384,
-        cache_codes: bool = True,
+        cache_codes: bool = option_default("hrr", "cache_codes"),
     ) -> None:
         super().__init__()
         if loss not in ("cosine", "abs"):

@@ -51,16 +51,13 @@ from holoxmc.distributed import run_jobs
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.metrics import evaluate, pad_predictions
 from holoxmc.models.linear.model import DENSE_SCORING_ENTRIES, LinearModel  # noqa: F401  (the served model's home)
+from holoxmc.settings import LINEAR_C_GRID, option_default
 from holoxmc.train.trainer import split_validation
 
 __all__ = ["LinearConfig", "LinearModel", "fit_linear", "DEFAULT_C_GRID", "DEFAULT_PRUNE"]
 
-#: C values tried when ``LinearConfig.C`` is ``None``: one value, chosen leave one set out on a
-#: panel of six sets (``benchmarks/tuning/defaults_loo.py``, docs/tuning.md "Library defaults,
-#: leave one set out"): the old grid (0.1, 0.3, 1, 3) scored at most 0.5 P@1 above it on any set
-#: for four times the fits. A one-value grid still carves the validation split that fits the
-#: confidence calibration.
-DEFAULT_C_GRID: tuple[float, ...] = (0.3,)
+#: C values tried when ``LinearConfig.C`` is ``None`` (declared with the setting ``C``).
+DEFAULT_C_GRID = LINEAR_C_GRID
 #: Default ``LinearConfig.prune`` (chosen with the grid, as above).
 DEFAULT_PRUNE = 0.05
 #: Metric that chooses C on the validation split.
@@ -82,7 +79,7 @@ class LinearConfig:
         seed: seed of liblinear's coordinate order and of the carved validation split.
     """
 
-    C: float | None = None
+    C: float | None = option_default("linear", "C")
     C_grid: tuple[float, ...] = DEFAULT_C_GRID
     normalize_rows: bool = True
     prune: float = DEFAULT_PRUNE

@@ -39,6 +39,7 @@ from holoxmc.errors import InputError, check_number_types
 from holoxmc.models.rerank.matcher import ClusterMatcher
 from holoxmc.models.rerank.model import RerankModel
 from holoxmc.sparse import cost_chunks, in_threads, l2_rows
+from holoxmc.settings import option_default
 from holoxmc.presets import RERANK_BUDGETS, RERANK_SHORTLIST
 from holoxmc.train.checkpoint import data_digest, load_state_dict_file, save_state_dict
 from holoxmc.models.linear.fit import LinearConfig, direct_liblinear_works, fit_label, fit_label_sklearn, \
@@ -107,9 +108,9 @@ class RerankConfig:
             holds, not ``L`` (:func:`pifa_index`); below it the dense ``rows x L`` block stays.
     """
 
-    shortlist: int | None = None
-    train_shortlist: int | None = None
-    label_weights: int | None = None
+    shortlist: int | None = option_default("rerank", "shortlist")
+    train_shortlist: int | None = option_default("rerank", "train_shortlist")
+    label_weights: int | None = option_default("rerank", "label_weights")
     C: float = 0.5
     prune: float = 0.05
     alpha: float | None = None
