@@ -57,6 +57,7 @@ def test_a_1d_target_is_one_class_per_row(tmp_path):
     np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-5)
     np.testing.assert_array_equal(clf.classes_[proba.argmax(1)], predicted)
     assert clf.score(X, names) == pytest.approx(100 * np.mean(predicted == names))
+    assert clf.predict_labels(X[:3]) == [[name] for name in predicted[:3]]
     loaded = XMCClassifier.load(clf.save(tmp_path / "model"))
     np.testing.assert_array_equal(loaded.predict(X), predicted)
     binary = XMCClassifier(head="linear", progress=False).fit(X, y == 1)

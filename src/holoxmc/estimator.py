@@ -486,7 +486,10 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
             >>> clf.fit(X, [["sports", "news"], ["tech"]]).predict_labels(X)  # doctest: +SKIP
             [['news', 'sports'], ['tech']]
         """
-        return names_of(self.classes_, self.predict(X, batch_size=batch_size))
+        predicted = self.predict(X, batch_size=batch_size)
+        if self.multiclass_:  # one class per row
+            return [[value] for value in predicted.tolist()]
+        return names_of(self.classes_, predicted)
 
     def predict_topk(self, X: Any, k: int = 5, *, batch_size: int = 1024,
                      names: bool = False) -> tuple[np.ndarray, np.ndarray]:
