@@ -72,8 +72,9 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
     """Extreme multi-label classifier: a backbone plus an HRR, dense or SOLAR output layer,
     or a linear one-vs-rest model.
 
-    Every setting, its default and what it does is in the user guide (``docs/guide/models.md``,
-    "Models" and "Training options"); the defaults are :data:`holoxmc.presets.HEAD_DEFAULTS`.
+    Every setting, its default, its allowed values and what it does is one row of
+    :data:`holoxmc.settings.SETTINGS` (the user guide, ``docs/guide/models.md``, explains them by
+    task); the per-head values of the settings left at ``None`` are :data:`holoxmc.presets.HEAD_DEFAULTS`.
 
     Args:
         head: ``"auto"`` (the default: the re-rank model, then the FC network within

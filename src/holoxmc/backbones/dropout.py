@@ -4,7 +4,7 @@ On the CPU, ``torch.nn.Dropout`` draws its mask with ``bernoulli_``, one generat
 element: about a tenth of an FC training step here. :func:`dropout_mask` fills a quarter
 as many random 64-bit words, reads each as four 16-bit lanes and keeps a lane below a
 threshold: 137 µs against 467 µs for a 64 × 512 mask (2-core x86-64, torch 2.13, 1 thread;
-the ``timeit`` command is in docs/guide/models.md, "Dropout and a leaner HRR loss"), with the same
+the ``timeit`` command is in docs/hrr-head.md, "Dropout and a leaner HRR loss"), with the same
 distribution up to ``p`` being rounded to a multiple of ``2^-16`` (exact for the default
 0.5). On other devices :class:`Dropout` is ``nn.functional.dropout``, whose fused kernels
 are already fast.

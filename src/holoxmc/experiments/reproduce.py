@@ -64,7 +64,7 @@ QUICK_TEXT_ROWS = 1000
 QUICK_TEXT_LENGTH = 64
 #: Hidden width cap of SOLAR's networks in quick runs: the paper's one layer of 4,096 units,
 #: over K = 16 chunks, took 828 s for one 2-epoch fit on Delicious on 2 loaded CPU cores
-#: (docs/results/reproduce.md); 1,024 units cut a fit's work about fourfold.
+#: (docs/papers/hrr.md); 1,024 units cut a fit's work about fourfold.
 QUICK_SOLAR_HIDDEN = 1024
 #: Hidden width caps of quick runs, per head.
 _QUICK_HIDDEN: dict[str, int] = {"solar": QUICK_SOLAR_HIDDEN}

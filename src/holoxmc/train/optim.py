@@ -19,7 +19,7 @@ made in the skipped steps, then Adam's own step. It makes dense Adam's steps up 
 epsilon in the skipped steps and a truncation below 1e-8 of the sum (tested against
 ``torch.optim.Adam``).
 
-Measured here (``benchmarks/sparse_updates.py``, docs/guide/models.md, "Sparse updates"): a step 1.5x
+Measured here (``benchmarks/sparse_updates.py``, docs/tuning.md, "Sparse updates"): a step 1.5x
 faster than dense Adam's when a batch reads 13 % of the rows, 4.7x at 3 %, 22x at 0.6 %
 (0.85x at 32 %); test P@1 within noise of dense Adam's, where lazy Adam cost FC 2.6 points.
 The trainer's default, ``sparse_updates="auto"`` (:func:`choose_sparse_updates`), uses
@@ -52,7 +52,7 @@ _TINY = 1e-37
 AUTO_MIN_ROWS = 15_000
 #: ... when the first batches read at most this share of the rows, on average: the region
 #: where the crossover grid (``python benchmarks/sparse_updates.py --parts crossover``;
-#: docs/guide/models.md, "Sparse updates") found sparse updates faster than dense Adam.
+#: docs/tuning.md, "Sparse updates") found sparse updates faster than dense Adam.
 AUTO_MAX_READ_SHARE = 0.075
 #: batches sampled by the rule (the first of epoch 1's order)
 AUTO_SAMPLE_BATCHES = 16

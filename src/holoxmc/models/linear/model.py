@@ -21,7 +21,7 @@ __all__ = ["LinearModel", "DENSE_SCORING_ENTRIES"]
 
 #: Scoring reads a dense float32 copy of the weights when ``D · L`` is at most this (256 MiB),
 #: which is faster than a sparse product (``benchmarks/linear_scoring.py``;
-#: docs/guide/models.md, "Linear one-vs-rest").
+#: docs/tuning.md, "Linear one-vs-rest").
 DENSE_SCORING_ENTRIES = 2**26
 
 
