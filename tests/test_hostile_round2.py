@@ -505,3 +505,52 @@ def test_a_lone_surrogate_label_name_is_written_escaped_and_reads_back(text_run,
                  "-q"]) == 0
     labels = {label for line in out.read_text(encoding="utf-8").splitlines() for label, _ in parse_prediction(line)}
     assert "\ud800" in labels and '"\\ud800"' in out.read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------ Medium 3 and 4: the caller's Y, huge cut-offs
+@pytest.fixture(scope="module")
+def fitted():
+    from holoxmc.data import make_synthetic
+    from holoxmc.estimator import XMCClassifier
+
+    train, test = make_synthetic(120, 8, 20, n_test=30, seed=3)
+    return XMCClassifier(head="dense", hidden=(8,), epochs=1, progress=False).fit(train.X, train.Y), test
+
+
+def test_fit_evaluate_and_score_leave_the_callers_y_alone(fitted):
+    import scipy.sparse as sp
+
+    from holoxmc.estimator import XMCClassifier
+
+    clf, test = fitted
+    dense = test.Y.toarray().astype(np.float32)
+    every = sp.csr_matrix(np.ones_like(dense))  # every entry stored: the zeros are explicit
+    Y = sp.csr_matrix((dense.ravel(), every.indices, every.indptr), shape=dense.shape)
+    sharing = sp.csr_matrix((np.arange(Y.nnz, dtype=np.float32), Y.indices, Y.indptr), shape=Y.shape)
+    before = (Y.nnz, Y.data.copy(), Y.indices.copy(), Y.indptr.copy(), sharing.toarray())
+    clf.evaluate(test.X, Y)
+    clf.score(test.X, Y)
+    XMCClassifier(head="dense", hidden=(8,), epochs=1, progress=False).fit(test.X, Y)
+    assert Y.nnz == before[0] and np.array_equal(Y.data, before[1])
+    assert np.array_equal(Y.indices, before[2]) and np.array_equal(Y.indptr, before[3])
+    assert np.array_equal(sharing.toarray(), before[4])
+
+
+@pytest.mark.parametrize("call", ["ks", "recall_ks", "score"])
+def test_a_huge_cut_off_is_one_input_error(fitted, call):
+    clf, test = fitted
+    with pytest.raises(InputError, match="larger than holoxmc evaluates"):
+        if call == "ks":
+            clf.evaluate(test.X, test.Y, ks=(10**9,))
+        elif call == "recall_ks":
+            clf.evaluate(test.X, test.Y, recall_ks=(10**12,))
+        else:
+            clf.score(test.X, test.Y, metric="P@1000000000")
+
+
+def test_padding_past_the_labels_is_bounded_by_memory():
+    from holoxmc.metrics import pad_predictions
+
+    assert pad_predictions(np.array([[2, 0]]), 4).tolist() == [[2, 0, -1, -1]]
+    with pytest.raises(InputError, match="would need"):
+        pad_predictions(np.zeros((10**6, 2), dtype=np.int64), 10**5)

@@ -39,6 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from holoxmc.errors import InputError
+from holoxmc.limits import check_allocation
 from holoxmc.presets import PROPENSITY_PRESETS, PROPENSITY_SETS, propensity_preset  # their one home
 
 __all__ = [
@@ -341,6 +342,8 @@ def pad_predictions(topk_indices: np.ndarray, k: int) -> np.ndarray:
         [[2, 0, -1, -1]]
     """
     missing = k - topk_indices.shape[1]
+    if missing > 0:  # the metrics then hold about 8 numbers per (row, rank): bound that before padding
+        check_allocation(64 * topk_indices.shape[0] * k, f"the metrics of {topk_indices.shape[0]} rows at cut-off {k}")
     return np.pad(topk_indices, ((0, 0), (0, missing)), constant_values=-1) if missing > 0 else topk_indices
 
 

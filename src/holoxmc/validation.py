@@ -183,8 +183,7 @@ def check_Y(Y: Any, n_rows: int, n_labels: int | None) -> sp.csr_matrix:
         raise InputError(f"X has {n_rows} rows but Y has {Y.shape[0]}")
     if Y.shape[1] == 0:
         raise InputError("Y has no label columns")
-    Y.sort_indices()
-    return Y
+    return Y if Y.has_sorted_indices else Y.sorted_indices()  # a copy: the caller's Y is never changed
 
 
 def _indicator(Y: Any, n_labels: int | None) -> sp.csr_matrix:
@@ -192,7 +191,9 @@ def _indicator(Y: Any, n_labels: int | None) -> sp.csr_matrix:
         Y = sp.csr_matrix(Y, dtype=np.float32)
     except (TypeError, ValueError) as exc:
         raise InputError(f"Y must be a numeric 0/1 matrix ({exc})") from exc
-    Y.eliminate_zeros()
+    if Y.nnz and not np.all(Y.data):  # explicit zeros go, from a copy: the caller's Y and arrays it shares stay
+        Y = Y.copy()
+        Y.eliminate_zeros()
     if Y.nnz and not np.all(Y.data == 1):
         raise InputError("Y must be binary (0/1 entries)")
     if n_labels is not None and Y.shape[1] != n_labels:
@@ -369,6 +370,11 @@ def check_k(k: Any, n_labels: int) -> int:
     return int(k)
 
 
+#: The largest metric cut-off (``ks``, ``recall_ks``, ``"P@k"``) evaluated: the metrics are read
+#: from one ``(rows, max k)`` top-k prediction, padded past the model's labels.
+MAX_CUTOFF = 100_000
+
+
 def check_ks(ks: Any, name: str = "ks", *, empty_ok: bool = False) -> tuple[int, ...]:
     """Metric cut-offs: a sequence (or 1-D array) of positive integers, non-empty unless
     ``empty_ok``.
@@ -384,6 +390,9 @@ def check_ks(ks: Any, name: str = "ks", *, empty_ok: bool = False) -> tuple[int,
     listed = isinstance(ks, Sequence) and not isinstance(ks, (str, bytes)) or isinstance(ks, np.ndarray) and ks.ndim == 1
     if not listed or not (len(ks) or empty_ok) or not all(is_integer(k) and k >= 1 for k in ks):
         raise InputError(f"{name} must be a list of positive integers, got {ks!r}")
+    too_large = [int(k) for k in ks if k > MAX_CUTOFF]
+    if too_large:  # every metric is read from one (rows, max k) prediction: bound it as predict bounds k
+        raise InputError(f"{name}: cut-off {too_large[0]} is larger than holoxmc evaluates (at most {MAX_CUTOFF})")
     return tuple(int(k) for k in ks)
 
 
@@ -401,4 +410,4 @@ def check_score_metric(metric: Any) -> int:
     match = re.fullmatch(r"(P|nDCG|PSP|PSnDCG)@([1-9][0-9]*)", metric) if isinstance(metric, str) else None
     if match is None:
         raise InputError(f"metric must be one of {list(SCORE_FAMILIES)} at a cut-off, such as 'P@1', got {metric!r}")
-    return int(match.group(2))
+    return check_ks((int(match.group(2)),), "metric")[0]
