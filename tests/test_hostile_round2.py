@@ -554,3 +554,16 @@ def test_padding_past_the_labels_is_bounded_by_memory():
     assert pad_predictions(np.array([[2, 0]]), 4).tolist() == [[2, 0, -1, -1]]
     with pytest.raises(InputError, match="would need"):
         pad_predictions(np.zeros((10**6, 2), dtype=np.int64), 10**5)
+
+
+def test_an_ensemble_too_large_for_memory_is_refused_before_training(fitted, monkeypatch):
+    """Medium 5: every hidden layer of every member counts (hidden=(4096, 4096), 300 members)."""
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    started = []
+    monkeypatch.setattr("holoxmc.train.Trainer.fit", lambda *a, **k: started.append(1) or (_ for _ in ()).throw(
+        AssertionError("training started")))
+    with pytest.raises(InputError, match="training these 300 networks .* would need"):
+        XMCClassifier(head="dense", hidden=(4096, 4096), epochs=1, n_models=300, progress=False).fit(test.X, test.Y)
+    assert not started

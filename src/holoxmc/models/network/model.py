@@ -163,8 +163,9 @@ def with_word_vectors(plan: Any, word_vectors: Any) -> NetworkPlan:
 
 def parameter_bytes(build: dict[str, Any]) -> int:
     """A lower bound on the float32 bytes of the network ``build`` describes: its input
-    table (features or vocabulary × first width) and its output layer (last width × output
-    width), plus an HRR head's cached label keys. Computed before anything is allocated.
+    table (features or vocabulary × first width), an FC backbone's hidden-to-hidden layers,
+    and its output layer (last width × output width), plus an HRR head's cached label keys.
+    Computed before anything is allocated.
 
     Example:
         >>> parameter_bytes({"backbone": "fc", "head": "dense", "n_features": 100, "n_labels": 10, "hidden": [8]})
@@ -176,16 +177,18 @@ def parameter_bytes(build: dict[str, Any]) -> int:
         hidden = [int(h) for h in build.get("hidden", [512, 512])]
         extra = int(build.get("linear_width", 0) or 0)
         first, last = hidden[0] + extra, hidden[-1] + extra
+        between = sum(a * b for a, b in zip(hidden[:-1], hidden[1:]))
     else:
         first = int(build.get("embed_dim", 300))
         last = int(build.get("bottleneck", build.get("fc_size", 512)))
+        between = 0
     if takes_code_dim(build["head"]):
         dim = int(build.get("dim", 400))
         out = dim
         code = n_labels * 2 * dim if build.get("cache_codes", True) else 0
     else:
         out, code = n_labels, 0
-    return 4 * (input_size * first + last * out + code)
+    return 4 * (input_size * first + between + last * out + code)
 
 
 def check_plan_fits(plan: NetworkPlan, n_models: int) -> None:
@@ -198,7 +201,7 @@ def check_plan_fits(plan: NetworkPlan, n_models: int) -> None:
     n_bytes = 4 * n_models * parameter_bytes(plan.build)
     sizes = ", ".join(f"{key}={plan.build[key]}" for key in ("n_features", "vocab_size", "n_labels", "hidden", "dim")
                       if key in plan.build)
-    check_allocation(n_bytes, f"training this network ({sizes})")
+    check_allocation(n_bytes, f"training {'this network' if n_models == 1 else f'these {n_models} networks'} ({sizes})")
 
 
 # ---------------------------------------------------------------------------- fitting
