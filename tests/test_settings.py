@@ -20,7 +20,8 @@ from holoxmc.heads.hrr import HRRHead
 from holoxmc.models.linear.fit import LinearConfig
 from holoxmc.models.rerank.fit import RerankConfig
 from holoxmc.models.solar.config import SolarConfig
-from holoxmc.settings import DEFAULTS, ESTIMATOR_CONSTRAINTS, HEAD_OPTIONS, SETTING, SETTINGS, default_text
+from holoxmc.settings import (DEFAULTS, ESTIMATOR_CONSTRAINTS, HEAD_OPTIONS, SETTING, SETTINGS, PerHead, default_text,
+                              option_default)
 
 ESTIMATOR_PARAMS = [name for name in inspect.signature(XMCClassifier.__init__).parameters if name != "self"]
 CONFIGS = {"hrr": HRRHead, "solar": SolarConfig, "linear": LinearConfig, "rerank": RerankConfig}
@@ -43,7 +44,8 @@ def test_every_setting_has_a_flag_or_a_stated_reason_never_both() -> None:
 
 def test_every_default_meets_its_own_constraint() -> None:
     for s in SETTINGS:
-        assert any(c is None and s.default is None or c is not None and c.accepts(s.default) for c in s.allowed), s.name
+        for default in (s.default.values() if isinstance(s.default, PerHead) else [s.default]):
+            assert any(c is None and default is None or c is not None and c.accepts(default) for c in s.allowed), s.name
 
 
 @pytest.mark.parametrize("head", sorted(CONFIGS))
@@ -54,7 +56,7 @@ def test_head_configurations_start_from_the_table(head: str) -> None:
     else:
         defaults = {name: p.default for name, p in inspect.signature(config.__init__).parameters.items()}
     rows = [s for s in SETTINGS if s.head_option and head in s.heads]
-    assert rows and {s.name: defaults[s.name] for s in rows} == {s.name: s.default for s in rows}
+    assert rows and {s.name: defaults[s.name] for s in rows} == {s.name: option_default(head, s.name) for s in rows}
     assert set(HEAD_OPTIONS[head].values()) == {s.name for s in rows}
 
 
@@ -96,6 +98,15 @@ def test_an_option_of_a_trained_run_names_the_run_as_its_default() -> None:
     parser = argparse.ArgumentParser()
     add_setting_options(parser, ["top_buckets"], saved=True)
     assert "(default: the run's setting)" in " ".join(parser.format_help().split())
+
+
+def test_one_flag_serves_a_head_option_two_families_share(tmp_path) -> None:
+    from holoxmc.cli.train import train_params
+
+    assert train_params("synthetic", "solar", {"loss": "sampled"})["head_options"] == {"loss": "sampled"}
+    assert train_params("synthetic", "hrr-fc", {"loss": "abs"})["head_options"] == {"loss": "abs"}
+    with pytest.raises(Exception, match="--loss applies to"):
+        train_params("synthetic", "linear", {"loss": "full"})
 
 
 def test_a_setting_without_a_flag_cannot_be_added_as_one() -> None:

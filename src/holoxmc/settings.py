@@ -28,7 +28,7 @@ from typing import Any
 from holoxmc.presets import BACKBONE_DEFAULTS, DEFAULT_PROPENSITY, HEAD_DEFAULTS, RERANK_SHORTLIST
 from holoxmc.constraints import Constraint, Instance, Integer, IntegerSequence, Options, Real, RealPair
 
-__all__ = ["Setting", "SETTINGS", "SETTING", "DEFAULTS", "ESTIMATOR_CONSTRAINTS", "SETTING_NAMES", "HEAD_OPTIONS",
+__all__ = ["Setting", "PerHead", "OPTION_OWNERS", "SETTINGS", "SETTING", "DEFAULTS", "ESTIMATOR_CONSTRAINTS", "SETTING_NAMES", "HEAD_OPTIONS",
            "ALL_HEADS", "NETWORK_HEADS", "LINEAR_C_GRID", "option_default", "default_text"]
 
 #: Every head kind (``"auto"`` chooses among them).
@@ -44,13 +44,31 @@ NETWORK_HEADS = ("hrr", "dense", "solar", "xr")
 LINEAR_C_GRID: tuple[float, ...] = (0.3,)
 
 
+class PerHead(dict):
+    """A head option's default that differs by head kind (``PerHead(hrr="cosine", solar="full")``).
+
+    Example:
+        >>> PerHead(hrr="cosine", solar="full")["solar"]
+        'full'
+    """
+
+    def __repr__(self) -> str:
+        return ", ".join(f"{head} {value}" for head, value in self.items())
+
+
+#: The head kinds whose options ``holoxmc train`` passes on (``xr`` trains with the HRR
+#: network's library options; its own keywords are ``head_options``).
+OPTION_OWNERS = ("hrr", "solar", "linear", "rerank")
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting.
 
     Args:
         name: the ``XMCClassifier`` keyword, or the head-option key (``head_options[name]``).
-        default: its value when not given (``None``: decided as ``shown`` says).
+        default: its value when not given (``None``: decided as ``shown`` says; a
+            :class:`PerHead` where a head option's default differs by head kind).
         help: what it does, one sentence, without the default.
         heads: the head kinds it applies to.
         flag: its ``holoxmc train`` option, or ``None`` with a ``reason``.
@@ -160,8 +178,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("time_budget", 60.0, "head auto: candidates start only within this many seconds", ("auto",),
             flag="--time-budget", allowed=(Real(0),), cli={"metavar": "SECONDS"}),
     # --- head options: HRR
-    Setting("loss", "cosine", "HRR: the paper's loss (cosine) or the authors' abs variant", ("hrr", "xr"),
-            flag="--loss", head_option=True, allowed=(Options(("cosine", "abs")),)),
+    Setting("loss", PerHead(hrr="cosine", xr="cosine", solar="full"),
+            "the training loss: HRR cosine (the paper's) or abs (the authors' variant); SOLAR full (the BCE over "
+            "all B buckets) or sampled (each batch's positive buckets and --negatives shared random ones, "
+            "reweighted to an unbiased estimate of the full loss)", ("hrr", "xr", "solar"), flag="--loss",
+            head_option=True, allowed=(Options(("cosine", "abs", "full", "sampled")),)),
     Setting("ranking", 0.0, "HRR: weight of the label-ranking term (0: the paper's J_p + J_n alone)", ("hrr", "xr"),
             flag="--ranking", head_option=True, allowed=(Real(0),), cli={"metavar": "WEIGHT"}),
     Setting("learn_pm", False, "HRR: learn the roles p and m", ("hrr", "xr"), flag="--learn-pm", head_option=True,
@@ -195,6 +216,10 @@ SETTINGS: tuple[Setting, ...] = (
             "fewer than k labels would pass; strict is the paper's filter as it stands (a point may get fewer than k "
             "labels; --min-freq at most K)", ("solar",), flag="--min-freq-mode", head_option=True,
             allowed=(Options(("relaxed", "strict")),)),
+    Setting("negatives", 1024, "SOLAR: buckets the sampled loss draws per batch (at least B: all, the full loss)",
+            ("solar",), flag="--negatives", head_option=True, allowed=(POSITIVE,), cli={"metavar": "S"}),
+    Setting("prior_bias", False, "SOLAR: start each bucket's output bias at the log-odds of its share of the "
+            "training rows", ("solar",), flag="--prior-bias", head_option=True, allowed=(BOOL,)),
     Setting("scoring", "prob", "SOLAR: a candidate's score, summed over the K chunks: its bucket's probability, its "
             "log, or the logit", ("solar",), flag="--scoring", head_option=True,
             allowed=(Options(("prob", "logprob", "logit")),)),
@@ -227,8 +252,7 @@ ESTIMATOR_CONSTRAINTS: Mapping[str, list[Constraint | None]] = MappingProxyType(
 SETTING_NAMES = {"dim": "dim (the HRR dimension d')"}
 #: Per head kind: ``holoxmc train`` option destination → ``head_options`` key.
 HEAD_OPTIONS: Mapping[str, dict[str, str]] = MappingProxyType({
-    owner: {s.dest: s.name for s in SETTINGS if s.head_option and s.heads[0] == owner}
-    for owner in dict.fromkeys(s.heads[0] for s in SETTINGS if s.head_option)})
+    owner: {s.dest: s.name for s in SETTINGS if s.head_option and owner in s.heads} for owner in OPTION_OWNERS})
 
 
 def option_default(head: str, name: str) -> Any:
@@ -244,7 +268,7 @@ def option_default(head: str, name: str) -> Any:
     setting = SETTING[name]
     if not setting.head_option or head not in setting.heads:
         raise KeyError(f"{name!r} is no head option of {head!r}")
-    return setting.default
+    return setting.default[head] if isinstance(setting.default, PerHead) else setting.default
 
 
 def default_text(setting: Setting) -> str:
@@ -257,6 +281,8 @@ def default_text(setting: Setting) -> str:
     if setting.shown is not None:
         return setting.shown
     value = setting.default
+    if isinstance(value, PerHead):
+        return repr(value)
     if isinstance(value, bool):
         return "on" if value else "off"
     return str(value)

@@ -225,10 +225,12 @@ def _check_applies(model: str, params: dict[str, Any], overrides: dict[str, Any]
         raise InputError(f"{_flag(network[0])} configures a network; --model {model} has none")
     if "dim" in overrides and not (kind is not None and kind.code_dim):
         raise InputError(f"--dim applies to {_only({name for name, f in FAMILIES.items() if f.code_dim})}")
-    for other, options in _HEAD_OPTIONS.items():
-        given = [key for key in options if key in overrides]
-        if other != head and given:
-            raise InputError(f"{_flag(given[0])} applies to {_only({other})}")
+    mine = _HEAD_OPTIONS.get(head, {})
+    for options in _HEAD_OPTIONS.values():
+        given = [key for key in options if key in overrides and key not in mine]
+        if given:  # a flag of other heads only (one flag may serve a head option several share, as --loss)
+            raise InputError(f"{_flag(given[0])} applies to "
+                             f"{_only({owner for owner, keys in _HEAD_OPTIONS.items() if given[0] in keys})}")
     for name, other_selector in SELECTORS.items():
         given = [key for key in sorted(other_selector.settings) if key in overrides]
         if name != head and given:
