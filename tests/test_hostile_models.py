@@ -172,7 +172,8 @@ def test_an_edited_code_parameter_is_refused(saved, tmp_path, key, value):
 
 
 def test_a_folder_saved_before_the_digest_still_loads(saved, tmp_path, data):
-    folder = edited(saved["hrr"], tmp_path, lambda config: None)
+    """holoxmc 0.1.0 wrote folders without the digest (0.2.0 on, its absence is an edit)."""
+    folder = edited(saved["hrr"], tmp_path, lambda config: config["written_by"].update(holoxmc="0.1.0"))
     tensors = load_file(folder / "model.safetensors")
     save_file(tensors, folder / "model.safetensors", metadata={"format": "holoxmc-xmc-classifier/1"})
     original = XMCClassifier.load(saved["hrr"]).predict_topk(data[1].X)

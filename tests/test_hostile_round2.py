@@ -567,3 +567,61 @@ def test_an_ensemble_too_large_for_memory_is_refused_before_training(fitted, mon
     with pytest.raises(InputError, match="training these 300 networks .* would need"):
         XMCClassifier(head="dense", hidden=(4096, 4096), epochs=1, n_models=300, progress=False).fit(test.X, test.Y)
     assert not started
+
+
+# ------------------------------------------------------------------ Low
+def test_temporaries_of_a_killed_final_save_are_gone_after_resume(tiny, tmp_path, monkeypatch):
+    run = tmp_path / "R"
+    _unfinished(tiny, run, FAST, monkeypatch)
+    for name in ("history.csv", "metrics.json"):  # as a kill during the final save leaves them
+        (run / f".{name}.k1ll3d.tmp").write_text("partial")
+    assert main(["train", str(tiny), "--out", str(run), *FAST, "--resume"]) == 0
+    assert not [p.name for p in run.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_model_file_stripped_of_its_scoring_digest_is_refused(saved, tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from holoxmc.estimator import XMCClassifier
+
+    folder = tmp_path / "m"
+    shutil.copytree(saved["dense"], folder)
+    path = folder / "model.safetensors"
+    with safe_open(str(path), framework="pt") as f:
+        tensors, metadata = {name: f.get_tensor(name) for name in f.keys()}, dict(f.metadata())
+    del metadata["scoring_config_sha256"]
+    save_file(tensors, str(path), metadata=metadata)
+    config = json.loads((folder / "config.json").read_text())
+    config["network"]["seed"] += 1
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match="no scoring digest"):
+        XMCClassifier.load(folder)
+
+
+def test_training_rows_without_any_label_are_refused(fitted):
+    import scipy.sparse as sp
+
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    with pytest.raises(InputError, match="Y has no labels at all"):
+        XMCClassifier(head="dense", hidden=(8,), epochs=1, progress=False).fit(test.X, sp.csr_matrix(test.Y.shape))
+
+
+def test_complex_features_are_refused(fitted):
+    from holoxmc.estimator import XMCClassifier
+
+    clf, test = fitted
+    for X in (test.X.astype(np.complex64), test.X.toarray().astype(np.complex128)):
+        with pytest.raises(InputError, match="complex values"):
+            XMCClassifier(head="dense", hidden=(8,), epochs=1, progress=False).fit(X, test.Y)
+        with pytest.raises(InputError, match="complex values"):
+            clf.predict_topk(X, 1) if hasattr(clf, "predict_topk") else clf.predict(X)
+
+
+def test_a_feature_value_that_underflows_a_double_is_refused(tmp_path, capsys):
+    path = tmp_path / "u.txt"
+    path.write_text("3 5 2\n1 1:1e-400\n0 2:1\n1 0:1\n")
+    assert main(["data", "info", str(path)]) == 2
+    _one_error(capsys, "u.txt:2: feature value '1e-400' at index 1 underflows to 0")

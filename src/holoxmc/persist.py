@@ -121,7 +121,7 @@ def load_classifier(cls: Any, path: str | Path, *, device: str | None = None) ->
         clf.selection_ = read_trials(config["selection"], str(config_path))
     history = read_history(config.get("history", []), clf.n_models, config_path)
     results = [FitResult(history=h) for h in (history if clf.n_models > 1 else [history])]
-    clf._set_model(kind.load(clf, path, config, tensors), results)
+    clf._set_model(kind.load(clf.fit_settings(), path, config, tensors), results)
     return clf
 
 
@@ -160,10 +160,24 @@ def _read_weights(path: Path, config: dict[str, Any], clf: Any, *, check_network
     tensors, metadata = load_state_dict_file(model_file)
     check_finite(tensors.items(), str(model_file), infinite_ok=INFINITE_OK)
     digest = metadata.get(DIGEST_KEY)
+    if digest is None and _writes_digest(config):
+        raise InputError(f"{model_file}: holds no scoring digest, which the holoxmc that wrote it records (the file "
+                         "was edited)")
     if digest is not None and digest != scoring_digest(config):
         raise InputError(f"{config_path}: edited after the model was saved (its scoring settings no longer "
                          f"match {MODEL_FILE}'s digest)")
     return tensors
+
+
+def _writes_digest(config: dict[str, Any]) -> bool:
+    """Whether the holoxmc named in ``config["written_by"]`` writes the scoring digest (0.2.0
+    on: models of 0.1.0 may lack it)."""
+    written_by = config.get("written_by")
+    version = written_by.get("holoxmc") if isinstance(written_by, dict) else None
+    try:
+        return tuple(int(part) for part in str(version).split(".")[:2]) >= (0, 2)
+    except ValueError:
+        return False
 
 
 def network_dim(network: Any) -> int | None:

@@ -118,6 +118,8 @@ def input_size(X: Any) -> int:
 
 
 def _features(X: Any, n_features: int | None) -> sp.csr_matrix:
+    if np.iscomplexobj(X.data if sp.issparse(X) else X):  # float32 would drop the imaginary part
+        raise InputError("X holds complex values; holoxmc reads real features")
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float32)
     else:
@@ -348,6 +350,8 @@ def check_fit_data(X: Any, Y: Any, X_val: Any, Y_val: Any, backbone: str) -> tup
     """
     X = check_input(X, backbone)
     Y = check_Y(Y, X.shape[0], n_labels=None)
+    if Y.nnz == 0:
+        raise InputError(f"Y has no labels at all: none of the {Y.shape[0]} training rows has a label to learn")
     if (X_val is None) != (Y_val is None):
         raise InputError("give both X_val and Y_val, or neither")
     if X_val is not None:

@@ -377,7 +377,21 @@ def _complete(run_dir: Path) -> None:
     """``--resume`` of a finished run: remove checkpoints a kill after ``metrics.json`` left,
     and say so."""
     _remove_checkpoints(run_dir)
+    _remove_stale_temporaries(run_dir)
     print(f"{run_dir}: run already complete ({run_dir / 'metrics.json'})", file=sys.stderr)
+
+
+#: The files a run writes last, atomically: a kill while one is written leaves ``.<name>.*.tmp``.
+_FINAL_FILES = ("config.json", "model.safetensors", "text_encoder.json", "history.csv", "history.png", "metrics.json")
+
+
+def _remove_stale_temporaries(run_dir: Path) -> None:
+    """Remove the temporary files of :data:`_FINAL_FILES` that a kill during an earlier final
+    save left (only regular files holoxmc names so, in the locked or finished run folder)."""
+    for name in _FINAL_FILES:
+        for stale in run_dir.glob(f".{name}.*tmp"):
+            if stale.is_file() and not stale.is_symlink():
+                stale.unlink(missing_ok=True)
 
 
 def _splits(args: argparse.Namespace, features: str, load_options: dict[str, Any],
@@ -450,6 +464,7 @@ def _fit_and_write(args: argparse.Namespace, clf: Any, train: Any, test: Any, X_
         written.append(plot_history(run_dir / HISTORY_FILE, run_dir / PLOT_FILE))
     atomic_write_json(metrics_path, metrics)
     _remove_checkpoints(run_dir)
+    _remove_stale_temporaries(run_dir)
     if "selection" in metrics:
         from holoxmc.auto import read_trials, selection_table
 

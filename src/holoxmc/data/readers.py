@@ -244,10 +244,22 @@ def _line_fault(
             return f"bad feature value {_short(value_token)}"
         if not math.isfinite(value):
             return f"non-finite feature value {_short(value_token)} at index {index}"
-        fault = _float32_fault(value)
+        fault = "underflows to 0" if value == 0 and _written_nonzero(value_token) else _float32_fault(value)
         if fault is not None:
             return f"feature value {_short(value_token)} at index {index} {fault}"
     return None
+
+
+def _written_nonzero(token: bytes) -> bool:
+    """Whether the number ``token`` has a nonzero digit before its exponent (``1e-400`` does:
+    Python reads it as 0.0, an underflow, not a written zero).
+
+    Example:
+        >>> _written_nonzero(b"1e-400"), _written_nonzero(b"0.000e5")
+        (True, False)
+    """
+    mantissa = token.lower().split(b"e", 1)[0]
+    return any(digit in mantissa for digit in b"123456789")
 
 
 def _float32_fault(value: float) -> str | None:
