@@ -625,3 +625,22 @@ def test_a_feature_value_that_underflows_a_double_is_refused(tmp_path, capsys):
     path.write_text("3 5 2\n1 1:1e-400\n0 2:1\n1 0:1\n")
     assert main(["data", "info", str(path)]) == 2
     _one_error(capsys, "u.txt:2: feature value '1e-400' at index 1 underflows to 0")
+
+
+@pytest.mark.parametrize("propensity", [(-1, -1), (0.55, -1.0), (0.55, 0.0), (-0.5, 1.5)])
+def test_propensity_parameters_that_break_the_weights_are_refused(fitted, propensity):
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    with pytest.raises(InputError, match="propensity"):
+        XMCClassifier(head="linear", propensity=propensity, progress=False).fit(test.X, test.Y)
+
+
+def test_a_warning_is_one_line_on_the_command_line(tiny, tmp_path):
+    """``--C 1e308`` makes liblinear stop at max_iter: its warning, not the source line that raised it."""
+    command = [sys.executable, "-W", "default", "-m", "holoxmc", "train", str(tiny), "--model", "linear", "--C",
+               "1e308", "--out", str(tmp_path / "R"), "-q"]
+    done = subprocess.run(command, env=dict(os.environ, PYTHONPATH=SRC), capture_output=True, text=True, timeout=300)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 0 and lines, (done.returncode, lines[-3:])
+    assert all(line.startswith("holoxmc: warning:") for line in lines), lines

@@ -32,6 +32,7 @@ mantissas), so streaming over batches of any sizes gives bit-for-bit the value o
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Iterable, Sequence
 
@@ -81,6 +82,8 @@ def inverse_propensity(Y_train: sp.spmatrix | np.ndarray, A: float = 0.55, B: fl
         n_rows, counts = Y.shape[0], np.bincount(Y.indices, minlength=Y.shape[1])
     if n_rows < 1:
         raise InputError("inverse_propensity needs at least one training row")
+    if not (math.isfinite(A) and math.isfinite(B) and A >= 0 and B > 0):  # else weights below 1, complex or infinite
+        raise InputError(f"propensity (A, B) needs A >= 0 and B > 0 (Jain et al.: 0.55, 1.5), got ({A!r}, {B!r})")
     counts = counts.astype(np.float64)
     C = (np.log(n_rows) - 1.0) * (B + 1.0) ** A
     return 1.0 + C * (counts + B) ** (-A)

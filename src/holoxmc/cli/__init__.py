@@ -22,6 +22,7 @@ import logging
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from types import FrameType
 from typing import NoReturn
@@ -143,12 +144,19 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise _Terminated()
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      line: str | None = None) -> str:
+    """A warning as the command line shows it: one line, without the source line that raised it."""
+    return f"holoxmc: warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``holoxmc`` command line on ``argv`` (default ``sys.argv[1:]``); returns the
     exit code: 0, 2 for bad input, 130 when interrupted, 143 when terminated."""
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
-    handler = None
+    handler, formatwarning = None, warnings.formatwarning
+    warnings.formatwarning = _one_line_warning
     try:
         args = build_parser().parse_args(argv)
         handler = _configure_logging(args.verbose, args.quiet)
@@ -168,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         print("holoxmc: terminated", file=sys.stderr)
         return 143
     finally:
+        warnings.formatwarning = formatwarning
         if handler is not None:
             logging.getLogger("holoxmc").removeHandler(handler)
         if previous is not None:
