@@ -23,6 +23,7 @@ import inspect
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
@@ -37,7 +38,7 @@ from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
 from holoxmc import persist
 from holoxmc.models import thresholds as label_sets
 from holoxmc.auto import SELECTORS, check_auto_params
-from holoxmc.models.base import FittedModel, dense_scores
+from holoxmc.models.base import FitSettings, FittedModel, dense_scores
 from holoxmc.persist import CONFIG_FILE, CONFIG_KEYS, FORMAT, MODEL_FILE
 from holoxmc.models.network.model import MEMBER_DIR, NetworkPlan, with_word_vectors
 from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC, NETWORK_SETTINGS, FitData, family, streaming_heads
@@ -232,6 +233,20 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
             seed=self.random_seed if seed is None else seed, device=self.device, progress=self.progress,
         )
 
+    def fit_settings(self) -> FitSettings:
+        """These settings resolved and frozen, as the model families read them (the head's
+        defaults where a setting is ``None``, the trainer's settings, the seed and workers that
+        the scikit-learn names choose)."""
+        hidden = self.setting("hidden")
+        return FitSettings(
+            head=self.head, backbone=self.backbone, dim=self.dim, hidden=None if hidden is None else tuple(hidden),
+            dropout=self.setting("dropout"), linear_width=self.linear_width,
+            head_options=MappingProxyType(dict(self.head_options or {})),
+            train=None if self.setting("epochs") is None else self.train_config(),  # no network: no trainer
+            device=str(self.device), n_models=self.n_models, seed=self.random_seed, workers=self.n_workers,
+            n_jobs=self.n_jobs, ray_address=self.ray_address, val_fraction=self.val_fraction, refit=bool(self.refit),
+        )
+
     def _validate_params(self) -> Any:
         """Every setting against :data:`~holoxmc.settings.ESTIMATOR_CONSTRAINTS` and the
         head's family (:func:`~holoxmc.validation.check_head_settings`), before any data is read.
@@ -282,12 +297,12 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         X, Y, X_val, Y_val = streamed or check_fit_data(X, Y, X_val, Y_val, self.backbone)
         n_features, n_labels = int(X.shape[1]) if streamed else input_size(X), int(Y.shape[1])
         check_label_statistics(n_labels)
-        plan = kind.plan(self, n_labels, n_features)
+        plan = kind.plan(self.fit_settings(), n_labels, n_features)
         if word_vectors is not None:  # rows of a text backbone's embedding table
             plan = with_word_vectors(plan, word_vectors)
         self.n_features_, self.n_labels_, self.n_features_in_ = n_features, n_labels, int(X.shape[1])
         self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
-        model, results = kind.fit(self, plan, FitData(X, Y, X_val, Y_val, run_dir, resume))
+        model, results = kind.fit(self.fit_settings(), plan, FitData(X, Y, X_val, Y_val, run_dir, resume))
         self._set_model(model, results)
         self.label_rule_ = self._choose_rule(X, Y, X_val, Y_val, streamed is not None)
         return self._with_labels(names)
@@ -420,7 +435,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         """A freshly initialised network of this estimator's configuration (``hrr`` and
         ``dense`` heads), seeded with ``seed`` (by default the estimator's): what ``fit``
         trains, for benchmarks that drive the trainer themselves."""
-        plan = self._validate_params().plan(self, n_labels, input_size)
+        plan = self._validate_params().plan(self.fit_settings(), n_labels, input_size)
         if not isinstance(plan, NetworkPlan):
             raise InputError(f"head {self.head!r} is not one network")
         return plan.network(self.random_seed if seed is None else seed)

@@ -1,8 +1,9 @@
-"""The protocol every served model satisfies."""
+"""The protocol every served model satisfies, and the frozen settings a family fits and loads from."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -12,7 +13,49 @@ from torch import Tensor
 
 from holoxmc.errors import InputError
 
-__all__ = ["FittedModel", "dense_scores"]
+__all__ = ["FittedModel", "FitSettings", "dense_scores"]
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """An estimator's settings as a model family reads them, resolved and frozen: what the
+    registry's ``plan``, ``fit`` and ``load`` receive instead of the estimator itself
+    (``XMCClassifier.fit_settings()`` builds it).
+
+    Attributes:
+        head, backbone, dim, linear_width, n_models, device, ray_address, val_fraction, refit:
+            the estimator's settings of those names.
+        hidden, dropout: the head's (and backbone's) default where the estimator leaves ``None``.
+        head_options: a read-only copy of ``head_options`` (empty when none).
+        train: the trainer's settings (a :class:`~holoxmc.train.TrainConfig`; ``None`` for a
+            family that trains no network, as the linear and re-rank models).
+        seed: ``random_state`` when given, else ``seed``.
+        workers: local processes (``n_jobs`` when given, ``-1``: one per core, else ``workers``);
+        n_jobs: the scikit-learn name's own value (``None`` when not given).
+
+    Example:
+        >>> from holoxmc.estimator import XMCClassifier
+        >>> settings = XMCClassifier(head="hrr", n_jobs=2).fit_settings()
+        >>> settings.workers, settings.hidden, settings.head_options
+        (2, (512, 512), mappingproxy({}))
+    """
+
+    head: str
+    backbone: str
+    dim: int
+    hidden: tuple[int, ...] | None
+    dropout: float | None
+    linear_width: int
+    head_options: Mapping[str, Any]
+    train: Any
+    device: str
+    n_models: int
+    seed: int
+    workers: int
+    n_jobs: int | None
+    ray_address: str | None
+    val_fraction: float
+    refit: bool
 
 
 @runtime_checkable

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from holoxmc.distributed import scratch_folder
 from holoxmc.errors import InputError
-from holoxmc.models.base import FittedModel
+from holoxmc.models.base import FitSettings, FittedModel
 from holoxmc.models.network.fusion import FUSION_OPTIONS, NETWORK_HEAD, FusionPlan, fit_fusion, fusion_report, load_fusion
 from holoxmc.models.linear.model import LinearModel
 from holoxmc.models.network.model import MemberData, NetworkPlan, check_plan_fits, fit_networks, \
@@ -67,10 +67,11 @@ class Family:
         settings: which of :data:`HEAD_SPECIFIC` apply to it.
         backbones: the backbones it takes.
         attribute: the fitted attribute that serves its model (``network_``, ``solar_``, ``linear_``).
-        plan: ``(estimator, n_labels, n_features) -> plan``: its settings resolved and checked
-            against the data's sizes, before any training.
-        fit: ``(estimator, plan, data) -> (model, fit results)``.
-        load: ``(estimator, folder, config.json, tensors) -> model``.
+        plan: ``(settings, n_labels, n_features) -> plan``: its settings (a frozen
+            :class:`~holoxmc.models.base.FitSettings`) resolved and checked against the data's
+            sizes, before any training.
+        fit: ``(settings, plan, data) -> (model, fit results)``.
+        load: ``(settings, folder, config.json, tensors) -> model``.
         public: the object :attr:`attribute` shows (the network, or the model itself).
         report: ``fit results -> {"best_epoch", "sparse_updates", "epoch_seconds", ...}``.
         code_dim: whether it has a label-code width d' (the ``dim`` setting).
@@ -89,9 +90,9 @@ class Family:
     settings: frozenset[str]
     backbones: tuple[str, ...]
     attribute: str
-    plan: Callable[[Any, int, int], Any]
-    fit: Callable[[Any, Any, FitData], tuple[FittedModel, list[FitResult]]]
-    load: Callable[[Any, Path, dict[str, Any], dict[str, Tensor]], FittedModel]
+    plan: Callable[[FitSettings, int, int], Any]
+    fit: Callable[[FitSettings, Any, FitData], tuple[FittedModel, list[FitResult]]]
+    load: Callable[[FitSettings, Path, dict[str, Any], dict[str, Tensor]], FittedModel]
     public: Callable[[Any], Any]
     report: Callable[[list[FitResult]], dict[str, Any]]
     code_dim: bool = False
@@ -102,30 +103,30 @@ class Family:
 
 
 # ---------------------------------------------------------------------------- networks
-def _network_plan(clf: Any, n_labels: int, n_features: int, head: str | None = None,
+def _network_plan(s: FitSettings, n_labels: int, n_features: int, head: str | None = None,
                   head_options: dict[str, Any] | None = None) -> NetworkPlan:
-    head = clf.head if head is None else head
-    given = clf.head_options if head_options is None else head_options
-    options = network_options(clf.backbone, head, hidden=clf.setting("hidden"), dropout=clf.setting("dropout"),
-                              linear_width=clf.linear_width, dim=clf.dim,
-                              head_options=network_defaults(clf.backbone, head) | (given or {}))
-    size = "n_features" if clf.backbone == "fc" else "vocab_size"
-    build = {"backbone": clf.backbone, "head": head, "n_labels": n_labels, size: n_features, **options}
-    plan = NetworkPlan(build, clf.train_config(), str(clf.device))
-    check_plan_fits(plan, clf.n_models)
+    head = s.head if head is None else head
+    given = s.head_options if head_options is None else head_options
+    options = network_options(s.backbone, head, hidden=s.hidden, dropout=s.dropout,
+                              linear_width=s.linear_width, dim=s.dim,
+                              head_options=network_defaults(s.backbone, head) | (given or {}))
+    size = "n_features" if s.backbone == "fc" else "vocab_size"
+    build = {"backbone": s.backbone, "head": head, "n_labels": n_labels, size: n_features, **options}
+    plan = NetworkPlan(build, s.train, str(s.device))
+    check_plan_fits(plan, s.n_models)
     return plan
 
 
-def _fit_networks(clf: Any, plan: NetworkPlan, data: FitData) -> tuple[FittedModel, list[FitResult]]:
+def _fit_networks(s: FitSettings, plan: NetworkPlan, data: FitData) -> tuple[FittedModel, list[FitResult]]:
     members = MemberData(plan, data.X, data.Y, data.X_val, data.Y_val, data.resume)
     # n_jobs (scikit-learn's name) sets the workers of an ensemble; one network trains here
-    workers = clf.n_workers if clf.n_jobs is None or clf.n_models > 1 else 1
-    return fit_networks(plan, member_seeds(clf.random_seed, clf.n_models), members, run_dir=data.run_dir,
-                        workers=workers, ray_address=clf.ray_address)
+    workers = s.workers if s.n_jobs is None or s.n_models > 1 else 1
+    return fit_networks(plan, member_seeds(s.seed, s.n_models), members, run_dir=data.run_dir,
+                        workers=workers, ray_address=s.ray_address)
 
 
-def _load_network(clf: Any, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
-    return load_network(config["network"], tensors, config["n_labels"], clf.device, path / "model.safetensors")
+def _load_network(s: FitSettings, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
+    return load_network(config["network"], tensors, config["n_labels"], s.device, path / "model.safetensors")
 
 
 def _network_refit(candidate: Any) -> dict[str, Any]:
@@ -141,25 +142,25 @@ def _network_family(head: str, settings: frozenset[str]) -> Family:
 
 
 # ---------------------------------------------------------------------------- text network + TF-IDF
-def _fusion_plan(clf: Any, n_labels: int, n_features: int) -> FusionPlan:
-    if clf.ray_address is not None:
+def _fusion_plan(s: FitSettings, n_labels: int, n_features: int) -> FusionPlan:
+    if s.ray_address is not None:
         raise InputError("head 'xr' trains on this machine (workers: the linear stage's processes); "
                          "ray_address does not apply to it")
-    options = dict(clf.head_options or {})
+    options = dict(s.head_options or {})
     fusion = {name: options.pop(name) for name in FUSION_OPTIONS if name in options}
     C = fusion.pop("C", LinearConfig().C_grid[0])
-    network = _network_plan(clf, n_labels, n_features, head=NETWORK_HEAD, head_options=options)
-    return FusionPlan(network.build, network.train, network.device, linear=LinearConfig(C=C, seed=clf.random_seed),
+    network = _network_plan(s, n_labels, n_features, head=NETWORK_HEAD, head_options=options)
+    return FusionPlan(network.build, network.train, network.device, linear=LinearConfig(C=C, seed=s.seed),
                       **fusion)
 
 
-def _fit_fusion(clf: Any, plan: FusionPlan, data: FitData) -> tuple[FittedModel, list[FitResult]]:
-    return fit_fusion(plan, member_seeds(clf.random_seed, 1)[0], data.X, data.Y, data.X_val, data.Y_val,
-                      val_fraction=clf.val_fraction, run_dir=data.run_dir, resume=data.resume, workers=clf.n_workers)
+def _fit_fusion(s: FitSettings, plan: FusionPlan, data: FitData) -> tuple[FittedModel, list[FitResult]]:
+    return fit_fusion(plan, member_seeds(s.seed, 1)[0], data.X, data.Y, data.X_val, data.Y_val,
+                      val_fraction=s.val_fraction, run_dir=data.run_dir, resume=data.resume, workers=s.workers)
 
 
-def _load_fusion(clf: Any, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
-    plan = _fusion_plan(clf, config["n_labels"], config["n_features"])
+def _load_fusion(s: FitSettings, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
+    plan = _fusion_plan(s, config["n_labels"], config["n_features"])
     return load_fusion(config["network"], tensors, config["n_labels"], plan, path / "model.safetensors")
 
 
@@ -168,25 +169,25 @@ def _load_fusion(clf: Any, path: Path, config: dict[str, Any], tensors: dict[str
 SOLAR_OPTIONS = frozenset(f.name for f in fields(SolarConfig)) - {"hidden", "dropout", "seed", "device", "train"}
 
 
-def _solar_plan(clf: Any, n_labels: int, n_features: int) -> SolarConfig:
-    options = dict(clf.head_options or {})
+def _solar_plan(s: FitSettings, n_labels: int, n_features: int) -> SolarConfig:
+    options = dict(s.head_options or {})
     unknown = sorted(set(options) - SOLAR_OPTIONS)
     if unknown:
         raise InputError(f"options {unknown} are not accepted by head 'solar' (accepted: {sorted(SOLAR_OPTIONS)})")
-    config = SolarConfig(hidden=tuple(clf.setting("hidden")), dropout=clf.setting("dropout"), seed=clf.random_seed,
-                         device=clf.device, train=clf.train_config(), **options)
+    config = SolarConfig(hidden=tuple(s.hidden), dropout=s.dropout, seed=s.seed,
+                         device=s.device, train=s.train, **options)
     config.resolved(n_labels=n_labels, n_features=n_features)  # its checks against the data's sizes
     return config
 
 
-def _fit_solar(clf: Any, config: SolarConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
+def _fit_solar(s: FitSettings, config: SolarConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
     """The K chunk models as independent jobs in ``run_dir`` (a scratch folder when ``None``,
     removed afterwards, or by a later fit if this process is killed); re-running on the same
     folder retrains only unfinished chunks."""
     with scratch_folder() as scratch:
         folder = Path(data.run_dir) if data.run_dir is not None else Path(scratch)
         model = fit_solar(data.X, data.Y, config, folder, X_val=data.X_val, Y_val=data.Y_val,
-                          workers=clf.n_workers, ray_address=clf.ray_address)
+                          workers=s.workers, ray_address=s.ray_address)
         return model, [FitResult(history=_solar_history(folder, model.config.n_chunks))]
 
 
@@ -208,34 +209,34 @@ def _solar_report(results: list[FitResult]) -> dict[str, Any]:
 LINEAR_OPTIONS = frozenset(f.name for f in fields(LinearConfig)) - {"seed"}
 
 
-def _cpu_config(clf: Any, config_type: Callable[..., Any], accepted: frozenset[str]) -> Any:
+def _cpu_config(s: FitSettings, config_type: Callable[..., Any], accepted: frozenset[str]) -> Any:
     """The config of a liblinear head (``linear``, ``rerank``) from ``head_options``, on the CPU only."""
-    if str(clf.device).partition(":")[0] != "cpu":  # also the one error for a name that is no device
-        raise InputError(f"head {clf.head!r} trains and scores with liblinear and scipy on the CPU, not {clf.device!r}")
-    options = dict(clf.head_options or {})
+    if str(s.device).partition(":")[0] != "cpu":  # also the one error for a name that is no device
+        raise InputError(f"head {s.head!r} trains and scores with liblinear and scipy on the CPU, not {s.device!r}")
+    options = dict(s.head_options or {})
     unknown = sorted(set(options) - accepted)
     if unknown:
-        raise InputError(f"options {unknown} are not accepted by head {clf.head!r} (accepted: {sorted(accepted)})")
-    return config_type(seed=clf.random_seed, **options)
+        raise InputError(f"options {unknown} are not accepted by head {s.head!r} (accepted: {sorted(accepted)})")
+    return config_type(seed=s.seed, **options)
 
 
-def _linear_plan(clf: Any, n_labels: int, n_features: int) -> LinearConfig:
-    config: LinearConfig = _cpu_config(clf, LinearConfig, LINEAR_OPTIONS)
-    TrainConfig(val_fraction=clf.val_fraction)  # the trainer's own check of the validation share
+def _linear_plan(s: FitSettings, n_labels: int, n_features: int) -> LinearConfig:
+    config: LinearConfig = _cpu_config(s, LinearConfig, LINEAR_OPTIONS)
+    TrainConfig(val_fraction=s.val_fraction)  # the trainer's own check of the validation share
     return config
 
 
-def _fit_linear(clf: Any, config: LinearConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
-    model, history = fit_linear(data.X, data.Y, config, data.X_val, data.Y_val, val_fraction=clf.val_fraction,
-                                refit=bool(clf.refit), workers=clf.n_workers, ray_address=clf.ray_address)
+def _fit_linear(s: FitSettings, config: LinearConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
+    model, history = fit_linear(data.X, data.Y, config, data.X_val, data.Y_val, val_fraction=s.val_fraction,
+                                refit=bool(s.refit), workers=s.workers, ray_address=s.ray_address)
     return model, [FitResult(history=history)]
 
 
-def _load_linear(clf: Any, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
+def _load_linear(s: FitSettings, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
     weights = {name.removeprefix("linear."): value for name, value in tensors.items()}
     try:
         return LinearModel.from_tensors(weights, config["n_features"], config["n_labels"],
-                                        _linear_plan(clf, config["n_labels"], config["n_features"]).normalize_rows)
+                                        _linear_plan(s, config["n_labels"], config["n_features"]).normalize_rows)
     except InputError as exc:
         raise InputError(f"{path / 'model.safetensors'}: {exc}") from None
 
@@ -257,16 +258,16 @@ def _linear_report(results: list[FitResult]) -> dict[str, Any]:
 RERANK_OPTIONS = frozenset(f.name for f in fields(RerankConfig)) - {"seed"}
 
 
-def _rerank_plan(clf: Any, n_labels: int, n_features: int) -> RerankConfig:
-    config: RerankConfig = _cpu_config(clf, RerankConfig, RERANK_OPTIONS)
+def _rerank_plan(s: FitSettings, n_labels: int, n_features: int) -> RerankConfig:
+    config: RerankConfig = _cpu_config(s, RerankConfig, RERANK_OPTIONS)
     return config
 
 
-def _fit_rerank(clf: Any, config: RerankConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
+def _fit_rerank(s: FitSettings, config: RerankConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
     """The fit, with its wall seconds (alpha's choice included) as its one history entry."""
     started = time.perf_counter()
-    model = fit_rerank(data.X, data.Y, config, data.X_val, data.Y_val, workers=clf.n_workers,
-                       ray_address=clf.ray_address, run_dir=data.run_dir, resume=data.resume)
+    model = fit_rerank(data.X, data.Y, config, data.X_val, data.Y_val, workers=s.workers,
+                       ray_address=s.ray_address, run_dir=data.run_dir, resume=data.resume)
     return model, [FitResult(history=[{"stage": "rerank", "seconds": time.perf_counter() - started}])]
 
 
@@ -278,7 +279,7 @@ def _rerank_refit(candidate: Any) -> dict[str, Any]:
     return {"head_options": {"alpha": float(candidate.model_.alpha), "shortlist": int(candidate.model_.shortlist)}}
 
 
-def _load_rerank(clf: Any, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
+def _load_rerank(s: FitSettings, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
     stored = {name.removeprefix("rerank."): value for name, value in tensors.items()}
     try:
         return RerankModel.from_tensors(stored, config["n_features"], config["n_labels"])
@@ -292,7 +293,7 @@ FAMILIES: dict[str, Family] = {
     "hrr": _network_family("hrr", _ALL),
     "dense": _network_family("dense", _ALL),  # dim is the HRR head's; dense and SOLAR ignore it
     "solar": Family("solar", HEAD_DEFAULTS["solar"], _ALL - {"linear_width", "n_models", "refit"}, ("fc",),
-                    "solar_", _solar_plan, _fit_solar, lambda clf, path, config, tensors: SolarModel.load(path),
+                    "solar_", _solar_plan, _fit_solar, lambda s, path, config, tensors: SolarModel.load(path),
                     lambda model: model, _solar_report, jobs_apart=True),
     "linear": Family("linear", HEAD_DEFAULTS["linear"], frozenset({"refit"}), ("fc",), "linear_", _linear_plan,
                      _fit_linear, _load_linear, lambda model: model, _linear_report, jobs_apart=True,
