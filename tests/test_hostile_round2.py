@@ -644,3 +644,22 @@ def test_a_warning_is_one_line_on_the_command_line(tiny, tmp_path):
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 0 and lines, (done.returncode, lines[-3:])
     assert all(line.startswith("holoxmc: warning:") for line in lines), lines
+
+
+def test_weights_that_do_not_fit_the_network_are_one_line(saved, tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from holoxmc.estimator import XMCClassifier
+
+    folder = tmp_path / "m"
+    shutil.copytree(saved["dense"], folder)
+    path = folder / "model.safetensors"
+    with safe_open(str(path), framework="pt") as f:
+        tensors, metadata = {name: f.get_tensor(name) for name in f.keys()}, dict(f.metadata())
+    renamed = sorted(name for name in tensors if name.startswith("network."))[-1]
+    tensors[renamed + "_renamed"] = tensors.pop(renamed)
+    save_file(tensors, str(path), metadata=metadata)
+    with pytest.raises(InputError, match="weights do not match") as caught:
+        XMCClassifier.load(folder)
+    assert "\n" not in str(caught.value)

@@ -303,7 +303,7 @@ def load_network(config: dict[str, Any], tensors: dict[str, Tensor], n_labels: i
     try:
         network.load_state_dict(weights)
     except RuntimeError as exc:
-        raise InputError(f"{where}: weights do not match config.json ({exc})") from exc
+        raise InputError(f"{where}: weights do not match config.json ({' '.join(str(exc).split())})") from exc
     return NetworkModel(network.to(device), n_labels, device)
 
 

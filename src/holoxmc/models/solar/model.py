@@ -143,7 +143,8 @@ class SolarModel:
             try:
                 network.load_state_dict(tensors)
             except RuntimeError as exc:
-                raise InputError(f"{path}: weights do not match {directory / CONFIG_FILE} ({exc})") from None
+                raise InputError(f"{path}: weights do not match {directory / CONFIG_FILE} "
+                                 f"({' '.join(str(exc).split())})") from None
             network.eval()
         self._stacked = None
 
