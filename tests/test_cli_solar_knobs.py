@@ -227,3 +227,15 @@ def test_a_strict_filter_above_k_is_refused(solar_run, toy, tmp_path, capsys):
     assert main(["evaluate", str(solar_run), str(toy), "--output", str(tmp_path / "e.json"), "--min-freq", "4"]) == 2
     _one_error(capsys, "min_freq (4) exceeds n_chunks (3)")
     assert not (tmp_path / "e.json").exists()
+
+
+def test_loss_negatives_and_prior_bias_flags_reach_the_saved_model(toy, tmp_path):
+    from holoxmc.models.solar.head import OutputRows
+
+    run_dir = tmp_path / "run"
+    argv = ["train", str(toy), "--model", "solar", "--chunks", "2", "--loss", "sampled", "--negatives", "5",
+            "--prior-bias", "--out", str(run_dir), *FAST]
+    assert main(argv) == 0
+    saved = json.loads((run_dir / "solar.json").read_text())["config"]
+    assert (saved["loss"], saved["negatives"], saved["prior_bias"]) == ("sampled", 5, True)
+    assert isinstance(XMCClassifier.load(run_dir).solar_.networks[0].head.dense.linear, OutputRows)
