@@ -84,8 +84,8 @@ def panel_set(name: str) -> tuple[sp.csr_matrix, sp.csr_matrix]:
 
 
 def p_at_1(model: Any, X: sp.csr_matrix, Y: sp.csr_matrix) -> float:
-    """P@1 of a model with ``predict(X, k)`` on ``(X, Y)``."""
-    indices, _ = model.predict(X, k=1)
+    """P@1 of a served model or an estimator (both have ``predict_topk(X, k)``) on ``(X, Y)``."""
+    indices, _ = model.predict_topk(X, 1)
     return float(evaluate(pad_predictions(indices, 5), Y, ks=(1,))["P@1"])
 
 

@@ -145,7 +145,8 @@ def cross_validate(estimator: Any, X: Any, Y: Any, *, cv: Any = 5, groups: Any =
         for name, score in scorers.items():
             out[f"test_{name}"].append(float(score(model, _rows(X, test), _rows(Y, test))))
         out["score_time"].append(time.perf_counter() - started)
-        fitted.append(model)
+        if return_estimator:  # otherwise one fold's model at a time is held
+            fitted.append(model)
     result: dict[str, np.ndarray | list[Any]] = {key: np.asarray(values) for key, values in out.items()}
     if return_estimator:
         result["estimator"] = fitted
