@@ -159,6 +159,7 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
     winner.fit(X_all, Y_all)
     for name in family(winner.head).kept_from_selection:  # as a linear model's Platt scaling
         setattr(winner.model_, name, getattr(chosen.model_, name))
+    winner.label_rule_ = chosen.label_rule_  # chosen on the held-out rows, which the refit trained on
     best.note = "; ".join(note for note in (best.note, "chosen, refit on every row") if note)
     return winner, trials
 

@@ -376,14 +376,17 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
 
     def _choose_rule(self, X: Any, Y: Any, X_val: Any, Y_val: Any, streamed: bool) -> label_sets.LabelRule:
         """The rule of :meth:`predict`, chosen on validation rows: ``(X_val, Y_val)`` when
-        given, else the ``val_fraction`` share drawn with the seed (the rows the networks'
-        trainer and the linear model's choice of ``C`` hold out), else every training row.
+        given, else the ``val_fraction`` share drawn with the seed where the fit held it out
+        (the networks' trainer and the linear model's choice of ``C`` without ``refit``), else
+        every training row (``label_rule_.source`` says which; ``head="auto"`` keeps the rule
+        its selection run chose on held-out rows).
         A fit streamed from a shard store keeps the top-1 rule."""
         if streamed:
             return label_sets.LabelRule(source="streamed fit: top-1")
+        held_out = family(self.head).holds_out and not self.refit  # else the model trained on those rows too
         if X_val is not None:
             rows, source = (X_val, Y_val), "X_val"
-        elif 0.0 < float(self.val_fraction) < 1.0 and X.shape[0] >= 2:
+        elif held_out and 0.0 < float(self.val_fraction) < 1.0 and X.shape[0] >= 2:
             _, held = split_validation(X.shape[0], float(self.val_fraction), self.random_seed)
             rows, source = (X[held], Y[held]), "val_fraction"
         else:

@@ -83,6 +83,9 @@ class Family:
             its selection run (the linear model's Platt calibration, fitted on validation rows).
         streams: whether it trains and scores from a shard store batch by batch (on the fc
             backbone; :mod:`holoxmc.train.streaming`).
+        holds_out: whether a fit without ``X_val`` and without ``refit`` holds the seeded
+            ``val_fraction`` share of the rows out of training (what ``predict``'s rule is then
+            chosen on); the re-rank model trains on every row.
     """
 
     head: str
@@ -100,6 +103,7 @@ class Family:
     refit_from: Callable[[Any], dict[str, Any]] | None = None
     kept_from_selection: tuple[str, ...] = ()
     streams: bool = False
+    holds_out: bool = True
 
 
 # ---------------------------------------------------------------------------- networks
@@ -301,7 +305,7 @@ FAMILIES: dict[str, Family] = {
     "rerank": Family("rerank", HEAD_DEFAULTS["rerank"], frozenset(), ("fc",), "rerank_", _rerank_plan,
                      _fit_rerank, _load_rerank, lambda model: model,
                      lambda results: {"best_epoch": None, "sparse_updates": None, "epoch_seconds": []}, jobs_apart=True,
-                     refit_from=_rerank_refit),
+                     refit_from=_rerank_refit, holds_out=False),
     # a text network, then a linear model on its text embedding and the tokens' TF-IDF
     "xr": Family("xr", HEAD_DEFAULTS["xr"], _ALL - {"n_models", "refit", "hidden", "linear_width"}, ("cnn", "lstm"),
                  "network_", _fusion_plan, _fit_fusion, _load_fusion, lambda model: model.network, fusion_report,
