@@ -145,6 +145,11 @@ RULE_TOP_K = (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 100)
 RULE_MAX_SET = 100
 #: Validation rows :func:`fit_label_rule` reads at most (a seeded sample past it).
 RULE_ROWS = 20_000
+#: Row-label confidences :func:`fit_label_rule` computes at most in each of its passes: past
+#: ``RULE_ENTRIES / L`` rows (at least :data:`RULE_MIN_ROWS`), a seeded sample is read, so that
+#: choosing the rule costs a fit about as much at L = 670K (100 rows) as at L = 4K.
+RULE_ENTRIES = 1 << 26
+RULE_MIN_ROWS = 100
 #: Validation (confidence, label) pairs the Platt fit reads at most (every positive pair is
 #: kept; negatives are sampled and weighted up to their number).
 RULE_PAIRS = 1_000_000
@@ -170,9 +175,9 @@ class LabelRule:
         top_k: the set size when there is no cut (``None``: 1);
         relative: whether the cut is a fraction of the row's largest ``p``;
         top1_fallback: whether an empty row gets its top-1 label; calibrated: whether
-        ``a, b`` were fitted; rows: the validation rows it was chosen on; f1: their
-        samples-F1 (percent) under the rule; source: ``"X_val"``, ``"val_fraction"`` or
-        ``"training rows"``.
+            ``a, b`` were fitted; rows: the validation rows it was chosen on; f1: their
+            samples-F1 (percent) under the rule; source: ``"X_val"``, ``"val_fraction"`` or
+            ``"training rows"``.
     """
 
     a: float = 1.0
@@ -361,14 +366,16 @@ def fit_label_rule(model: Any, X_val: Any, Y_val: sp.csr_matrix, n_labels: int, 
 
     Args:
         model: a fitted model (its ``confidence_chunks``).
-        X_val, Y_val: checked validation rows (at most :data:`RULE_ROWS` are read, a seeded sample).
+        X_val, Y_val: checked validation rows (at most :data:`RULE_ROWS`, and at most
+            ``RULE_ENTRIES / L`` but :data:`RULE_MIN_ROWS`, are read: a seeded sample).
         n_labels: L; seed: the sampling seed; source: where the rows came from (recorded).
 
     Returns:
         the :class:`LabelRule`.
     """
-    if X_val.shape[0] > RULE_ROWS:
-        keep = np.sort(np.random.default_rng([seed, 0x5E7]).choice(X_val.shape[0], RULE_ROWS, replace=False))
+    most = min(RULE_ROWS, max(RULE_MIN_ROWS, RULE_ENTRIES // max(n_labels, 1)))
+    if X_val.shape[0] > most:
+        keep = np.sort(np.random.default_rng([seed, 0x5E7]).choice(X_val.shape[0], most, replace=False))
         X_val, Y_val = X_val[keep], Y_val[keep]
     Y_val = sp.csr_matrix(Y_val != 0, dtype=np.int64)
     step = max(1, min(int(batch_size), RULE_BLOCK // max(n_labels, 1)))
