@@ -118,7 +118,8 @@ def input_size(X: Any) -> int:
 
 
 def _features(X: Any, n_features: int | None) -> sp.csr_matrix:
-    if np.iscomplexobj(X.data if sp.issparse(X) else X):  # float32 would drop the imaginary part
+    dtype = X.dtype if sp.issparse(X) else np.asarray(X).dtype  # any sparse format (DOK and LIL have no .data)
+    if np.issubdtype(dtype, np.complexfloating):  # float32 would drop the imaginary part
         raise InputError("X holds complex values; holoxmc reads real features")
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float32)
