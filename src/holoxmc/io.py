@@ -170,10 +170,8 @@ def check_writable_target(path: str | os.PathLike) -> None:
     """
     try:
         info = os.lstat(path)
-    except FileNotFoundError:
+    except OSError:  # nothing there (or a file where a folder should be): the write itself says what is wrong
         return
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write it ({exc.strerror or exc})") from None
     if not stat.S_ISREG(info.st_mode):
         raise InputError(f"{path}: cannot write it ({file_kind(info.st_mode)}; holoxmc writes only a new path "
                          "or a regular file, which it replaces)")
