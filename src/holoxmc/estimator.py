@@ -335,9 +335,9 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         Y, Y_val = (np.asarray(y) if _array_like(y) else y for y in (Y, Y_val))
         self.multiclass_ = is_single_label(Y)
         if self.multiclass_:  # scikit-learn's binary / multiclass y: one class per row, classes_ its values
-            Y, names = encode_single(Y, classes)
-            return Y, (None if Y_val is None else encode_single(Y_val, names)[0]), names
-        names = None if classes is None else check_classes(classes)
+            Y, single = encode_single(Y, classes)
+            return Y, (None if Y_val is None else encode_single(Y_val, single)[0]), single
+        names: np.ndarray | None = None if classes is None else check_classes(classes)
         if holds_names(Y):
             Y, names = encode_names(Y, names)
         elif names is not None and getattr(Y, "ndim", 0) == 2 and Y.shape[1] != len(names):

@@ -23,7 +23,7 @@ __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "json
 MAX_JSON_BYTES = 256 * 2**20
 #: The deepest nesting of arrays and objects accepted in a side file (holoxmc writes at most 6).
 MAX_JSON_DEPTH = 64
-_JSON_TYPES = {dict: "a JSON object", list: "a JSON array", str: "a JSON string"}
+_JSON_TYPES: dict[type, str] = {dict: "a JSON object", list: "a JSON array", str: "a JSON string"}
 _FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
 

@@ -303,6 +303,9 @@ class HeadFamily(Protocol):
     @property
     def backbones(self) -> tuple[str, ...]: ...
 
+    @property
+    def code_dim(self) -> bool: ...
+
 
 def check_head_settings(params: Mapping[str, Any], defaults: Mapping[str, Any], kind: HeadFamily,
                         specific: Sequence[str]) -> None:

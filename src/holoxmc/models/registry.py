@@ -113,7 +113,7 @@ def _network_plan(s: FitSettings, n_labels: int, n_features: int, head: str | No
     given = s.head_options if head_options is None else head_options
     options = network_options(s.backbone, head, hidden=s.hidden, dropout=s.dropout,
                               linear_width=s.linear_width, dim=s.dim,
-                              head_options=network_defaults(s.backbone, head) | (given or {}))
+                              head_options=network_defaults(s.backbone, head) | dict(given or {}))
     size = "n_features" if s.backbone == "fc" else "vocab_size"
     build = {"backbone": s.backbone, "head": head, "n_labels": n_labels, size: n_features, **options}
     plan = NetworkPlan(build, s.train, str(s.device))
@@ -178,8 +178,8 @@ def _solar_plan(s: FitSettings, n_labels: int, n_features: int) -> SolarConfig:
     unknown = sorted(set(options) - SOLAR_OPTIONS)
     if unknown:
         raise InputError(f"options {unknown} are not accepted by head 'solar' (accepted: {sorted(SOLAR_OPTIONS)})")
-    config = SolarConfig(hidden=tuple(s.hidden), dropout=s.dropout, seed=s.seed,
-                         device=s.device, train=s.train, **options)
+    assert s.hidden is not None and s.dropout is not None  # SOLAR's head defaults set both
+    config = SolarConfig(hidden=s.hidden, dropout=s.dropout, seed=s.seed, device=s.device, train=s.train, **options)
     config.resolved(n_labels=n_labels, n_features=n_features)  # its checks against the data's sizes
     return config
 
