@@ -28,6 +28,7 @@ from holoxmc.limits import check_allocation, check_size
 from holoxmc.models.solar.codes import CodeMethod, FeatureHash, SolarLabelCode, chunk_seed
 from holoxmc.data.batch import LabelBatch, SparseBatch
 from holoxmc.models.solar.head import LOSSES, MIN_FREQ_MODES, SCORINGS, Loss, MinFreqMode, Scoring, SolarChunkHead
+from holoxmc.settings import option_default
 from holoxmc.train.trainer import TrainConfig
 from holoxmc.trust import tensor_shapes
 
@@ -92,21 +93,21 @@ class SolarConfig:
         50
     """
 
-    n_chunks: int = 8
-    n_buckets: int | None = None
-    code_method: CodeMethod = "balanced"
-    feature_dim: int | None = None
+    n_chunks: int = option_default("solar", "n_chunks")
+    n_buckets: int | None = option_default("solar", "n_buckets")
+    code_method: CodeMethod = option_default("solar", "code_method")
+    feature_dim: int | None = option_default("solar", "feature_dim")
     alternate_sign: bool = True
     normalize_rows: bool = True
     hidden: tuple[int, ...] = (512,)
     dropout: float = 0.0
-    top_buckets: int = 10
-    min_freq: int | None = None
-    min_freq_mode: MinFreqMode = "relaxed"
-    scoring: Scoring = "prob"
-    loss: Loss = "full"
-    negatives: int = 1024
-    prior_bias: bool = False
+    top_buckets: int = option_default("solar", "top_buckets")
+    min_freq: int | None = option_default("solar", "min_freq")
+    min_freq_mode: MinFreqMode = option_default("solar", "min_freq_mode")
+    scoring: Scoring = option_default("solar", "scoring")
+    loss: Loss = option_default("solar", "loss")
+    negatives: int = option_default("solar", "negatives")
+    prior_bias: bool = option_default("solar", "prior_bias")
     seed: int = 0
     device: str = "auto"
     train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=15, batch_size=256, lr=5e-3))

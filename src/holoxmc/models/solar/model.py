@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -48,7 +48,7 @@ class _StackedChunks:
         a transposed view of a contiguous ``(K, n, B)`` tensor (no copy).
     """
 
-    def __init__(self, hashers: list[FeatureHash | None], networks: list[Network], n_features: int) -> None:
+    def __init__(self, hashers: list[FeatureHash | None], networks: Sequence[Network], n_features: int) -> None:
         backbones = [cast(FCBackbone, network.backbone) for network in networks]
         hidden = [[cast(nn.Linear, layer) for layer in backbone.layers] for backbone in backbones]
         outputs = [cast(SolarChunkHead, network.head).dense.linear for network in networks]
