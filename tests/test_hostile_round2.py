@@ -663,11 +663,3 @@ def test_weights_that_do_not_fit_the_network_are_one_line(saved, tmp_path):
     with pytest.raises(InputError, match="weights do not match") as caught:
         XMCClassifier.load(folder)
     assert "\n" not in str(caught.value)
-
-
-def test_dim_for_a_head_without_a_label_code_is_refused(fitted):
-    from holoxmc.estimator import XMCClassifier
-
-    _, test = fitted
-    with pytest.raises(InputError, match=r"\['dim'\] do not apply to head 'dense'"):
-        XMCClassifier(head="dense", dim=64, hidden=(8,), epochs=1, progress=False).fit(test.X, test.Y)

@@ -330,11 +330,10 @@ def check_head_settings(params: Mapping[str, Any], defaults: Mapping[str, Any], 
                          f"{' or '.join(map(repr, kind.backbones))}), not {backbone!r}")
     given = [name for name in specific if params[name] != defaults[name]]
     check_backbone_settings(backbone, given)
-    own = {name for name in kind.settings if name != "dim" or kind.code_dim}  # d' sizes a label code only
-    changed = [name for name in given if name not in own]
+    changed = [name for name in given if name not in kind.settings]
     if changed:
         raise InputError(f"{changed} do not apply to head {kind.head!r}: they configure or train a network it "
-                         f"does not have, or another head's (its settings: {sorted(own)}, head_options, "
+                         f"does not have, or another head's (its settings: {sorted(kind.settings)}, head_options, "
                          "val_fraction, seed, workers, ray_address)")
     for alias, (name, compatible) in SKLEARN_NAMES.items():
         if params[alias] is not None and not compatible(params[name], params[alias]):
