@@ -27,8 +27,9 @@ from holoxmc.io import read_json as read_side_file
 from holoxmc.limits import check_allocation, check_size
 from holoxmc.models.solar.codes import CodeMethod, FeatureHash, SolarLabelCode, chunk_seed
 from holoxmc.data.batch import LabelBatch, SparseBatch
-from holoxmc.models.solar.head import LOSSES, MIN_FREQ_MODES, SCORINGS, Loss, MinFreqMode, Scoring, SolarChunkHead
-from holoxmc.settings import option_default
+from holoxmc.models.solar.head import LOSSES, Loss, MinFreqMode, Scoring, SolarChunkHead
+from holoxmc.constraints import check_params
+from holoxmc.settings import HEAD_OPTIONS, SETTING, option_default
 from holoxmc.train.trainer import TrainConfig
 from holoxmc.trust import tensor_shapes
 
@@ -53,6 +54,11 @@ INFERENCE_FIELDS = ("top_buckets", "min_freq", "min_freq_mode", "scoring")
 #: :meth:`SolarConfig.from_dict` fills them in when absent, so older folders still load,
 #: resume and match their fingerprints.
 LATER_FIELDS: dict[str, Any] = {"loss": "full", "negatives": 1024, "prior_bias": False}
+
+#: SOLAR's head options checked against the settings table's constraints (``loss``, whose
+#: allowed values differ by head, is checked against :data:`LOSSES`).
+_TABLE_CHECKED = tuple(name for name in HEAD_OPTIONS["solar"].values() if name != "loss")
+
 
 @dataclass
 class SolarConfig:
@@ -121,17 +127,9 @@ class SolarConfig:
         self.hidden = tuple(int(h) for h in self.hidden)
         if self.loss not in LOSSES:
             raise InputError(f"loss must be one of {LOSSES}, got {self.loss!r}")
-        for name in ("n_chunks", "top_buckets", "negatives"):
-            if getattr(self, name) < 1:
-                raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("n_buckets", "feature_dim", "min_freq"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise InputError(f"{name} must be >= 1 or None, got {value}")
-        if self.scoring not in SCORINGS:
-            raise InputError(f"scoring must be one of {SCORINGS}, got {self.scoring!r}")
-        if self.min_freq_mode not in MIN_FREQ_MODES:
-            raise InputError(f"min_freq_mode must be one of {MIN_FREQ_MODES}, got {self.min_freq_mode!r}")
+        # each head option's own form, from its one declaration (the loss's forms differ by head: above)
+        check_params({name: getattr(self, name) for name in _TABLE_CHECKED},
+                     {name: SETTING[name].allowed for name in _TABLE_CHECKED})
         if self.min_freq_mode == "strict" and (self.min_freq or 0) > self.n_chunks:
             raise InputError(f"min_freq ({self.min_freq}) exceeds n_chunks ({self.n_chunks}): the strict filter "
                              "would keep no label")
