@@ -25,6 +25,7 @@ def main() -> None:
 
     sizes = {"n_points": 1500, "n_test": 300, "n_labels": 200, "n_features": 500, "seed": 0}
     train, test = load("synthetic", **sizes), load("synthetic", split="test", **sizes)
+    ray.shutdown()  # a session left by earlier code in this process: start our own, which holoxmc then uses
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         clf = XMCClassifier(head="solar", head_options={"n_chunks": 2}, hidden=(64,), epochs=3, seed=0,

@@ -328,9 +328,9 @@ def _broken_configs(config: dict) -> dict[str, tuple[bytes, str]]:
                           r"unknown params \['colour'\]"),
         "n_features text": (json.dumps(config | {"n_features": "40"}).encode(),
                             "'n_features' must be an integer, got '40'"),
-        "not UTF-8": (b'{"format": "\xff"}', "config.json: not UTF-8 text"),
-        "invalid JSON": (b'{"format": ', "config.json: invalid JSON"),
-        "a list": (b"[]", "config.json: expected a JSON object, got list"),
+        "not UTF-8": (b'{"format": "\xff"}', "config.json is not UTF-8 text"),
+        "invalid JSON": (b'{"format": ', "config.json is not valid JSON"),
+        "a list": (b"[]", "config.json must hold a JSON object, got a JSON array"),
     }
 
 

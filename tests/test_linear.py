@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import normalize
@@ -258,8 +259,10 @@ def test_a_saved_linear_model_with_broken_weights_is_one_error(data, tmp_path):
     clf = XMCClassifier(head="linear", head_options={"C": 1.0}).fit(train.X, train.Y)
     path = clf.save(tmp_path / "model") / MODEL_FILE
     tensors = load_file(str(path))
+    with safe_open(str(path), "pt") as f:  # keep the metadata (its scoring digest): only the weights are broken
+        metadata = f.metadata()
     tensors["linear.weights.indices"] = tensors["linear.weights.indices"] + 1000
-    save_file(tensors, str(path))
+    save_file(tensors, str(path), metadata=metadata)
     with pytest.raises(InputError, match="do not form a"):
         XMCClassifier.load(tmp_path / "model")
 

@@ -17,7 +17,6 @@ sorted distinct labels) are checked the first time it is read. Any disagreement 
 Example:
     >>> import tempfile, scipy.sparse as sp, numpy as np
     >>> from holoxmc.data.dataset import Dataset
-from holoxmc.data.readers import open_data_file
     >>> d = Dataset(sp.random(10, 6, density=0.3, format="csr", random_state=0), sp.eye(10, 4, format="csr"), "toy")
     >>> store = open_shards(write_shards(d, tempfile.mkdtemp(), rows_per_shard=4))
     >>> store.n_rows, store.n_features, store.n_labels, store.n_shards

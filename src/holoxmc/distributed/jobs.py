@@ -261,7 +261,7 @@ def _connect_ray(ray: Any, address: str | None) -> None:
     instance), reusing the session already running when it is the caller's own or ours for
     the same address."""
     if ray.is_initialized():
-        ours = _OUR_RAY.get("job") == ray.get_runtime_context().get_job_id()
+        ours = _OUR_RAY.get("job") == _ray_session(ray)  # a job id alone repeats across sessions
         if not ours or _OUR_RAY["address"] == address:
             return
         ray.shutdown()
@@ -270,7 +270,14 @@ def _connect_ray(ray: Any, address: str | None) -> None:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = "a new local instance" if address is None else repr(address)
         raise InputError(f"cannot start or reach Ray at {where}: {exc}") from None
-    _OUR_RAY.update(job=ray.get_runtime_context().get_job_id(), address=address)
+    _OUR_RAY.update(job=_ray_session(ray), address=address)
+
+
+def _ray_session(ray: Any) -> tuple[str, str]:
+    """This driver's job and its cluster's address: which Ray session it is (the first
+    job of every new local instance has the same id)."""
+    context = ray.get_runtime_context()
+    return str(context.get_job_id()), str(context.gcs_address)
 
 
 def _largest_node_cpus(ray: Any) -> int:
