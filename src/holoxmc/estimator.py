@@ -31,6 +31,7 @@ import scipy.sparse as sp
 import warnings
 
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.metaestimators import available_if
 
 from holoxmc.errors import InputError
 from holoxmc.labels import check_classes, encode_names, encode_single, holds_names, is_single_label, names_of
@@ -96,6 +97,9 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
             :class:`holoxmc.train.TrainConfig` (``None``: the head's tuned default).
         n_models: ``hrr``/``dense``: an ensemble of this many networks (member ``m`` seeded
             ``seed + 100·m``), ranked by their mean score.
+        warm_start: ``hrr``/``dense``: a ``fit`` of a fitted estimator starts from its
+            networks' weights (same features, labels and network settings) instead of a fresh
+            initialisation (scikit-learn's meaning; the optimiser's state starts afresh).
         seed, random_state: seed of every random stream (``random_state`` is scikit-learn's
             name; give one of them).
         workers, n_jobs, ray_address: parallel local processes (``n_jobs`` is scikit-learn's
@@ -158,6 +162,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         refit: bool = DEFAULTS["refit"],
         precision: Precision = DEFAULTS["precision"],
         n_models: int = DEFAULTS["n_models"],
+        warm_start: bool = DEFAULTS["warm_start"],
         seed: int = DEFAULTS["seed"],
         device: str = DEFAULTS["device"],
         propensity: tuple[float, float] = DEFAULTS["propensity"],
@@ -189,6 +194,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         self.refit = refit
         self.precision = precision
         self.n_models = n_models
+        self.warm_start = warm_start
         self.seed = seed
         self.device = device
         self.propensity = propensity
@@ -287,6 +293,8 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
             InputError: a bad setting or input, or a model whose sizes cannot fit in memory,
                 before any training.
         """
+        if classes is None and self.warm_start and self._names() is not None:
+            classes = self.classes_  # a warm start keeps the fitted columns
         Y, Y_val, names = self._label_input(Y, Y_val, classes)
         if self.head in SELECTORS:
             streamed_fit_data(self, X, Y, X_val, Y_val, streaming=streaming_heads())  # refuses a shard store
@@ -300,12 +308,128 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         plan = kind.plan(self.fit_settings(), n_labels, n_features)
         if word_vectors is not None:  # rows of a text backbone's embedding table
             plan = with_word_vectors(plan, word_vectors)
+        warm = self._warm_model(n_features, n_labels)
         self.n_features_, self.n_labels_, self.n_features_in_ = n_features, n_labels, int(X.shape[1])
         self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
-        model, results = kind.fit(self.fit_settings(), plan, FitData(X, Y, X_val, Y_val, run_dir, resume))
+        model, results = kind.fit(self.fit_settings(), plan, FitData(X, Y, X_val, Y_val, run_dir, resume, warm))
         self._set_model(model, results)
         self.label_rule_ = self._choose_rule(X, Y, X_val, Y_val, streamed is not None)
         return self._with_labels(names)
+
+    def _warm_model(self, n_features: int, n_labels: int) -> FittedModel | None:
+        """The fitted model a ``warm_start`` fit starts from (``None``: a fresh fit).
+
+        Raises:
+            InputError: a fitted model of another head or of other sizes than this fit's.
+        """
+        model = vars(self).get("model_")
+        if not self.warm_start or model is None:
+            return None
+        if (self.head_, self.n_features_, self.n_labels_) != (self.head, n_features, n_labels):
+            raise InputError(f"warm_start continues the fitted {self.head_!r} model of {self.n_features_} features "
+                             f"and {self.n_labels_} labels; this fit has head {self.head!r}, {n_features} features "
+                             f"and {n_labels} labels (set warm_start=False to start afresh)")
+        return model
+
+    def _trains_networks(self) -> bool:
+        """Whether :meth:`partial_fit` applies: the head trains networks that can warm-start."""
+        if "warm_start" not in family(self.head).settings:
+            raise AttributeError(f"partial_fit trains the network heads (hrr, dense) one epoch at a time, not head "
+                                 f"{self.head!r}; the linear and re-rank models take new labels with add_labels")
+        return True
+
+    @available_if(_trains_networks)
+    def partial_fit(self, X: Any, Y: Any, classes: Sequence[str] | None = None) -> "XMCClassifier":
+        """One epoch over ``(X, Y)``: the first call fits a fresh network, each later one
+        continues from the fitted weights (``warm_start``), for data that arrives in batches
+        or does not fit in memory at once (``head="hrr"`` or ``"dense"``).
+
+        Each call trains one epoch on every given row, with no held-out share, no schedule
+        (a constant learning rate ``lr``) and a fresh optimiser state; ``predict``'s rule is
+        chosen on the call's rows. ``Y`` has the fitted label columns (names: the fitted
+        ``classes_``). ``tests/test_incremental.py`` measures epochs of ``partial_fit`` against
+        the same epochs of one ``fit``.
+
+        Args:
+            X, Y: a batch of rows and their labels, as :meth:`fit` takes them.
+            classes: the label names of ``Y``'s columns (the first call; later calls keep them).
+
+        Returns:
+            self.
+
+        Example:
+            >>> clf = XMCClassifier(head="dense", hidden=(16,), progress=False)  # doctest: +SKIP
+            >>> for X_part, Y_part in batches:  # doctest: +SKIP
+            ...     clf.partial_fit(X_part, Y_part)
+        """
+        once = {"epochs": 1, "val_fraction": 0.0, "patience": None, "refit": False, "schedule": "none",
+                "warmup_epochs": 0.0, "warm_start": vars(self).get("model_") is not None}
+        kept = {name: getattr(self, name) for name in once}
+        self.set_params(**once)
+        try:
+            return self.fit(X, Y, classes=classes)
+        finally:
+            self.set_params(**kept)
+
+    def _grows_labels(self) -> bool:
+        """Whether :meth:`add_labels` applies: the fitted (or, unfitted, the chosen) head's
+        family appends labels."""
+        head = getattr(self, "head_", self.head)
+        if head not in FAMILIES or FAMILIES[head].add_labels is None:
+            raise AttributeError(f"add_labels appends labels to a fitted linear or re-rank model, not to head {head!r}; "
+                                 "the networks fit again (warm_start) with every label")
+        return True
+
+    @available_if(_grows_labels)
+    def add_labels(self, X: Any, Y: Any, *, classes: Sequence[str] | None = None) -> "XMCClassifier":
+        """Append new labels to a fitted linear or re-rank model without retraining the others:
+        one per-label scorer per new label, trained on ``X`` (the training rows, or any rows
+        labelled for the new labels) as the fit trains a label; the existing labels' scorers,
+        the linear model's calibration, the re-rank mix weight and ``predict``'s rule stay.
+
+        The linear model's new labels are exactly those a fit of every label with the same
+        ``C`` trains; the re-rank model's index grows and the new labels train against its
+        shortlists (see :func:`holoxmc.models.rerank.fit.add_labels` for what differs from a
+        full fit, and ``tests/test_incremental.py`` for the measured difference).
+
+        Args:
+            X: ``(n, D)`` rows of the fitted features.
+            Y: their labels of the new labels only: an ``(n, L_new)`` matrix or label-id lists
+                (ids ``0 .. L_new - 1``), or, for a model fitted on names, lists of the new names.
+            classes: the new labels' names (a model fitted on names; default: the sorted names of ``Y``).
+
+        Returns:
+            self, with ``n_labels_``, ``classes_`` and ``inv_prop_`` grown.
+
+        Example:
+            >>> clf = XMCClassifier(head="linear").fit(X, [["sports"], ["news"]])  # doctest: +SKIP
+            >>> clf.add_labels(X, [["politics"], []]).classes_.tolist()  # doctest: +SKIP
+            ['news', 'sports', 'politics']
+        """
+        self._check_fitted()
+        if self.multiclass_:
+            raise InputError("add_labels appends labels to a multi-label model; this one was fitted on one class "
+                             "per row: fit it again with every class")
+        X = self._check_X(X)
+        if self._names() is not None:
+            if classes is not None:
+                classes = check_classes(classes)
+            Y, names = encode_names(Y, classes)
+            known = sorted(set(names) & set(self.classes_.tolist()))
+            if known:
+                raise InputError(f"add_labels: {known[:3]} are labels of the model already")
+        elif holds_names(Y) or classes is not None:
+            raise InputError("this model was fitted on label ids: give the new labels' ids (0 .. L_new - 1) or matrix")
+        else:
+            Y, names = check_Y(Y, X.shape[0], None), None
+        grow = FAMILIES[self.head_].add_labels
+        assert grow is not None  # _grows_labels
+        self.model_ = grow(self, X, Y)
+        inv_prop = inverse_propensity(Y, *self.propensity)
+        self.inv_prop_ = np.concatenate([self.inv_prop_, np.asarray(inv_prop, dtype=np.float64)])
+        self.n_labels_ = int(self.n_labels_ + Y.shape[1])
+        self.classes_ = np.arange(self.n_labels_) if names is None else np.concatenate([self.classes_, names])
+        return self
 
     def _fit_selected(self, X: Any, Y: Any, X_val: Any, Y_val: Any) -> "XMCClassifier":
         """``head="auto"``: fit the model :func:`~holoxmc.auto.fit_auto` chooses and

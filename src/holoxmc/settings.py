@@ -155,6 +155,10 @@ SETTINGS: tuple[Setting, ...] = (
              (BOOL,)),
     _network("precision", "float32", "bfloat16: mixed-precision training steps (autocast; weights and scoring stay "
              "float32)", (Options(("float32", "bfloat16")),)),
+    Setting("warm_start", False, "fit a fitted estimator again from its networks' weights (same features, labels "
+            "and network settings) instead of a fresh initialisation; partial_fit trains one epoch so",
+            ("hrr", "dense"), reason="scikit-learn's warm start of a fitted estimator; a killed run continues with "
+            "--resume", allowed=(BOOL,)),
     Setting("n_models", 1, "train N networks from different seeds and rank labels by their mean score "
             "(N times the training time)", ("hrr", "dense"), flag="--n-models", allowed=(POSITIVE,),
             cli={"metavar": "N"}),

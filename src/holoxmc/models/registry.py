@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, cast
 
 import scipy.sparse as sp
 from torch import Tensor
@@ -24,7 +25,7 @@ from holoxmc.errors import InputError
 from holoxmc.models.base import FitSettings, FittedModel
 from holoxmc.models.network.fusion import FUSION_OPTIONS, NETWORK_HEAD, FusionPlan, fit_fusion, fusion_report, load_fusion
 from holoxmc.models.linear.model import LinearModel
-from holoxmc.models.network.model import MemberData, NetworkPlan, check_plan_fits, fit_networks, \
+from holoxmc.models.network.model import MemberData, NetworkModel, NetworkPlan, check_plan_fits, fit_networks, \
     load_network, network_options, report_fields, takes_code_dim
 from holoxmc.models.rerank.model import RerankModel
 from holoxmc.models.solar.model import SolarModel
@@ -32,7 +33,9 @@ from holoxmc.presets import HEAD_DEFAULTS, network_defaults
 from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig
 from holoxmc.models.linear.fit import SELECT_METRIC, LinearConfig, fit_linear
+from holoxmc.models.linear.fit import add_labels as add_linear_labels
 from holoxmc.models.rerank.fit import RerankConfig, fit_rerank
+from holoxmc.models.rerank.fit import add_labels as add_rerank_labels
 from holoxmc.models.solar.fit import DONE_FILE, SolarConfig, chunk_dir, fit_solar
 
 __all__ = ["Family", "FitData", "FAMILIES", "HEADS", "NETWORK_SETTINGS", "family", "streaming_heads"]
@@ -42,7 +45,7 @@ __all__ = ["Family", "FitData", "FAMILIES", "HEADS", "NETWORK_SETTINGS", "family
 NETWORK_SETTINGS = ("dim", "hidden", "dropout", "linear_width", "epochs", "batch_size", "lr", "weight_decay",
                     "sparse_updates", "schedule", "warmup_epochs", "grad_clip", "patience", "time_limit", "n_models",
                     "precision")
-HEAD_SPECIFIC = (*NETWORK_SETTINGS, "refit")
+HEAD_SPECIFIC = (*NETWORK_SETTINGS, "refit", "warm_start")
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class FitData:
     Y_val: sp.csr_matrix | None
     run_dir: str | Path | None
     resume: bool
+    warm: FittedModel | None = None  # a warm start: the fitted model whose weights training starts from
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ class Family:
         holds_out: whether a fit without ``X_val`` and without ``refit`` holds the seeded
             ``val_fraction`` share of the rows out of training (what ``predict``'s rule is then
             chosen on); the re-rank model trains on every row.
+        add_labels: ``(fitted estimator, X, Y of the new labels) -> model``: its model with
+            those labels appended, the others untouched (``None``: it cannot).
     """
 
     head: str
@@ -104,6 +110,7 @@ class Family:
     kept_from_selection: tuple[str, ...] = ()
     streams: bool = False
     holds_out: bool = True
+    add_labels: Callable[[Any, Any, Any], FittedModel] | None = None
 
 
 # ---------------------------------------------------------------------------- networks
@@ -125,8 +132,11 @@ def _fit_networks(s: FitSettings, plan: NetworkPlan, data: FitData) -> tuple[Fit
     members = MemberData(plan, data.X, data.Y, data.X_val, data.Y_val, data.resume)
     # n_jobs (scikit-learn's name) sets the workers of an ensemble; one network trains here
     workers = s.workers if s.n_jobs is None or s.n_models > 1 else 1
+    starts = None if data.warm is None else [
+        {name: tensor.detach().cpu().clone() for name, tensor in network.state_dict().items()}
+        for network in cast(NetworkModel, data.warm).members]
     return fit_networks(plan, member_seeds(s.seed, s.n_models), members, run_dir=data.run_dir,
-                        workers=workers, ray_address=s.ray_address)
+                        workers=workers, ray_address=s.ray_address, starts=starts)
 
 
 def _load_network(s: FitSettings, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
@@ -245,6 +255,28 @@ def _load_linear(s: FitSettings, path: Path, config: dict[str, Any], tensors: di
         raise InputError(f"{path / 'model.safetensors'}: {exc}") from None
 
 
+def _grown_settings(clf: Any) -> FitSettings:
+    """The settings a fitted estimator's new labels train with: its winner's head, with its
+    ``head_options`` where it named that head (``head="auto"``: the head's defaults)."""
+    s = clf.fit_settings()
+    return replace(s, head=clf.head_, head_options=MappingProxyType(dict(s.head_options) if clf.head == clf.head_ else {}))
+
+
+def _add_linear_labels(clf: Any, X: Any, Y: Any) -> FittedModel:
+    """New labels' SVMs with the fitted ``C``: the explicit one, else the one its validation
+    rows chose in this process, else the grid's one value (the default grid)."""
+    s = _grown_settings(clf)
+    config = _linear_plan(s, 0, 0)
+    C = config.C
+    if C is None and getattr(clf, "fit_results_", None) and clf.fit_results_[0].history:
+        C = _linear_refit(clf)["head_options"]["C"]
+    elif C is None and len(config.C_grid) == 1:
+        C = config.C_grid[0]
+    if C is None:
+        raise InputError("adding labels needs the C the model was fitted with: give head_options={'C': ...}")
+    return add_linear_labels(clf.model_, X, Y, C, config, workers=s.workers, ray_address=s.ray_address)
+
+
 def _linear_refit(candidate: Any) -> dict[str, Any]:
     """The ``C`` the candidate's validation rows chose (its last fit when none was scored)."""
     chosen = [fit for fit in candidate.fit_results_[0].history if "val" in fit]
@@ -275,6 +307,11 @@ def _fit_rerank(s: FitSettings, config: RerankConfig, data: FitData) -> tuple[Fi
     return model, [FitResult(history=[{"stage": "rerank", "seconds": time.perf_counter() - started}])]
 
 
+def _add_rerank_labels(clf: Any, X: Any, Y: Any) -> FittedModel:
+    s = _grown_settings(clf)
+    return add_rerank_labels(clf.model_, X, Y, _rerank_plan(s, 0, 0), workers=s.workers, ray_address=s.ray_address)
+
+
 def _rerank_refit(candidate: Any) -> dict[str, Any]:
     """The mix weight ``alpha`` the candidate's validation rows chose (no second choice on every
     row), with the shortlist it was validated with (not the rule again on more rows). The
@@ -296,18 +333,18 @@ _ALL = frozenset(HEAD_SPECIFIC)
 FAMILIES: dict[str, Family] = {
     "hrr": _network_family("hrr", _ALL),
     "dense": _network_family("dense", _ALL),  # dim is the HRR head's; dense and SOLAR ignore it
-    "solar": Family("solar", HEAD_DEFAULTS["solar"], _ALL - {"linear_width", "n_models", "refit"}, ("fc",),
+    "solar": Family("solar", HEAD_DEFAULTS["solar"], _ALL - {"linear_width", "n_models", "refit", "warm_start"}, ("fc",),
                     "solar_", _solar_plan, _fit_solar, lambda s, path, config, tensors: SolarModel.load(path),
                     lambda model: model, _solar_report, jobs_apart=True),
     "linear": Family("linear", HEAD_DEFAULTS["linear"], frozenset({"refit"}), ("fc",), "linear_", _linear_plan,
                      _fit_linear, _load_linear, lambda model: model, _linear_report, jobs_apart=True,
-                     refit_from=_linear_refit, kept_from_selection=("calibration",)),
+                     refit_from=_linear_refit, kept_from_selection=("calibration",), add_labels=_add_linear_labels),
     "rerank": Family("rerank", HEAD_DEFAULTS["rerank"], frozenset(), ("fc",), "rerank_", _rerank_plan,
                      _fit_rerank, _load_rerank, lambda model: model,
                      lambda results: {"best_epoch": None, "sparse_updates": None, "epoch_seconds": []}, jobs_apart=True,
-                     refit_from=_rerank_refit, holds_out=False),
+                     refit_from=_rerank_refit, holds_out=False, add_labels=_add_rerank_labels),
     # a text network, then a linear model on its text embedding and the tokens' TF-IDF
-    "xr": Family("xr", HEAD_DEFAULTS["xr"], _ALL - {"n_models", "refit", "hidden", "linear_width"}, ("cnn", "lstm"),
+    "xr": Family("xr", HEAD_DEFAULTS["xr"], _ALL - {"n_models", "refit", "hidden", "linear_width", "warm_start"}, ("cnn", "lstm"),
                  "network_", _fusion_plan, _fit_fusion, _load_fusion, lambda model: model.network, fusion_report,
                  code_dim=True),
 }

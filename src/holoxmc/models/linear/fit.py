@@ -54,7 +54,7 @@ from holoxmc.models.linear.model import DENSE_SCORING_ENTRIES, LinearModel  # no
 from holoxmc.settings import LINEAR_C_GRID, option_default
 from holoxmc.train.trainer import split_validation
 
-__all__ = ["LinearConfig", "LinearModel", "fit_linear", "DEFAULT_C_GRID", "DEFAULT_PRUNE"]
+__all__ = ["LinearConfig", "LinearModel", "fit_linear", "add_labels", "DEFAULT_C_GRID", "DEFAULT_PRUNE"]
 
 #: C values tried when ``LinearConfig.C`` is ``None`` (declared with the setting ``C``).
 DEFAULT_C_GRID = LINEAR_C_GRID
@@ -341,6 +341,47 @@ def fit_linear(
         model.calibration = calibration
     model.normalize_rows = config.normalize_rows
     return model, history
+
+
+def add_labels(model: LinearModel, X: Any, Y: Any, C: float, config: LinearConfig, *, workers: int = 1,
+               ray_address: str | None = None) -> LinearModel:
+    """``model`` with one SVM per column of ``Y`` appended as new labels, the existing labels'
+    weights, biases and the calibration untouched.
+
+    Each new label trains exactly as :func:`fit_linear` trains a label with a fixed ``C``
+    (the labels are independent problems, each seeded with ``config.seed``), so on the rows
+    the model was fitted on the result equals a fit of every label at once with that ``C``.
+
+    Args:
+        model: the fitted model; X: ``(n, D)`` rows, each labelled for the new labels (the
+            training rows, or any others); Y: ``(n, L_new)`` labels of the new labels.
+        C: the fitted model's ``C``; config: the solver settings (``tol``, ``max_iter``,
+            ``prune``, ``label_block``, ``seed``).
+        workers, ray_address: where the label blocks train.
+
+    Shapes:
+        model ``(D, L)`` → ``(D, L + L_new)``.
+
+    Example:
+        >>> X = sp.random(300, 40, density=0.2, format="csr", random_state=0, dtype=np.float32)
+        >>> Y = sp.csr_matrix((X[:, :6].toarray() > 0).astype(np.float32))
+        >>> base, _ = fit_linear(X, Y[:, :4], LinearConfig(C=1.0))
+        >>> grown = add_labels(base, X, Y[:, 4:], 1.0, LinearConfig(C=1.0))
+        >>> full, _ = fit_linear(X, Y, LinearConfig(C=1.0))
+        >>> grown.n_labels, bool((grown.weights != full.weights).nnz == 0)
+        (6, True)
+    """
+    X, Y = training_rows(X, Y)
+    if X.shape[1] != model.n_features:
+        raise InputError(f"X has {X.shape[1]} features, the model expects {model.n_features}")
+    if model.normalize_rows:
+        X = normalize(X)
+    new, unconverged, _ = _train(X, Y, [C], config, workers, ray_address)[0]
+    if unconverged:
+        warnings.warn(f"liblinear reached max_iter={config.max_iter} on {unconverged} of {Y.shape[1]} new labels "
+                      f"(C={C}); raise max_iter or lower C", ConvergenceWarning, stacklevel=2)
+    weights = sp.hstack([model.weights, new.weights], format="csr")
+    return LinearModel(weights, np.concatenate([model.bias, new.bias]), model.normalize_rows, model.calibration)
 
 
 #: Validation (margin, label) pairs that Platt scaling fits on, at most (rows are taken in order).

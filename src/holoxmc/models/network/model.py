@@ -207,10 +207,12 @@ def check_plan_fits(plan: NetworkPlan, n_models: int) -> None:
 # ---------------------------------------------------------------------------- fitting
 @dataclass(frozen=True)
 class MemberJob:
-    """One network of an ensemble: its seed and checkpoint folder."""
+    """One network of an ensemble: its seed, checkpoint folder and, for a warm start, the
+    weights it starts from (``None``: a fresh initialisation)."""
 
     seed: int
     run_dir: str | None
+    start: dict[str, Tensor] | None = None
 
 
 @dataclass(frozen=True)
@@ -226,11 +228,24 @@ class MemberData:
 
 
 def train_member(job: MemberJob, data: MemberData) -> tuple[Network, FitResult]:
-    """Build and train the network of seed ``job.seed`` (one network, or one member)."""
+    """Build and train the network of seed ``job.seed`` (one network, or one member), from
+    ``job.start``'s weights when given (a warm start).
+
+    Raises:
+        InputError: ``job.start`` does not fit the planned network (another configuration).
+    """
     network = data.plan.network(job.seed)
-    start_from_labels = getattr(network.head, "start_from_labels", None)  # the dense head's prior_bias
-    if start_from_labels is not None:
-        start_from_labels(data.Y)
+    if job.start is not None:
+        try:
+            network.load_state_dict(job.start)
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[-1].strip()
+            raise InputError(f"warm_start: the fitted network's weights do not fit this configuration "
+                             f"(set warm_start=False to start afresh): {first}") from None
+    else:
+        start_from_labels = getattr(network.head, "start_from_labels", None)  # the dense head's prior_bias
+        if start_from_labels is not None:
+            start_from_labels(data.Y)
     result = Trainer(replace(data.plan.train, seed=job.seed)).fit(
         network, data.X, data.Y, data.X_val, data.Y_val, run_dir=job.run_dir, resume=data.resume
     )
@@ -251,14 +266,23 @@ def member_dir(run_dir: str | Path | None, member: int, n_models: int) -> str | 
 
 
 def fit_networks(plan: NetworkPlan, seeds: list[int], data: MemberData, *, run_dir: str | Path | None,
-                 workers: int, ray_address: str | None) -> tuple[NetworkModel, list[FitResult]]:
+                 workers: int, ray_address: str | None,
+                 starts: list[dict[str, Tensor]] | None = None) -> tuple[NetworkModel, list[FitResult]]:
     """Train one network per seed (here, or apart as worker processes or Ray tasks) and
     serve them as one model: a network, or the ensemble of their mean score.
+
+    Args:
+        starts: a warm start: each network's weights to start from (one per seed, on the CPU).
 
     Returns:
         ``(model, one FitResult per network)``.
     """
-    jobs = [MemberJob(seed, member_dir(run_dir, member, len(seeds))) for member, seed in enumerate(seeds)]
+    starts = [None] * len(seeds) if starts is None else starts  # type: ignore[list-item]
+    if len(starts) != len(seeds):
+        raise InputError(f"warm_start: the fitted model has {len(starts)} networks and this fit trains "
+                         f"{len(seeds)} (n_models); set warm_start=False to start afresh")
+    jobs = [MemberJob(seed, member_dir(run_dir, member, len(seeds)), start)
+            for member, (seed, start) in enumerate(zip(seeds, starts))]
     if workers == 1 and ray_address is None:
         trained = [train_member(job, data) for job in jobs]
     else:
@@ -282,7 +306,7 @@ def _train_apart(jobs: list[MemberJob], data: MemberData, workers: int,
                       threads_per_job=threads_per_worker(workers))
     trained = []
     for job, (state, result) in zip(jobs, states):
-        network = data.plan.network(job.seed)
+        network = data.plan.network(job.seed)  # its trained weights replace the initial ones
         network.load_state_dict(state)
         trained.append((network.to(data.plan.device), result))
     return trained

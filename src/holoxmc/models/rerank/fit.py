@@ -46,7 +46,7 @@ from holoxmc.models.linear.fit import LinearConfig, direct_liblinear_works, fit_
     training_rows
 from holoxmc.models.rerank.clusters import balanced_clusters, default_clusters
 
-__all__ = ["RerankConfig", "fit_rerank", "fit_matcher", "pifa_centroids", "pifa_index", "shortlist_rule",
+__all__ = ["RerankConfig", "fit_rerank", "add_labels", "fit_matcher", "pifa_centroids", "pifa_index", "shortlist_rule",
            "train_shortlist_rule", "label_weights_rule", "training_shortlists",
            "ALPHAS", "ALPHA_ROWS", "BLOCK_FILE", "RETRIEVERS"]
 
@@ -650,3 +650,73 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     if config.alpha is None and X_val is not None and Y_val is not None:
         model.alpha = _choose_alpha(model, X_val, Y_val)
     return model
+
+
+def add_labels(model: RerankModel, X: Any, Y: Any, config: RerankConfig = RerankConfig(), *, workers: int = 1,
+               ray_address: str | None = None) -> RerankModel:
+    """``model`` with the columns of ``Y`` appended as new labels: their PIFA centroids join
+    the retriever's index, and one scorer per new label trains on its positives, the rows of
+    ``X`` that shortlist it (with the grown index) and ``negatives`` random rows, as
+    :func:`fit_rerank` trains a label. The existing labels' scorers, the shortlist size and
+    the mix weight stay; the index's per-feature pruning (``postings``) runs again over old
+    and new labels, which keeps exactly what a fit of every label would keep.
+
+    What differs from a fit of every label at once: the old labels' hard negatives were mined
+    with the old index (a new label can now take a shortlist slot they had), so their scorers
+    are not those a full fit would train; ``tests/test_incremental.py`` bounds the effect on P@k.
+
+    Args:
+        model: a fitted model with the PIFA retriever and no kNN vote (the default).
+        X: ``(n, D)`` rows labelled for the new labels (the training rows, or others).
+        Y: ``(n, L_new)`` their labels of the new labels.
+        config: the scorers' settings (``C``, ``prune``, ``negatives``, ``postings``, ...);
+            ``train_shortlist`` and ``label_weights`` resolve as in :func:`fit_rerank`.
+        workers, ray_address: where the label blocks train.
+
+    Shapes:
+        model ``L`` labels → ``L + L_new``.
+
+    Example:
+        >>> from holoxmc.data import make_realistic
+        >>> train, _ = make_realistic(300, 20, 200, seed=0)
+        >>> Y = sp.csr_matrix(train.Y)
+        >>> base = fit_rerank(train.X, Y[:, :15], RerankConfig(shortlist=5, alpha=0.5))
+        >>> add_labels(base, train.X, Y[:, 15:], RerankConfig()).n_labels
+        20
+    """
+    if model.matcher is not None or model.knn:
+        raise InputError("adding labels works with the PIFA retriever without a kNN vote (the default); "
+                         "this model has the clustered retriever or kNN: fit it again with every label")
+    X, Y = training_rows(X, Y, dtype=np.float32)
+    if X.shape[1] != model.n_features:
+        raise InputError(f"X has {X.shape[1]} features, the model expects {model.n_features}")
+    if X.nnz >= np.iinfo(np.int32).max:
+        raise InputError(f"rerank trains through liblinear, whose row pointers are 32-bit: {X.nnz} nonzeros "
+                         "is too many (train on fewer rows)")
+    X = l2_rows(X)
+    X = sp.csr_matrix((X.data, X.indices.astype(np.int32, copy=False), X.indptr.astype(np.int32, copy=False)),
+                      shape=X.shape)
+    old, new = model.n_labels, Y.shape[1]
+    config = replace(config, shortlist=model.shortlist, label_weights=config.label_weights or label_weights_rule(old),
+                     train_shortlist=min(config.train_shortlist or train_shortlist_rule(model.shortlist, X.shape[0]),
+                                         model.shortlist))
+    index = sp.csr_matrix(sp.hstack([model.centroids_t, pifa_index(X, Y)], format="csr"), dtype=np.float32)
+    _keep_largest(index, config.postings)  # the pruning of a fit of every label (ties: the lower labels)
+    index.sort_indices()
+    empty = sp.csc_matrix((X.shape[1], old + new), dtype=np.float32)
+    retriever = RerankModel(index.T, empty, np.zeros(old + new, np.float32), model.shortlist, 0.0,
+                            prior=np.concatenate([model.prior, np.zeros(new, np.float32)]))
+    del index
+    shortlists = training_shortlists(retriever, X, size=config.train_shortlist, workers=workers,
+                                     ray_address=ray_address)
+    grown = sp.hstack([sp.csr_matrix((X.shape[0], old), dtype=np.float32), Y], format="csr")
+    rows = sp.csc_matrix(_membership(shortlists, grown, config.negatives, config.seed)[:, old:])
+    del shortlists, grown
+    blocks = [_Block(start, min(start + config.label_block, new)) for start in range(0, new, config.label_block)]
+    with _block_folder(None, ray_address) as folder:
+        problem = _Problem(X, rows, sp.csc_matrix(Y), config, folder, "", on_disk=ray_address is None)
+        parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
+        del problem, rows
+        weights, bias = _weights(parts, blocks, folder, X.shape[1], new)
+    return retriever.with_scorers(sp.hstack([model.weights, weights], format="csc"),
+                                  np.concatenate([model.bias, bias]), model.alpha)
