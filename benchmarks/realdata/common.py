@@ -127,11 +127,17 @@ def stats_table(s: dict) -> str:
 
 
 def write_outputs(out: Path, name: str, train: list[dict], test: list[dict], header: str) -> dict:
-    """The two JSONL files, ``stats.json`` and ``SOURCES.md`` (``header`` + counts + checksums)."""
+    """The two JSONL files (and ``train.jsonl`` / ``test.jsonl`` links to them, the names ``holoxmc train
+    FOLDER`` pairs), ``stats.json`` and ``SOURCES.md`` (``header`` + counts + checksums)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}_train.jsonl", out / f"{name}_test.jsonl"]
     write_jsonl(paths[0], train)
     write_jsonl(paths[1], test)
+    for split, path in zip(("train", "test"), paths):  # the folder itself loads as a dataset (train.jsonl / test.jsonl)
+        link = out / f"{split}.jsonl"
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(path.name)
     s = stats(train, test)
     (out / "stats.json").write_text(json.dumps(s, indent=1) + "\n")
     text = f"{header.rstrip()}\n\n## Counts\n\n{stats_table(s)}\n\n## Files\n\n{file_table(paths)}\n"
