@@ -7,12 +7,12 @@ or ``--source-dir`` with the 22 files). Each file's sha256 is checked against ``
 and the files are copied to ``OUT/raw/`` (a rerun reads that copy).
 
 Document = one ``<REUTERS>`` story: text = ``TITLE`` + ``BODY`` (an unprocessed story: its whole
-``TEXT``), without the dateline; SGML character references (``&#N;``) removed, ``&lt;`` ``&gt;``
+``TEXT``), without the dateline (a ``TYPE="BRIEF"`` story: its title; its "Blah blah blah." filler body dropped); SGML character references (``&#N;``) removed, ``&lt;`` ``&gt;``
 ``&amp;`` decoded, the closing "Reuter" sign-off dropped, whitespace collapsed.
 Labels = every category of the five facets, prefixed: ``topic:``, ``place:``, ``people:``,
 ``org:``, ``exchange:``; labels on fewer than ``--min-docs`` stories (whole set) are dropped,
 then stories without a label or with empty text.
-Group = the story slug of the wire header (``BC-BAHIA-COCOA-REVIEW``; a trailing ``-N`` part
+Group = the story slug of the wire header (``BC-BAHIA-COCOA-REVIEW``; ``*`` flash marks and a trailing ``-N`` part
 number removed), joined (union-find) with every story of identical normalised text (lower case,
 digits and punctuation removed; texts of 5 words or more): reruns, corrections and parts of one story stay on one side.
 Split: about 20 % of the groups to test, by a seeded shuffle.
@@ -81,13 +81,14 @@ def fetch_raw(out: Path, git_dir: Path | None, source_dir: Path | None) -> Path:
 
 
 def element(body: str, tag: str) -> str | None:
-    match = re.search(rf"<{tag}>(.*?)</{tag}>", body, re.S)
+    match = re.search(rf"<{tag}(?:\s[^>]*)?>(.*?)</{tag}>", body, re.S)  # <TEXT TYPE="BRIEF"> too
     return match.group(1) if match else None
 
 
 def clean(text: str) -> str:
     text = html.unescape(CHARREF.sub(" ", text))
     text = re.sub(r"\s+", " ", text).strip()
+    text = re.sub(r"\s*\bBlah blah blah\.", "", text)  # the filler body of TYPE="BRIEF" stories
     return re.sub(r"\s*\bReuter\s*$", "", text).strip()
 
 
@@ -108,7 +109,7 @@ def parse(raw: Path) -> list[dict]:
                 text = clean(" ".join(part for part in (title, story) if part))
             slug = SLUG.search(element(body, "UNKNOWN") or "")
             docs.append({"id": newid, "text": text, "labels": list(dict.fromkeys(labels)),
-                         "slug": re.sub(r"-\d+$", "", slug.group(1).upper()) if slug else None})
+                         "slug": re.sub(r"-\d+$", "", slug.group(1).upper().replace("*", "")) if slug else None})
     return docs
 
 
