@@ -90,7 +90,7 @@ def stats(train: list[dict], test: list[dict]) -> dict:
         "largest_group": max(Counter(d["group"] for d in everything).values()),
         "test_label_occurrences": len(test_occurrences),
         "test_occurrences_unseen_in_train_pct": round(100 * unseen / max(1, len(test_occurrences)), 2),
-        "test_docs_with_an_unseen_label": sum(any(l not in train_labels for l in d["labels"]) for d in test),
+        "test_docs_with_an_unseen_label": sum(any(label not in train_labels for label in d["labels"]) for d in test),
         "words_per_doc_mean": round(sum(words) / len(words), 1),
         "words_per_doc_median": statistics.median(words),
     }
