@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.offline:
         apt_update(apt.resolve() if apt.exists() else apt.absolute(), args.suite, args.components)
     lists = apt / "lists"
+    if not any(lists.glob("*_dep11_Components-*")):
+        raise SystemExit(f"no DEP-11 index in {lists}: run once without --offline")
     sources = source_packages(lists)
     entries = components(lists)
     print(f"read {len(entries)} components, {len(sources)} binary packages")
