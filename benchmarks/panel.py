@@ -4,6 +4,10 @@ nobody tuned holoxmc on, side by side in one run (issue 31).
 Sets (``--sets``; ``--quick`` swaps in tiny ones for the test suite):
 
 * ``bibtex``, ``delicious``, ``debtags``: the real sets, through ``holoxmc.data.load``;
+* ``reuters``, ``appstream``: real raw-text sets with a grouped split, built by
+  ``benchmarks/realdata/build_*.py`` (not stored with the project: see
+  ``benchmarks/realdata/SOURCES.md``), read from ``$HOLOXMC_REALDATA/<name>`` (default
+  ``~/.cache/holoxmc/realdata/<name>``); given by ``--sets`` only, not part of the default list;
 * ``mlc-3k``, ``mlc-16k``: ``sklearn.datasets.make_multilabel_classification`` (3,200 / 800
   rows x 300 features x 120 labels; 16,000 / 4,000 rows x 1,000 features x 500 labels),
   rows L2-normalised;
@@ -56,6 +60,9 @@ HOLOXMC = {"holoxmc-default": {}, "holoxmc-hrr": {"head": "hrr"}, "holoxmc-linea
 BASELINE_MODELS = ("napkinxc-plt", "omikuji", "pecos-xrlinear")
 SETS = ("bibtex", "delicious", "debtags", "mlc-3k", "mlc-16k", "realistic-1k", "realistic-10k")
 QUICK_SETS = ("mlc-tiny", "realistic-tiny")
+#: real raw-text sets made by benchmarks/realdata (folders with train.jsonl / test.jsonl)
+REALDATA_SETS = ("reuters", "appstream")
+REALDATA_ROOT = Path(os.environ.get("HOLOXMC_REALDATA", "~/.cache/holoxmc/realdata")).expanduser()
 QUICK_MODELS = ("holoxmc-linear", "napkinxc-plt")
 COLUMNS = ("P@1", "P@5", "PSP@5", "fit_seconds", "predict_ms_per_point", "peak_rss_mb")
 HEADER = "| set | N train / test | L | model | P@1 | P@5 | PSP@5 | fit s | top-5 ms/pt | peak MB |"
@@ -90,8 +97,11 @@ def load_set(name: str) -> tuple[Any, Any]:
     if name in REALISTIC:
         n_train, n_test, n_labels, n_features, seed = REALISTIC[name]
         return make_realistic(n_train, n_labels, n_features, n_test=n_test, seed=seed, name=name)
-    train = load(name, "train")
-    return train, load(name, "test", widths=(train.n_features, train.n_labels))
+    source = REALDATA_ROOT / name if name in REALDATA_SETS else name
+    if name in REALDATA_SETS and not (source / "train.jsonl").exists():
+        raise SystemExit(f"{source}/train.jsonl not found: run benchmarks/realdata/build_{name}.py first")
+    train = load(source, "train")
+    return train, load(source, "test", widths=(train.n_features, train.n_labels))
 
 
 def model_fit(model: str, threads: int) -> Callable:
@@ -211,7 +221,7 @@ def goals(results: dict[str, Any], sets: list[str], model: str = "holoxmc-defaul
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sets", nargs="+", choices=[*SETS, *QUICK_SETS])
+    parser.add_argument("--sets", nargs="+", choices=[*SETS, *REALDATA_SETS, *QUICK_SETS])
     parser.add_argument("--models", nargs="+", choices=MODELS)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="tiny sets, napkinXC and holoxmc's linear model")
