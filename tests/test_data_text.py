@@ -55,7 +55,7 @@ def test_text_folder_vocabulary_from_labels_txt_or_data(tmp_path):
     test = load(folder, "test", min_df=1, features="tokens", max_length=3)
     assert train.label_names == ["car", "food", "green", "rare"] == test.label_names  # train+test counts, ties by name
     assert test.Y.toarray().tolist() == [[1, 0, 0, 1]]
-    assert test.n_features == train.n_features == 5  # TF-IDF vocabulary of train only
+    assert test.n_features == train.n_features == 9  # TF-IDF words and word pairs of train only (5 + 4)
     assert test.tokens.tolist() == [[2, 1, 0]] and test.texts == ["apple unseenword"]
     (folder / "labels.txt").write_text("food\ncar\ngreen\n")
     with pytest.raises(DataFormatError, match=r"test.jsonl:1: label 'rare' is not in the label vocabulary"):
@@ -70,7 +70,7 @@ def test_ngrams_add_word_runs_to_the_tfidf_terms_and_survive_saving(tmp_path):
     rows = [{"id": "1", "text": "red apple pie", "labels": ["food"]}, {"id": "2", "text": "red apple tree", "labels": ["tree"]}]
     _write_jsonl(folder / "train.jsonl", rows)
     _write_jsonl(folder / "test.jsonl", [{"id": "3", "text": "apple pie red", "labels": ["food"]}])
-    words, pairs = load(folder, "train", min_df=1), load(folder, "train", min_df=1, ngrams=2)
+    words, pairs = load(folder, "train", min_df=1, ngrams=1), load(folder, "train", min_df=1)  # pairs: the default
     assert words.encoder.tfidf.get_feature_names_out().tolist() == ["apple", "pie", "red", "tree"]
     assert pairs.encoder.tfidf.get_feature_names_out().tolist() == [
         "apple", "apple pie", "apple tree", "pie", "red", "red apple", "tree"]

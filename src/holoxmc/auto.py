@@ -47,7 +47,7 @@ CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 #: Settings ``head="auto"`` passes to every candidate; any other stays at the candidate's default.
 SHARED_SETTINGS = frozenset({"seed", "random_state", "device", "propensity", "progress", "workers", "n_jobs",
-                             "ray_address", "val_fraction", "time_budget", "backbone"})
+                             "ray_address", "val_fraction", "time_budget", "backbone", "duplicate_cosine"})
 
 
 @dataclass
@@ -97,13 +97,14 @@ def check_auto_params(clf: Any) -> None:
                          "choose the model with head= (--model) to set them")
 
 
-def _validation_split(clf: Any, X: Any, Y: sp.csr_matrix) -> tuple[Any, sp.csr_matrix, Any, sp.csr_matrix]:
+def _validation_split(clf: Any, X: Any, Y: sp.csr_matrix,
+                      groups: np.ndarray | None = None) -> tuple[Any, sp.csr_matrix, Any, sp.csr_matrix]:
     from holoxmc.train.trainer import split_validation
 
     if clf.val_fraction <= 0:
         raise InputError("head='auto' chooses on a validation split: val_fraction must be above 0 "
                          "(or give X_val, Y_val)")
-    train_rows, val_rows = split_validation(X.shape[0], clf.val_fraction, clf.random_seed)
+    train_rows, val_rows = split_validation(X.shape[0], clf.val_fraction, clf.random_seed, groups)
     return X[train_rows], Y[train_rows], X[val_rows], Y[val_rows]
 
 
@@ -119,20 +120,23 @@ def expected_seconds(measured: list[float]) -> float:
     return max(measured, default=0.0)
 
 
-def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any = None) -> tuple[Any, list[Trial]]:
+def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any = None, *,
+             groups: np.ndarray | None = None) -> tuple[Any, list[Trial]]:
     """Choose, refit and return the winning estimator for ``clf`` (``head="auto"``).
 
     Args:
         clf: the ``XMCClassifier`` with ``head="auto"`` (left unfitted).
         X, Y: the checked training data; X_val, Y_val: a validation set, or ``None`` to carve
-            ``clf.val_fraction`` of the training rows (seeded by ``clf``'s seed).
+            ``clf.val_fraction`` of the training rows (seeded by ``clf``'s seed), whole
+            ``groups`` (``(n,)`` codes) to one side.
 
     Returns:
         ``(winner, trials)``: a fitted estimator of the chosen head, and one :class:`Trial`
         per candidate in order.
     """
     started = time.perf_counter()
-    X_fit, Y_fit, X_check, Y_check = (X, Y, X_val, Y_val) if X_val is not None else _validation_split(clf, X, Y)
+    X_fit, Y_fit, X_check, Y_check = (X, Y, X_val, Y_val) if X_val is not None \
+        else _validation_split(clf, X, Y, groups)
     shared = {key: value for key, value in clf.get_params().items() if key in SHARED_SETTINGS - {"time_budget"}}
     trials: list[Trial] = []
     best: Trial | None = None
@@ -156,10 +160,11 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
     assert best is not None  # the first candidate always runs
     X_all, Y_all = (X, Y) if X_val is None else (_stack(X, X_val), sp.vstack([Y, Y_val], format="csr"))
     winner = clone(clf).set_params(**(shared | dict(CANDIDATES)[best.model] | refit_settings(chosen)))
-    winner.fit(X_all, Y_all)
+    winner.fit(X_all, Y_all, groups=groups if X_val is None else None)  # not found again
     for name in family(winner.head).kept_from_selection:  # as a linear model's Platt scaling
         setattr(winner.model_, name, getattr(chosen.model_, name))
     winner.label_rule_ = chosen.label_rule_  # chosen on the held-out rows, which the refit trained on
+    winner.validation_ = chosen.validation_  # what those rows scored
     best.note = "; ".join(note for note in (best.note, "chosen, refit on every row") if note)
     return winner, trials
 
@@ -213,7 +218,7 @@ class Selector:
     """A head that chooses a model rather than names one.
 
     Attributes:
-        fit: ``(estimator, X, Y, X_val, Y_val) -> (fitted winner, trials)``.
+        fit: ``(estimator, X, Y, X_val, Y_val, groups=codes) -> (fitted winner, trials)``.
         settings: the estimator settings that apply to it alone.
         jobs_apart: whether its candidates may train as independent jobs (``workers``, ``ray_address``).
     """

@@ -33,6 +33,7 @@ import warnings
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 
+from holoxmc.data.groups import check_groups, near_duplicate_groups, summarise
 from holoxmc.errors import InputError
 from holoxmc.labels import check_classes, encode_names, encode_single, holds_names, is_single_label, names_of
 from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
@@ -107,6 +108,9 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
             label blocks or an ensemble's networks; see the distributed-training guide.
         device: ``"cpu"``, ``"cuda"``, ...
         propensity: ``(A, B)`` of the inverse propensities used for PSP@k in :meth:`evaluate`.
+        duplicate_cosine: without ``groups``, rows whose features reach this cosine
+            similarity are grouped, so a validation split never holds near-copies of training
+            rows (``None``: off; :mod:`holoxmc.data.groups`).
         progress: tqdm bar while fitting; ``None`` = only on a terminal.
         time_budget: ``head="auto"``: seconds within which candidates are expected to end.
 
@@ -138,6 +142,8 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         (3, 20)
     """
 
+    classes_: np.ndarray  # set by fit and load
+
     def __init__(
         self,
         head: str = DEFAULTS["head"],
@@ -166,6 +172,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         seed: int = DEFAULTS["seed"],
         device: str = DEFAULTS["device"],
         propensity: tuple[float, float] = DEFAULTS["propensity"],
+        duplicate_cosine: float | None = DEFAULTS["duplicate_cosine"],
         progress: bool | None = DEFAULTS["progress"],
         workers: int = DEFAULTS["workers"],
         ray_address: str | None = DEFAULTS["ray_address"],
@@ -198,6 +205,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         self.seed = seed
         self.device = device
         self.propensity = propensity
+        self.duplicate_cosine = duplicate_cosine
         self.progress = progress
         self.workers = workers
         self.ray_address = ray_address
@@ -269,7 +277,8 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: Any, Y: Any, X_val: Any = None, Y_val: Any = None, *, run_dir: str | Path | None = None,
-            resume: bool = False, word_vectors: Any = None, classes: Sequence[str] | None = None) -> "XMCClassifier":
+            resume: bool = False, word_vectors: Any = None, classes: Sequence[str] | None = None,
+            groups: Any = None) -> "XMCClassifier":
         """Train on ``(X, Y)``; model selection on ``(X_val, Y_val)`` or a held-out share of X.
 
         Args:
@@ -285,6 +294,11 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
             classes: the names of Y's columns (a ``MultiLabelBinarizer``'s ``classes_``), kept
                 in ``classes_``; with label-name lists as Y (``[["sports", "news"], ...]``)
                 they are the sorted names, or these when given.
+            groups: one value per row of X (its source, author, product family): every
+                validation split carved from X (the model choice, the epoch, ``C``, the mix
+                weight, ``predict``'s rule) keeps each group on one side. Without it, rows of
+                near-identical features are grouped (``duplicate_cosine``). ``groups_`` says
+                what was kept apart, ``validation_`` what the held-out rows scored.
 
         Returns:
             self.
@@ -294,11 +308,11 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
                 before any training.
         """
         if classes is None and self.warm_start and self._names() is not None:
-            classes = self.classes_  # a warm start keeps the fitted columns
+            classes = self.classes_.tolist()  # a warm start keeps the fitted columns
         Y, Y_val, names = self._label_input(Y, Y_val, classes)
         if self.head in SELECTORS:
             streamed_fit_data(self, X, Y, X_val, Y_val, streaming=streaming_heads())  # refuses a shard store
-            self._fit_selected(X, Y, X_val, Y_val)
+            self._fit_selected(X, Y, X_val, Y_val, groups)
             return self._with_labels(names)
         kind = self._validate_params()
         streamed = streamed_fit_data(self, X, Y, X_val, Y_val, streaming=streaming_heads())  # None: in memory
@@ -309,11 +323,12 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         if word_vectors is not None:  # rows of a text backbone's embedding table
             plan = with_word_vectors(plan, word_vectors)
         warm = self._warm_model(n_features, n_labels)
+        codes = None if streamed else self._row_groups(X, X_val, groups)
         self.n_features_, self.n_labels_, self.n_features_in_ = n_features, n_labels, int(X.shape[1])
         self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
-        model, results = kind.fit(self.fit_settings(), plan, FitData(X, Y, X_val, Y_val, run_dir, resume, warm))
+        model, results = kind.fit(self.fit_settings(), plan, FitData(X, Y, X_val, Y_val, run_dir, resume, warm, codes))
         self._set_model(model, results)
-        self.label_rule_ = self._choose_rule(X, Y, X_val, Y_val, streamed is not None)
+        self.label_rule_ = self._choose_rule(X, Y, X_val, Y_val, streamed is not None, codes)
         return self._with_labels(names)
 
     def _warm_model(self, n_features: int, n_labels: int) -> FittedModel | None:
@@ -412,9 +427,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
                              "per row: fit it again with every class")
         X = self._check_X(X)
         if self._names() is not None:
-            if classes is not None:
-                classes = check_classes(classes)
-            Y, names = encode_names(Y, classes)
+            Y, names = encode_names(Y, None if classes is None else check_classes(classes))
             known = sorted(set(names) & set(self.classes_.tolist()))
             if known:
                 raise InputError(f"add_labels: {known[:3]} are labels of the model already")
@@ -431,14 +444,30 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         self.classes_ = np.arange(self.n_labels_) if names is None else np.concatenate([self.classes_, names])
         return self
 
-    def _fit_selected(self, X: Any, Y: Any, X_val: Any, Y_val: Any) -> "XMCClassifier":
+    def _row_groups(self, X: Any, X_val: Any, groups: Any) -> np.ndarray | None:
+        """The group codes of the training rows that a carved validation split keeps apart:
+        ``groups`` when given; else, where a split is carved from sparse features, the
+        near-duplicate groups of ``duplicate_cosine``; else ``None``. Sets ``groups_``."""
+        if groups is not None:
+            codes, source = check_groups(groups, X.shape[0]), "groups"
+        elif X_val is None and self.duplicate_cosine is not None and float(self.val_fraction) > 0 \
+                and self.backbone == "fc":
+            codes, source = near_duplicate_groups(X, float(self.duplicate_cosine)), "near-duplicates"
+        else:
+            self.groups_ = summarise(np.arange(X.shape[0]), "none")
+            return None
+        self.groups_ = summarise(codes, source)
+        return codes
+
+    def _fit_selected(self, X: Any, Y: Any, X_val: Any, Y_val: Any, groups: Any = None) -> "XMCClassifier":
         """``head="auto"``: fit the model :func:`~holoxmc.auto.fit_auto` chooses and
         serve it; ``selection_`` lists the candidates tried, ``head_`` the one kept."""
         check_params(self.get_params(), ESTIMATOR_CONSTRAINTS, SETTING_NAMES)
         check_auto_params(self)
         X, Y, X_val, Y_val = check_fit_data(X, Y, X_val, Y_val, self.backbone)
-        winner, self.selection_ = SELECTORS[self.head].fit(self, X, Y, X_val, Y_val)
-        for name in ("n_features_", "n_labels_", "n_features_in_", "inv_prop_", "label_rule_"):
+        codes = self._row_groups(X, X_val, groups)
+        winner, self.selection_ = SELECTORS[self.head].fit(self, X, Y, X_val, Y_val, groups=codes)
+        for name in ("n_features_", "n_labels_", "n_features_in_", "inv_prop_", "label_rule_", "validation_"):
             setattr(self, name, getattr(winner, name))
         self._set_model(winner.model_, winner.fit_results_, head=winner.head)
         return self
@@ -498,23 +527,30 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         multiclass = getattr(self, "multiclass_", False)
         return classes if classes is not None and classes.dtype == object and not multiclass else None
 
-    def _choose_rule(self, X: Any, Y: Any, X_val: Any, Y_val: Any, streamed: bool) -> label_sets.LabelRule:
+    def _choose_rule(self, X: Any, Y: Any, X_val: Any, Y_val: Any, streamed: bool,
+                     groups: np.ndarray | None = None) -> label_sets.LabelRule:
         """The rule of :meth:`predict`, chosen on validation rows: ``(X_val, Y_val)`` when
         given, else the ``val_fraction`` share drawn with the seed where the fit held it out
         (the networks' trainer and the linear model's choice of ``C`` without ``refit``), else
         every training row (``label_rule_.source`` says which; ``head="auto"`` keeps the rule
         its selection run chose on held-out rows).
-        A fit streamed from a shard store keeps the top-1 rule."""
+        A fit streamed from a shard store keeps the top-1 rule. Sets ``validation_``: the
+        held-out rows' P@1 (``None`` when the rule was chosen on training rows)."""
+        self.validation_ = None
         if streamed:
             return label_sets.LabelRule(source="streamed fit: top-1")
         held_out = family(self.head).holds_out and not self.refit  # else the model trained on those rows too
         if X_val is not None:
             rows, source = (X_val, Y_val), "X_val"
         elif held_out and 0.0 < float(self.val_fraction) < 1.0 and X.shape[0] >= 2:
-            _, held = split_validation(X.shape[0], float(self.val_fraction), self.random_seed)
+            _, held = split_validation(X.shape[0], float(self.val_fraction), self.random_seed, groups)
             rows, source = (X[held], Y[held]), "val_fraction"
         else:
             rows, source = (X, Y), "training rows"
+        if source != "training rows":
+            top = self.model_.predict_topk(rows[0], 1)[0]
+            p1 = evaluate(pad_predictions(top, 1), check_Y(rows[1], rows[0].shape[0], self.n_labels_), ks=(1,))["P@1"]
+            self.validation_ = {"P@1": float(p1), "rows": int(rows[0].shape[0]), "source": source}
         return label_sets.fit_label_rule(self.model_, *rows, self.n_labels_, seed=self.random_seed, source=source)
 
     def _saved_labels(self) -> dict[str, Any]:

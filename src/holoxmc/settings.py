@@ -155,6 +155,10 @@ SETTINGS: tuple[Setting, ...] = (
              (BOOL,)),
     _network("precision", "float32", "bfloat16: mixed-precision training steps (autocast; weights and scoring stay "
              "float32)", (Options(("float32", "bfloat16")),)),
+    Setting("duplicate_cosine", 0.9, "without groups, rows of near-identical features (cosine similarity at least "
+            "this: one word changed in a 20-word TF-IDF row leaves about 0.9) are kept on one side of every validation "
+            "split, as a group (None: off)", flag="--duplicate-cosine",
+            allowed=(Real(0, 1, "right"), None), cli={"metavar": "COSINE"}),
     Setting("warm_start", False, "fit a fitted estimator again from its networks' weights (same features, labels "
             "and network settings) instead of a fresh initialisation; partial_fit trains one epoch so",
             ("hrr", "dense"), reason="scikit-learn's warm start of a fitted estimator; a killed run continues with "

@@ -27,7 +27,7 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
                         help="a load option of DATA, repeatable: synthetic data takes preset=amazon-670k-like "
                              "and make_synthetic's arguments (n_labels=20000, ...), raw-text sets min_df, "
-                             "max_vocab, max_length, ngrams (2: TF-IDF over words and word pairs), "
+                             "max_vocab, max_length, ngrams (default 2: words and word pairs; 1: words), max_features, "
                              "split-file sets split_column")
 
 

@@ -13,7 +13,7 @@ from holoxmc.models.registry import FAMILIES
 from holoxmc.models.solar.model import SolarModel
 from holoxmc.validation import check_Y
 
-__all__ = ["fit_and_report", "metrics_table", "recall_cutoffs", "REPORT_FAMILIES"]
+__all__ = ["fit_and_report", "metrics_table", "recall_cutoffs", "validation_report", "REPORT_FAMILIES"]
 
 #: Metric families reported on a test set (each at k = 1..5, percent).
 REPORT_FAMILIES = ("P", "nDCG", "PSP", "PSnDCG", "Recall")
@@ -71,12 +71,32 @@ def fit_and_report(
     test.update({f"Recall@{k}": metrics[f"Recall@{k}"] for k in recall_ks})
     if hasattr(clf, "selection_"):
         extra["selection"] = [trial.as_dict() for trial in clf.selection_]
+    extra |= validation_report(clf, test["P@1"])
     return extra | FAMILIES[clf.head_].report(clf.fit_results_) | {
         "test": test,
         "train_seconds": float(sum(result.train_seconds for result in clf.fit_results_)),
         "predict_ms_per_point": predict_ms,
         "params": clf.n_parameters(),
     }
+
+
+def validation_report(clf: Any, test_p1: float) -> dict[str, Any]:
+    """``metrics.json``'s ``"groups"`` (what the validation splits kept apart:
+    :class:`~holoxmc.data.groups.GroupSummary`) and ``"validation"`` (the held-out rows' P@1,
+    and its gap to the test P@1: how much validation overrated), where the fit has them.
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> validation_report(NS(validation_={"P@1": 70.0, "rows": 9, "source": "X_val"}), 66.5)
+        {'validation': {'P@1': 70.0, 'rows': 9, 'source': 'X_val', 'gap_to_test_P@1': 3.5}}
+    """
+    out: dict[str, Any] = {}
+    if getattr(clf, "groups_", None) is not None:
+        out["groups"] = clf.groups_.as_dict()
+    validation = getattr(clf, "validation_", None)
+    if validation is not None:
+        out["validation"] = validation | {"gap_to_test_P@1": round(validation["P@1"] - test_p1, 4)}
+    return out
 
 
 def recall_cutoffs(n_labels: int) -> tuple[int, ...]:

@@ -61,6 +61,9 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--test", type=Path, metavar="FILE",
                        help="score the trained model on this file (read at the training widths) instead of DATA's "
                             "test split")
+    train.add_argument("--group-field", metavar="NAME",
+                       help="the JSON-lines field naming each text's group (default: group): validation splits "
+                            "keep each group on one side")
     train.add_argument("--test-fraction", type=finite_float, metavar="F",
                        help="hold out this share of DATA's rows (one data file) as the test split, by --seed; "
                             "the rows held out are never trained on")
@@ -315,11 +318,11 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     if args.word_vectors is not None and params["backbone"] == "fc":
         raise InputError("--word-vectors initialises the word embeddings of --model cnn, hrr-cnn, lstm or hrr-lstm")
     features = "tfidf" if params["backbone"] == "fc" else "tokens"
-    load_options = data_options(args)
+    load_options = data_options(args) | ({} if args.group_field is None else {"group_field": args.group_field})
     train, test, evaluation = _splits(args, features, load_options, seed=int(params.get("seed", 0)))
     _check_feature_memory(params, train.n_features, args.data)
     X_train, X_test = train.inputs_for(params["backbone"]), test.inputs_for(params["backbone"])
-    fit_params: dict[str, Any] = {}
+    fit_params: dict[str, Any] = {} if train.groups is None else {"groups": train.groups}
     if args.word_vectors is not None:
         from holoxmc.data.embeddings import backbone_word_vectors
 
@@ -404,7 +407,7 @@ def _splits(args: argparse.Namespace, features: str, load_options: dict[str, Any
         InputError: one file without either, both given, ``--test-fraction`` with data that
             has its own test split, or an empty split.
     """
-    from holoxmc.data import load
+    from holoxmc.data import load, load_text_pair, text_split_file
     from holoxmc.data.dataset import holdout_split
 
     single_file = Path(args.data).is_file()
@@ -417,17 +420,29 @@ def _splits(args: argparse.Namespace, features: str, load_options: dict[str, Any
         raise InputError(f"{args.data} is one data file, and a model is never scored on the rows it trained on: "
                          "give the test rows with --test FILE, or hold out a share of this file with "
                          "--test-fraction F (for example 0.2)")
+    train_texts = None if args.test is None else text_split_file(args.data, "train")
+    test_texts = None if args.test is None else text_split_file(args.test, "test")
+    if train_texts is not None and test_texts is not None:  # raw texts: the test texts through the training encoder
+        train, test = load_text_pair(train_texts, test_texts, features=features, **load_options)
+        evaluation: dict[str, Any] = {"split": "test file", "file": str(args.test)}
+        return _nonempty(args, train, test, evaluation)
     train = load(args.data, "train", features=features, **load_options)
     widths = (train.n_features, train.n_labels)
     if args.test is not None:
         test = load(args.test, "test", features=features, widths=widths, **load_options)
-        evaluation: dict[str, Any] = {"split": "test file", "file": str(args.test)}
+        evaluation = {"split": "test file", "file": str(args.test)}
     elif args.test_fraction is not None:
         train, test = holdout_split(train, args.test_fraction, seed)
         evaluation = {"split": "test fraction", "fraction": args.test_fraction, "seed": seed}
     else:
         test = load(args.data, "test", features=features, widths=widths, **load_options)
         evaluation = {"split": "test split", "source": str(args.data)}
+    return _nonempty(args, train, test, evaluation)
+
+
+def _nonempty(args: argparse.Namespace, train: Any, test: Any,
+              evaluation: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """``(train, test, evaluation)`` when both splits have rows."""
     for split, dataset in (("train", train), ("test", test)):
         if len(dataset) == 0:
             raise InputError(f"{args.data}: its {split} split has no data points")

@@ -13,7 +13,7 @@ from holoxmc.data.readers import (
     write_xml_repo,
 )
 from holoxmc.data.registry import (
-    REGISTRY, DatasetInfo, StatisticsWarning, download, fetch, find_dataset_dir, load, text_split_file,
+    REGISTRY, DatasetInfo, StatisticsWarning, download, fetch, find_dataset_dir, load, load_text_pair, text_split_file,
 )
 from holoxmc.data.realistic import make_realistic
 from holoxmc.data.shards import ShardedRows, ShardStore, open_shards, write_shards
@@ -31,6 +31,7 @@ __all__ = [
     "download",
     "find_dataset_dir",
     "text_split_file",
+    "load_text_pair",
     "make_synthetic",
     "make_realistic",
     "SYNTHETIC_PRESETS",

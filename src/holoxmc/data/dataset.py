@@ -52,6 +52,8 @@ class Dataset:
             backbones, when requested (``load(..., features="tokens")``).
         encoder: for text sets, the :class:`~holoxmc.data.text.TextEncoder` fitted on the
             training texts that made ``X``, ``tokens`` and ``Y``; encode new texts with it.
+        groups: each row's group (a JSON-lines set's ``group`` field; ``None`` where a row
+            names none), for ``fit(..., groups=...)``; ``None``: the file names no groups.
 
     Example:
         >>> import scipy.sparse as sp
@@ -67,6 +69,7 @@ class Dataset:
     label_names: list[str] | None = None
     tokens: np.ndarray | None = None
     encoder: TextEncoder | None = None
+    groups: list[str | int | None] | None = None
 
     def __post_init__(self) -> None:
         if not sp.issparse(self.X) or not sp.issparse(self.Y):

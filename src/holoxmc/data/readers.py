@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -47,6 +47,7 @@ __all__ = [
     "read_split_indices",
     "read_mat",
     "read_jsonl",
+    "GROUP_FIELD",
     "JsonlRecords",
     "has_xml_repo_header",
     "write_xml_repo",
@@ -693,14 +694,21 @@ class JsonlRecords:
     texts: list[str]
     labels: list[list[str]]
     lines: list[int]  # 1-based line number of each record, for error messages
+    groups: list[str | int | None] = field(default_factory=list)  # each record's group (None: none given)
 
 
-def read_jsonl(path: PathLike, *, require_labels: bool = True) -> JsonlRecords:
-    """Read ``{"id": ..., "text": ..., "labels": [...]}`` lines (plain or gzip).
+#: The JSON-lines field that names a record's group (``holoxmc train --group-field``).
+GROUP_FIELD = "group"
+
+
+def read_jsonl(path: PathLike, *, require_labels: bool = True, group_field: str = GROUP_FIELD) -> JsonlRecords:
+    """Read ``{"id": ..., "text": ..., "labels": [...], "group": ...}`` lines (plain or gzip).
 
     ``id`` is optional and not used (records are told apart by line number); ``text`` must
     be a string and ``labels`` a list of distinct strings. With ``require_labels=False`` (texts to
-    predict) a line may leave ``labels`` out; its labels are then ``[]``.
+    predict) a line may leave ``labels`` out; its labels are then ``[]``. ``group_field``
+    (optional on every line: a string or an integer) names the record's group — its source,
+    author, product family — which validation splits keep on one side.
     """
     records = JsonlRecords([], [], [])
     for number, line in enumerate(read_bytes(path).split(b"\n"), start=1):
@@ -719,6 +727,10 @@ def read_jsonl(path: PathLike, *, require_labels: bool = True) -> JsonlRecords:
             raise DataFormatError(path, number, "'labels' must be a list of strings")
         if len(set(labels)) != len(labels):
             raise DataFormatError(path, number, "duplicate label")
+        group = record.get(group_field)
+        if group is not None and (isinstance(group, bool) or not isinstance(group, (str, int))):
+            raise DataFormatError(path, number, f"{group_field!r} must be a string or an integer, got {group!r}")
+        records.groups.append(group)
         records.texts.append(text)
         records.labels.append(labels)
         records.lines.append(number)

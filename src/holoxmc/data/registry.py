@@ -47,6 +47,7 @@ import scipy.sparse as sp
 from holoxmc.data.cache import FORMAT_VERSION, load_npz, save_npz
 from holoxmc.data.dataset import Dataset
 from holoxmc.data.readers import (
+    GROUP_FIELD,
     has_xml_repo_header,
     read_jsonl,
     read_mat,
@@ -60,7 +61,8 @@ from holoxmc.data.text import TextEncoder, build_label_vocabulary, labels_to_csr
 from holoxmc.errors import DataFormatError, InputError
 
 __all__ = [
-    "DatasetInfo", "REGISTRY", "StatisticsWarning", "load", "find_dataset_dir", "text_split_file", "download", "fetch",
+    "DatasetInfo", "REGISTRY", "StatisticsWarning", "load", "load_text_pair", "find_dataset_dir", "text_split_file",
+    "download", "fetch",
     "SPLITS",
 ]
 
@@ -188,7 +190,8 @@ def _only_file(candidates: list[Path], role: str) -> Path | None:
 Widths = tuple[int | None, int | None]
 
 #: ``load`` options each kind of source takes; any other option is an error, never ignored.
-TEXT_DEFAULTS: dict[str, int] = {"min_df": 2, "max_vocab": 50_000, "max_length": 256, "ngrams": 1}
+TEXT_DEFAULTS: dict[str, int | None] = {"min_df": 2, "max_vocab": 50_000, "max_length": 256, "ngrams": 2,
+                                        "max_features": None}
 TEXT_OPTIONS = frozenset(TEXT_DEFAULTS)
 SPLIT_FILE_OPTIONS = frozenset({"split_column"})
 SYNTHETIC_OPTIONS = frozenset({"preset"} | set(inspect.signature(make_synthetic).parameters))
@@ -256,22 +259,63 @@ def _load_text(
     **text_options: Any,
 ) -> Dataset:
     """A raw-text split: TF-IDF (and token ids) fitted on the train file only."""
+    group_field = text_options.pop("group_field", GROUP_FIELD)
+    train, encoder = _text_encoder(train_path, labels_path, _sibling(train_path, "test"), features, group_field,
+                                   text_options)
+    records = train if split_path == train_path else read_jsonl(split_path, group_field=group_field)
+    return _encoded(records, encoder, split_path, name, features)
+
+
+def _text_encoder(train_path: Path, labels_path: Path | None, other_path: Path | None, features: str,
+                  group_field: Any, text_options: dict[str, Any]) -> tuple[Any, TextEncoder]:
+    """The training file's records and the :class:`TextEncoder` fitted on its texts, with the
+    label vocabulary of ``labels_path``, else every label of the training file and of
+    ``other_path`` (the test texts)."""
     _check_options(text_options, TEXT_OPTIONS, f"{train_path} (raw texts)")
     if features not in ("tfidf", "tokens"):
         raise InputError(f"features must be 'tfidf' or 'tokens', got {features!r}")
-    train = read_jsonl(train_path)
-    records = train if split_path == train_path else read_jsonl(split_path)
+    if not isinstance(group_field, str):
+        raise InputError(f"group_field must be a JSON field name, got {group_field!r}")
+    train = read_jsonl(train_path, group_field=group_field)
     if labels_path is not None:
         vocabulary = read_label_vocabulary(labels_path)
     else:
-        test_path = _sibling(train_path, "test")
-        other = read_jsonl(test_path) if test_path else None
+        other = read_jsonl(other_path) if other_path else None
         vocabulary = build_label_vocabulary(train.labels, *([other.labels] if other else []))
     encoder = TextEncoder.fit(train.texts, vocabulary, tokens=features == "tokens",
                               **(TEXT_DEFAULTS | text_options))
-    return Dataset(encoder.features(records.texts), labels_to_csr(records, vocabulary, split_path), name,
-                   texts=records.texts, label_names=vocabulary,
-                   tokens=encoder.tokens(records.texts) if features == "tokens" else None, encoder=encoder)
+    return train, encoder
+
+
+def _encoded(records: Any, encoder: TextEncoder, path: Path, name: str, features: str) -> Dataset:
+    """The :class:`Dataset` of JSON-lines ``records`` (read from ``path``) through ``encoder``."""
+    return Dataset(encoder.features(records.texts), labels_to_csr(records, encoder.labels, path), name,
+                   texts=records.texts, label_names=encoder.labels,
+                   tokens=encoder.tokens(records.texts) if features == "tokens" else None, encoder=encoder,
+                   groups=records.groups if any(group is not None for group in records.groups) else None)
+
+
+def load_text_pair(train_path: str | os.PathLike, test_path: str | os.PathLike, *, features: str = "tfidf",
+                   **text_options: Any) -> tuple[Dataset, Dataset]:
+    """Two JSON-lines files of raw texts as ``(train, test)``, both encoded by one
+    :class:`TextEncoder` fitted on the training texts (``holoxmc train TRAIN.jsonl --test
+    TEST.jsonl``); the label vocabulary: ``labels.txt`` beside the training file, else every
+    label of both files, most frequent first (a test label no training text has is a column
+    no model ranks first: a miss, as the registry's text sets count it).
+
+    Example:
+        >>> train, test = load_text_pair("train.jsonl", "test.jsonl")  # doctest: +SKIP
+        >>> train.n_features == test.n_features and train.label_names == test.label_names  # doctest: +SKIP
+        True
+    """
+    train_path, test_path = Path(train_path), Path(test_path)
+    group_field = text_options.pop("group_field", GROUP_FIELD)
+    labels = train_path.with_name("labels.txt")
+    records, encoder = _text_encoder(train_path, labels if labels.exists() else None, test_path, features,
+                                     group_field, text_options)
+    name = train_path.name.split(".")[0]
+    return (_encoded(records, encoder, train_path, name, features),
+            _encoded(read_jsonl(test_path, group_field=group_field), encoder, test_path, name, features))
 
 
 def _exists(path: Path) -> bool:

@@ -260,11 +260,12 @@ class TextEncoder:
     @classmethod
     def fit(
         cls, texts: list[str], labels: list[str], *, min_df: int = 2, tokens: bool = False,
-        max_vocab: int = 50_000, max_length: int = 256, ngrams: int = 1,
+        max_vocab: int = 50_000, max_length: int = 256, ngrams: int = 1, max_features: int | None = None,
     ) -> "TextEncoder":
-        """Fit TF-IDF over words and runs of up to ``ngrams`` words (and, with ``tokens``, a
-        :class:`Tokenizer` of single words) on the training ``texts``."""
-        tfidf = fit_tfidf(texts, min_df=min_df, ngrams=ngrams)
+        """Fit TF-IDF over words and runs of up to ``ngrams`` words (the ``max_features`` most
+        frequent terms; ``None``: all) and, with ``tokens``, a :class:`Tokenizer` of single
+        words, on the training ``texts``."""
+        tfidf = fit_tfidf(texts, min_df=min_df, ngrams=ngrams, max_features=max_features)
         tokenizer = Tokenizer(max_vocab=max_vocab, max_length=max_length).fit(texts) if tokens else None
         return cls(labels, tfidf, tokenizer)
 

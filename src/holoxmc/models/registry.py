@@ -59,6 +59,7 @@ class FitData:
     run_dir: str | Path | None
     resume: bool
     warm: FittedModel | None = None  # a warm start: the fitted model whose weights training starts from
+    groups: Any = None  # (n,) group codes of the rows: a carved validation split keeps each group on one side
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def _network_plan(s: FitSettings, n_labels: int, n_features: int, head: str | No
 
 
 def _fit_networks(s: FitSettings, plan: NetworkPlan, data: FitData) -> tuple[FittedModel, list[FitResult]]:
-    members = MemberData(plan, data.X, data.Y, data.X_val, data.Y_val, data.resume)
+    members = MemberData(plan, data.X, data.Y, data.X_val, data.Y_val, data.resume, data.groups)
     # n_jobs (scikit-learn's name) sets the workers of an ensemble; one network trains here
     workers = s.workers if s.n_jobs is None or s.n_models > 1 else 1
     starts = None if data.warm is None else [
@@ -170,7 +171,8 @@ def _fusion_plan(s: FitSettings, n_labels: int, n_features: int) -> FusionPlan:
 
 def _fit_fusion(s: FitSettings, plan: FusionPlan, data: FitData) -> tuple[FittedModel, list[FitResult]]:
     return fit_fusion(plan, member_seeds(s.seed, 1)[0], data.X, data.Y, data.X_val, data.Y_val,
-                      val_fraction=s.val_fraction, run_dir=data.run_dir, resume=data.resume, workers=s.workers)
+                      val_fraction=s.val_fraction, run_dir=data.run_dir, resume=data.resume, workers=s.workers,
+                      groups=data.groups)
 
 
 def _load_fusion(s: FitSettings, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
@@ -201,7 +203,7 @@ def _fit_solar(s: FitSettings, config: SolarConfig, data: FitData) -> tuple[Fitt
     with scratch_folder() as scratch:
         folder = Path(data.run_dir) if data.run_dir is not None else Path(scratch)
         model = fit_solar(data.X, data.Y, config, folder, X_val=data.X_val, Y_val=data.Y_val,
-                          workers=s.workers, ray_address=s.ray_address)
+                          workers=s.workers, ray_address=s.ray_address, groups=data.groups)
         return model, [FitResult(history=_solar_history(folder, model.config.n_chunks))]
 
 
@@ -242,7 +244,8 @@ def _linear_plan(s: FitSettings, n_labels: int, n_features: int) -> LinearConfig
 
 def _fit_linear(s: FitSettings, config: LinearConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
     model, history = fit_linear(data.X, data.Y, config, data.X_val, data.Y_val, val_fraction=s.val_fraction,
-                                refit=bool(s.refit), workers=s.workers, ray_address=s.ray_address)
+                                refit=bool(s.refit), workers=s.workers, ray_address=s.ray_address,
+                                groups=data.groups)
     return model, [FitResult(history=history)]
 
 

@@ -245,20 +245,36 @@ class FitResult:
         return float(sum(self.epoch_seconds))
 
 
-def split_validation(n_rows: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def split_validation(n_rows: int, fraction: float, seed: int,
+                     groups: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Seeded split of ``range(n_rows)`` into sorted ``(train_rows, val_rows)``.
 
-    At least one row goes to each side when ``fraction > 0`` and ``n_rows >= 2``.
+    At least one row goes to each side when ``fraction > 0`` and ``n_rows >= 2``. With
+    ``groups`` (``(n_rows,)`` codes ``0 ..``, :func:`holoxmc.data.groups.check_groups`), whole
+    groups go to one side: groups in a seeded order until the validation side holds
+    ``fraction`` of the rows (at least one group each side; one group alone: a row split).
 
     Example:
         >>> train, val = split_validation(10, 0.2, seed=0)
         >>> len(train), len(val)
         (8, 2)
+        >>> groups = np.array([0, 0, 0, 1, 1, 2])
+        >>> train, val = split_validation(6, 0.5, 0, groups=groups)
+        >>> set(groups[val]).isdisjoint(groups[train])
+        True
     """
     n_val = int(round(n_rows * fraction))
     if fraction > 0:
         n_val = min(max(n_val, 1), n_rows - 1)
-    order = np.random.default_rng([seed, 0x5EED]).permutation(n_rows)
+    rng = np.random.default_rng([seed, 0x5EED])
+    if groups is not None and fraction > 0 and len(groups) and int(groups.max()) >= 1:
+        sizes = np.bincount(groups)
+        order = rng.permutation(len(sizes))
+        taken = min(max(int(np.searchsorted(np.cumsum(sizes[order]), n_val)) + 1, 1), len(sizes) - 1)
+        held = np.zeros(len(sizes), bool)
+        held[order[:taken]] = True
+        return np.flatnonzero(~held[groups]), np.flatnonzero(held[groups])
+    order = rng.permutation(n_rows)
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
 
@@ -402,13 +418,14 @@ def _held_out(
     Y_train: sp.csr_matrix,
     X_val: sp.csr_matrix | np.ndarray | None,
     Y_val: sp.csr_matrix | None,
+    groups: np.ndarray | None = None,
 ) -> tuple[np.ndarray, sp.csr_matrix | np.ndarray | None, sp.csr_matrix | None]:
     """``(train_rows, X_val, Y_val)``: every row of ``X_train`` with the given validation set,
-    else the seeded ``cfg.val_fraction`` split of its rows (``None, None`` when it holds out
-    nothing)."""
+    else the seeded ``cfg.val_fraction`` split of its rows, whole ``groups`` to one side
+    (``None, None`` when it holds out nothing)."""
     if X_val is not None:
         return np.arange(X_train.shape[0]), X_val, Y_val
-    train_rows, val_rows = split_validation(X_train.shape[0], cfg.val_fraction, cfg.seed)
+    train_rows, val_rows = split_validation(X_train.shape[0], cfg.val_fraction, cfg.seed, groups)
     if not len(val_rows):
         return train_rows, None, None
     return train_rows, take_rows(X_train, val_rows), take_rows(Y_train, val_rows)
@@ -471,6 +488,7 @@ class Trainer:
         Y_val: sp.csr_matrix | None = None,
         run_dir: str | Path | None = None,
         resume: bool = False,
+        groups: np.ndarray | None = None,
     ) -> FitResult:
         """Train ``network`` in place and leave it holding the best validation weights.
 
@@ -482,13 +500,15 @@ class Trainer:
             run_dir: where to write a checkpoint after every epoch (the refit phase's in
                 ``run_dir/refit``); ``None`` writes nothing.
             resume: continue from ``run_dir``'s checkpoint when there is one.
+            groups: ``(n,)`` group codes of the training rows: a carved validation split
+                keeps each group on one side (:func:`split_validation`).
 
         Returns:
             a :class:`FitResult` with the per-epoch history and the selected epoch.
         """
         on_cpu = torch.device(self.config.device).type == "cpu"
         with reuse_freed_memory(on_cpu and self.config.reuse_memory):
-            return self._fit(network, X_train, Y_train, X_val, Y_val, run_dir, resume)
+            return self._fit(network, X_train, Y_train, X_val, Y_val, run_dir, resume, groups)
 
     def _fit(
         self,
@@ -499,10 +519,12 @@ class Trainer:
         Y_val: sp.csr_matrix | None,
         run_dir: str | Path | None,
         resume: bool,
+        groups: np.ndarray | None = None,
     ) -> FitResult:
         """:meth:`fit`'s work: prepare the run, resume it from ``run_dir``'s checkpoint when
         asked and there is one, train its epochs, then refit or keep the best weights."""
-        plan = self._prepare(network, X_train, Y_train, X_val, Y_val, run_dir, begun=time.perf_counter())
+        plan = self._prepare(network, X_train, Y_train, X_val, Y_val, run_dir, begun=time.perf_counter(),
+                             groups=groups)
         selection = self._resumed(plan) if resume and run_dir is not None else None
         if selection is None:
             selection = _Selection(FitResult(), _copy_state(network))
@@ -524,6 +546,7 @@ class Trainer:
         Y_val: sp.csr_matrix | None,
         run_dir: str | Path | None,
         begun: float,
+        groups: np.ndarray | None = None,
     ) -> _Plan:
         """Check the data, hold out the validation rows (unless given), move ``network`` to
         the device and build its optimizers: the :class:`_Plan` of the run."""
@@ -533,7 +556,7 @@ class Trainer:
         Y_train = as_labels(Y_train)  # shard-store rows stay on disk
         carved = X_val is None  # the validation rows are part of X_train
         _check_refit(cfg, X_train, Y_train, Y_val, carved)
-        train_rows, X_val, Y_val = _held_out(cfg, X_train, Y_train, X_val, Y_val)
+        train_rows, X_val, Y_val = _held_out(cfg, X_train, Y_train, X_val, Y_val, groups)
         device = torch.device(cfg.device)
         network.to(device)
         initial_state = _copy_state(network) if cfg.refit else None

@@ -263,6 +263,7 @@ def fit_linear(
     refit: bool = True,
     workers: int = 1,
     ray_address: str | None = None,
+    groups: np.ndarray | None = None,
 ) -> tuple[LinearModel, list[dict[str, Any]]]:
     """Train a linear one-vs-rest model; choose ``C`` on a validation split when it is ``None``.
 
@@ -281,6 +282,7 @@ def fit_linear(
         config: the model; X_val, Y_val: an optional validation set (never the test set).
         val_fraction, refit: the carved split and whether to retrain on all rows after it.
         workers, ray_address: where the label blocks train (see :func:`holoxmc.distributed.run_jobs`).
+        groups: ``(n,)`` group codes: the carved validation share takes whole groups.
 
     Returns:
         ``(model, history)``: one entry per model trained, ``{"C", "seconds" (its label
@@ -311,7 +313,7 @@ def fit_linear(
             if not (_is_number(val_fraction) and 0.0 < val_fraction < 1.0):
                 raise InputError(f"choosing C needs a validation share in (0, 1), got val_fraction={val_fraction!r}; "
                                  "or give X_val, Y_val, or a fixed C")
-            inner, held = split_validation(X.shape[0], val_fraction, int(config.seed))
+            inner, held = split_validation(X.shape[0], val_fraction, int(config.seed), groups)
             X_fit, Y_fit, X_sel, Y_sel = X[inner], Y[inner], X[held], Y[held]
         else:
             X_sel, Y_sel = training_rows(X_val, Y_val, "X_val", "Y_val")

@@ -168,7 +168,8 @@ def check_fused_size(plan: FusionPlan, n_rows: int, n_tokens: int) -> None:
 
 def fit_fusion(plan: FusionPlan, seed: int, X: np.ndarray, Y: sp.csr_matrix, X_val: np.ndarray | None,
                Y_val: sp.csr_matrix | None, *, val_fraction: float, run_dir: str | Path | None = None,
-               resume: bool = False, workers: int = 1) -> tuple[FusionModel, list[FitResult]]:
+               resume: bool = False, workers: int = 1,
+               groups: np.ndarray | None = None) -> tuple[FusionModel, list[FitResult]]:
     """Train the text network, then the linear model on the fused features.
 
     Without ``(X_val, Y_val)``, ``val_fraction`` of the rows (the trainer's split of ``seed``)
@@ -183,7 +184,7 @@ def fit_fusion(plan: FusionPlan, seed: int, X: np.ndarray, Y: sp.csr_matrix, X_v
         raise InputError(f"the validation texts are {X_val.shape[1]} tokens wide, the training texts {X.shape[1]}: "
                          "encode both with one tokenizer")
     if X_val is None and val_fraction > 0:
-        rows, held = split_validation(X.shape[0], val_fraction, seed)
+        rows, held = split_validation(X.shape[0], val_fraction, seed, groups)
         if len(held):  # as the trainer: too few rows to hold any out trains on every row
             X, Y, X_val, Y_val = X[rows], Y[rows], X[held], Y[held]
     served, results = fit_networks(plan, [seed], MemberData(plan, X, Y, X_val, Y_val, resume), run_dir=run_dir,

@@ -225,6 +225,7 @@ class MemberData:
     X_val: Any
     Y_val: sp.csr_matrix | None
     resume: bool
+    groups: np.ndarray | None = None  # group codes of the rows: a carved validation split keeps groups apart
 
 
 def train_member(job: MemberJob, data: MemberData) -> tuple[Network, FitResult]:
@@ -247,7 +248,7 @@ def train_member(job: MemberJob, data: MemberData) -> tuple[Network, FitResult]:
         if start_from_labels is not None:
             start_from_labels(data.Y)
     result = Trainer(replace(data.plan.train, seed=job.seed)).fit(
-        network, data.X, data.Y, data.X_val, data.Y_val, run_dir=job.run_dir, resume=data.resume
+        network, data.X, data.Y, data.X_val, data.Y_val, run_dir=job.run_dir, resume=data.resume, groups=data.groups
     )
     return network, result
 

@@ -201,6 +201,7 @@ def fit_solar(
     Y_val: sp.csr_matrix | None = None,
     workers: int = 1,
     ray_address: str | None = None,
+    groups: np.ndarray | None = None,
 ) -> SolarModel:
     """Train a SOLAR model: K chunk jobs with zero communication, then load them.
 
@@ -214,6 +215,7 @@ def fit_solar(
         X_val, Y_val: validation set for per-chunk model selection; when omitted,
             ``config.train.val_fraction`` of the rows is carved out (the same rows for all
             chunks). Never pass the test set.
+        groups: ``(n,)`` group codes: the carved rows are whole groups.
         workers: local worker processes (spawned), each with ``cpu_count // workers`` torch threads.
         ray_address: run chunks as Ray tasks on this cluster (``"auto"``, an address, or
             ``"local"`` for a local instance); one GPU per task when the cluster has GPUs.
@@ -241,7 +243,7 @@ def fit_solar(
         X = normalized_rows(X)
         X_val = None if X_val is None else normalized_rows(X_val)
     if X_val is None and config.train.val_fraction > 0:
-        train_rows, val_rows = split_validation(X.shape[0], config.train.val_fraction, config.seed)
+        train_rows, val_rows = split_validation(X.shape[0], config.train.val_fraction, config.seed, groups)
         X, Y, X_val, Y_val = X[train_rows], Y[train_rows], X[val_rows], Y[val_rows]
     code = config.label_code(Y.shape[1])
 
