@@ -1,28 +1,42 @@
 """The served linear one-vs-rest model: scores ``x̂ W + b`` (trained by
-:func:`holoxmc.models.linear.fit.fit_linear`)."""
+:func:`holoxmc.models.linear.fit.fit_linear`).
+
+Loading it and ranking labels import no torch, so that the command line's ``predict`` of a
+linear run starts in well under a second (docs/results/speed.md, "CLI start-up"): rows are
+normalised and ranked with NumPy (:func:`~holoxmc.sparse.normalize_rows`,
+:func:`~holoxmc.sparse.best_columns`), and ``x̂ W`` is scipy's sparse × dense product, except
+where torch is loaded already (see :meth:`LinearModel.margins`). torch is imported only by the
+:class:`~holoxmc.models.base.FittedModel` methods whose contract is tensors
+(:meth:`LinearModel.score_chunks`, :meth:`LinearModel.confidence_chunks`, :meth:`LinearModel.tensors`).
+"""
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
-import torch
-import torch.nn.functional as F
-from sklearn.preprocessing import normalize
-from torch import Tensor
 
-from holoxmc.data.batch import SparseBatch
 from holoxmc.errors import InputError
+from holoxmc.sparse import normalize_rows as unit_rows
+from holoxmc.sparse import best_columns
 
-__all__ = ["LinearModel", "DENSE_SCORING_ENTRIES"]
+if TYPE_CHECKING:
+    from torch import Tensor
 
-#: Scoring reads a dense float32 copy of the weights when ``D · L`` is at most this (256 MiB),
-#: which is faster than a sparse product (``benchmarks/linear_scoring.py``;
+__all__ = ["LinearModel", "DENSE_SCORING_ENTRIES", "TORCH_ROWS"]
+
+#: Scoring multiplies the rows by a dense float32 copy of the weights when ``D · L`` is at
+#: most this (256 MiB), which is faster than a sparse product (``benchmarks/linear_scoring.py``;
 #: docs/tuning.md, "Linear one-vs-rest").
 DENSE_SCORING_ENTRIES = 2**26
+#: Rows from which a batch's ``x̂ W`` is torch's ``embedding_bag`` on the dense table, when
+#: torch is loaded already (:meth:`LinearModel.margins`).
+TORCH_ROWS = 256
 
 
 class LinearModel:
@@ -52,7 +66,7 @@ class LinearModel:
         self.normalize_rows = bool(normalize_rows)
         self.calibration = (float(calibration[0]), float(calibration[1]))
         self.n_features, self.n_labels = self.weights.shape
-        self._table: Tensor | None = None  # the dense weights, built at the first scoring
+        self._table: np.ndarray | None = None  # the dense weights, built at the first scoring
 
     @property
     def n_parameters(self) -> int:
@@ -62,6 +76,16 @@ class LinearModel:
     def margins(self, X: sp.spmatrix) -> np.ndarray:
         """Every label's SVM margin ``x̂ · w_j + b_j``.
 
+        While ``D · L`` fits :data:`DENSE_SCORING_ENTRIES`, ``x̂ W`` reads a dense float32 copy
+        of the weights: scipy's sparse × dense product, or, for a batch of at least
+        :data:`TORCH_ROWS` rows in a process that has loaded torch already (the estimator's),
+        torch's ``embedding_bag`` on the same table (a weighted sum of the rows of ``W`` that
+        ``x̂`` reads, as the FC backbone's input layer), which is faster there: on Bibtex's test
+        split, 0.0019 ms per row against about 0.006 (docs/results/speed.md, "CLI start-up").
+        Scoring never imports torch for it: the import (about 2.5 s) costs more than that path
+        saves on any input below about a million rows. The two sums differ in float32
+        rounding only (relative 1e-6), so a top-k tie may be broken differently.
+
         Shapes:
             X: ``(n, D)`` → ``(n, L)`` float32.
         """
@@ -69,15 +93,21 @@ class LinearModel:
         if X.shape[1] != self.n_features:
             raise InputError(f"X has {X.shape[1]} features, the model expects {self.n_features}")
         if self.normalize_rows:
-            X = normalize(X)
+            X = unit_rows(X)
         if self.n_features * self.n_labels > DENSE_SCORING_ENTRIES:
             out = (X @ self.weights).toarray()
-        else:  # x̂ W as a weighted sum of the rows of W that x̂ reads, as FCBackbone's input layer
+        else:
             if self._table is None:
-                self._table = torch.from_numpy(self.weights.toarray())
-            batch = SparseBatch.from_csr(X)
-            out = F.embedding_bag(batch.indices, self._table, batch.offsets, mode="sum",
-                                  per_sample_weights=batch.values).numpy()
+                self._table = self.weights.toarray()
+            torch = sys.modules.get("torch")
+            if torch is not None and X.shape[0] >= TORCH_ROWS:
+                from holoxmc.data.batch import SparseBatch
+
+                batch = SparseBatch.from_csr(X)
+                out = torch.nn.functional.embedding_bag(batch.indices, torch.from_numpy(self._table), batch.offsets,
+                                                        mode="sum", per_sample_weights=batch.values).numpy()
+            else:
+                out = np.asarray(X @ self._table, dtype=np.float32)
         out += self.bias
         return out
 
@@ -86,7 +116,10 @@ class LinearModel:
         return self.predict(X, k, batch_size=batch_size)
 
     def score_chunks(self, X: sp.spmatrix) -> Iterator[tuple[int, Tensor]]:
-        """``(0, margins)``: every label's SVM margin, the score :meth:`predict` ranks by."""
+        """``(0, margins)``: every label's SVM margin, the score :meth:`predict` ranks by (a
+        tensor, as the protocol gives: imports torch)."""
+        import torch
+
         yield 0, torch.from_numpy(self.margins(X))
 
     def save_to(self, directory: Path) -> dict[str, Tensor]:
@@ -98,7 +131,8 @@ class LinearModel:
         return {"total": self.n_parameters, "output_layer": self.n_parameters}
 
     def predict(self, X: sp.spmatrix, k: int = 5, *, batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` labels per row by margin, best first.
+        """Top-``k`` labels per row by margin, best first (ties: the lower label first,
+        :func:`~holoxmc.sparse.best_columns`).
 
         Shapes:
             X: ``(n, D)`` → indices ``(n, k)`` int64, scores ``(n, k)`` float32.
@@ -108,8 +142,9 @@ class LinearModel:
         scores = np.empty((n, k), dtype=np.float32)
         for start in range(0, n, batch_size):
             rows = slice(start, min(start + batch_size, n))
-            top = torch.from_numpy(self.margins(X[rows])).topk(k, dim=1)
-            indices[rows], scores[rows] = top.indices.numpy(), top.values.numpy()
+            margins = self.margins(X[rows])
+            top = best_columns(margins, k)
+            indices[rows], scores[rows] = top, np.take_along_axis(margins, top, axis=1)
         return indices, scores
 
     def confidence_chunks(self, X: sp.spmatrix) -> Iterator[tuple[int, Tensor]]:
@@ -117,12 +152,16 @@ class LinearModel:
         ``calibration`` (the form :func:`holoxmc.train.labels_above` reads). Calibrated, an
         absent label's confidence is near 0, so a cut relative to the row's best keeps the
         few labels near it; the plain ``sigmoid(margin)`` leaves absent labels near
-        ``sigmoid(-1) ≈ 0.27`` (squared-hinge margins gather at ±1)."""
+        ``sigmoid(-1) ≈ 0.27`` (squared-hinge margins gather at ±1). Tensors: imports torch."""
+        import torch
+
         a, b = self.calibration
         yield 0, torch.sigmoid(torch.from_numpy(self.margins(X)) * a + b)
 
     def tensors(self) -> dict[str, Tensor]:
         """The model as safetensors-ready tensors (CSR arrays, biases, calibration)."""
+        import torch
+
         return {
             "weights.indptr": torch.from_numpy(self.weights.indptr.astype(np.int64)),
             "weights.indices": torch.from_numpy(self.weights.indices.astype(np.int32)),
@@ -133,22 +172,22 @@ class LinearModel:
 
     @classmethod
     def from_tensors(
-        cls, tensors: dict[str, Tensor], n_features: int, n_labels: int, normalize_rows: bool
+        cls, tensors: dict[str, Any], n_features: int, n_labels: int, normalize_rows: bool
     ) -> "LinearModel":
-        """The model :meth:`tensors` wrote; refuses arrays that do not form a
-        ``(n_features, n_labels)`` CSR matrix."""
+        """The model :meth:`tensors` wrote (tensors, or the NumPy arrays ``safetensors.numpy``
+        reads: no torch); refuses arrays that do not form a ``(n_features, n_labels)`` CSR matrix."""
         missing = [name for name in ("weights.indptr", "weights.indices", "weights.data", "bias", "calibration")
                    if name not in tensors]
         if missing:
             raise InputError(f"missing tensor {missing[0]!r}")
-        indptr, indices = tensors["weights.indptr"].numpy(), tensors["weights.indices"].numpy()
-        data = tensors["weights.data"].numpy()
+        indptr, indices = np.asarray(tensors["weights.indptr"]), np.asarray(tensors["weights.indices"])
+        data = np.asarray(tensors["weights.data"])
         if (indptr.shape != (n_features + 1,) or indptr[0] != 0 or indptr[-1] != len(indices)
                 or len(indices) != len(data) or np.any(np.diff(indptr) < 0)
                 or (len(indices) and (indices.min() < 0 or indices.max() >= n_labels))):
             raise InputError(f"the stored weights do not form a ({n_features}, {n_labels}) sparse matrix")
-        calibration = tensors["calibration"].tolist()
+        calibration = np.asarray(tensors["calibration"]).tolist()
         if len(calibration) != 2 or not all(map(math.isfinite, calibration)):
             raise InputError(f"the stored calibration is not two finite numbers: {calibration}")
         weights = sp.csr_matrix((data, indices, indptr), shape=(n_features, n_labels))
-        return cls(weights, tensors["bias"].numpy(), normalize_rows, (calibration[0], calibration[1]))
+        return cls(weights, np.asarray(tensors["bias"]), normalize_rows, (calibration[0], calibration[1]))
