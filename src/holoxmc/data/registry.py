@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import pooch  # type: ignore[import-untyped]  # pooch ships no type information
 import scipy.sparse as sp
 
 from holoxmc.data.cache import FORMAT_VERSION, load_npz, save_npz
@@ -512,6 +511,8 @@ def download(url: str, destination: str | os.PathLike, sha256: str | None = None
             if head.read(512).lstrip().lower().startswith((b"<!doctype html", b"<html")):
                 raise DataFormatError(url, None, "server sent an HTML page, not the file (download it by hand)")
         if sha256 is None:
+            import pooch  # type: ignore[import-untyped]  # pooch ships no type information
+
             warnings.warn(f"{url}: no published checksum; sha256 of the download is {pooch.file_hash(str(fetched))}",
                           stacklevel=2)
         os.replace(fetched, destination)
@@ -521,7 +522,10 @@ def download(url: str, destination: str | os.PathLike, sha256: str | None = None
 
 
 def _retrieve(url: str, sha256: str | None, target: Path, progress: bool) -> Path:
-    """``pooch.retrieve`` of ``url`` into ``target``; its failures as holoxmc errors."""
+    """``pooch.retrieve`` of ``url`` into ``target``; its failures as holoxmc errors (pooch is
+    imported here, not to read local data)."""
+    import pooch  # type: ignore[import-untyped]  # pooch ships no type information
+
     known_hash = None if sha256 is None else f"sha256:{sha256.lower()}"
     try:
         with _pooch_quiet(not progress):
@@ -538,6 +542,8 @@ def _retrieve(url: str, sha256: str | None, target: Path, progress: bool) -> Pat
 @contextlib.contextmanager
 def _pooch_quiet(quiet: bool) -> Iterator[None]:
     """Silence pooch's "Downloading ..." log lines while ``quiet``."""
+    import pooch  # type: ignore[import-untyped]  # pooch ships no type information
+
     logger = pooch.get_logger()
     level = logger.level
     if quiet:
