@@ -1,13 +1,15 @@
 """The served linear one-vs-rest model: scores ``x̂ W + b`` (trained by
 :func:`holoxmc.models.linear.fit.fit_linear`).
 
-Loading it and ranking labels import no torch, so that the command line's ``predict`` of a
+Loading it and ranking labels need no torch, so that the command line's ``predict`` of a
 linear run starts in well under a second (docs/results/speed.md, "CLI start-up"): rows are
 normalised and ranked with NumPy (:func:`~holoxmc.sparse.normalize_rows`,
-:func:`~holoxmc.sparse.best_columns`), and ``x̂ W`` is scipy's sparse × dense product, except
-where torch is loaded already (see :meth:`LinearModel.margins`). torch is imported only by the
-:class:`~holoxmc.models.base.FittedModel` methods whose contract is tensors
-(:meth:`LinearModel.score_chunks`, :meth:`LinearModel.confidence_chunks`, :meth:`LinearModel.tensors`).
+:func:`~holoxmc.sparse.best_columns`), and ``x̂ W`` is torch's ``embedding_bag`` where torch
+is loaded, else its sums computed alike with NumPy (:func:`embedding_bag_sums`, the same
+float32 values) while they are few (see :meth:`LinearModel.margins`). torch is imported
+otherwise only by the :class:`~holoxmc.models.base.FittedModel` methods whose contract is
+tensors (:meth:`LinearModel.score_chunks`, :meth:`LinearModel.confidence_chunks`,
+:meth:`LinearModel.tensors`).
 """
 
 from __future__ import annotations
@@ -28,15 +30,54 @@ from holoxmc.sparse import best_columns
 if TYPE_CHECKING:
     from torch import Tensor
 
-__all__ = ["LinearModel", "DENSE_SCORING_ENTRIES", "TORCH_ROWS"]
+__all__ = ["LinearModel", "DENSE_SCORING_ENTRIES", "NUMPY_PRODUCTS", "embedding_bag_sums"]
 
 #: Scoring multiplies the rows by a dense float32 copy of the weights when ``D · L`` is at
 #: most this (256 MiB), which is faster than a sparse product (``benchmarks/linear_scoring.py``;
 #: docs/tuning.md, "Linear one-vs-rest").
 DENSE_SCORING_ENTRIES = 2**26
-#: Rows from which a batch's ``x̂ W`` is torch's ``embedding_bag`` on the dense table, when
-#: torch is loaded already (:meth:`LinearModel.margins`).
-TORCH_ROWS = 256
+#: Products (stored input entries × labels) up to which ``x̂ W`` is computed with NumPy
+#: (:func:`embedding_bag_sums`) when torch is not loaded; past it torch is imported (about
+#: 2.5 s, as long as these sums take for about 2**28 products: 11 ns each, Bibtex's test split).
+NUMPY_PRODUCTS = 2**28
+
+
+def embedding_bag_sums(X: sp.csr_matrix, table: np.ndarray) -> np.ndarray:
+    """``X @ table`` as torch's ``embedding_bag(mode="sum", per_sample_weights=...)`` computes
+    it on the CPU: each row's float32 sum built in the order the row stores its entries, one
+    fused multiply-add (a single rounding) per entry. A float32 product is exact in float64,
+    so each step is that product plus the running sum in float64, rounded to float32 once:
+    the same values as ``embedding_bag`` (fbgemm's kernel, x86-64), bit for bit on every one
+    of the 400k margins of Bibtex's test split, where scipy's product differs in the last
+    bits of two thirds of them.
+    A loop over the position in the row (its longest row's entries), each step over the
+    rows that long: for a few rows, or until torch is loaded.
+
+    Shapes:
+        X: ``(n, D)`` float32 CSR, table: ``(D, L)`` float32 → ``(n, L)`` float32.
+
+    Example:
+        >>> X = sp.csr_matrix(np.array([[0.5, 0.0, 2.0]], np.float32))
+        >>> embedding_bag_sums(X, np.arange(6, dtype=np.float32).reshape(3, 2)).tolist()
+        [[8.0, 10.5]]
+    """
+    n, width = X.shape[0], table.shape[1]
+    if not X.nnz:
+        return np.zeros((n, width), np.float32)
+    counts = np.diff(X.indptr)
+    order = np.argsort(-counts, kind="stable")  # longest rows first: step p reads a prefix
+    longest_first = -counts[order]
+    starts = X.indptr[:-1][order]
+    sums = np.zeros((n, width), np.float32)
+    for p in range(int(-longest_first[0])):
+        m = int(np.searchsorted(longest_first, -p, side="left"))  # the rows with more than p entries
+        at = starts[:m] + p
+        step = np.multiply(X.data[at, None], table[X.indices[at]], dtype=np.float64)
+        step += sums[:m]
+        sums[:m] = step  # rounded to float32 once
+    out = np.empty_like(sums)
+    out[order] = sums
+    return out
 
 
 class LinearModel:
@@ -77,14 +118,13 @@ class LinearModel:
         """Every label's SVM margin ``x̂ · w_j + b_j``.
 
         While ``D · L`` fits :data:`DENSE_SCORING_ENTRIES`, ``x̂ W`` reads a dense float32 copy
-        of the weights: scipy's sparse × dense product, or, for a batch of at least
-        :data:`TORCH_ROWS` rows in a process that has loaded torch already (the estimator's),
-        torch's ``embedding_bag`` on the same table (a weighted sum of the rows of ``W`` that
-        ``x̂`` reads, as the FC backbone's input layer), which is faster there: on Bibtex's test
-        split, 0.0019 ms per row against about 0.006 (docs/results/speed.md, "CLI start-up").
-        Scoring never imports torch for it: the import (about 2.5 s) costs more than that path
-        saves on any input below about a million rows. The two sums differ in float32
-        rounding only (relative 1e-6), so a top-k tie may be broken differently.
+        of the weights, a weighted sum of the rows of ``W`` that ``x̂`` reads (as the FC
+        backbone's input layer): torch's ``embedding_bag`` where torch is loaded (the
+        estimator's process), the fastest (Bibtex's test split on one thread: 3.7 ms, against
+        23 ms for scipy's sparse × dense product and 0.31 s for NumPy's :func:`embedding_bag_sums`);
+        else :func:`embedding_bag_sums`, the same values without importing torch (about 2.5 s),
+        up to :data:`NUMPY_PRODUCTS` products, past which torch is imported. The margins are
+        thus the same float32 values whichever computes them (and as holoxmc 0.2.0's).
 
         Shapes:
             X: ``(n, D)`` → ``(n, L)`` float32.
@@ -99,15 +139,15 @@ class LinearModel:
         else:
             if self._table is None:
                 self._table = self.weights.toarray()
-            torch = sys.modules.get("torch")
-            if torch is not None and X.shape[0] >= TORCH_ROWS:
+            torch = _torch_for(X.nnz * self.n_labels)
+            if torch is None:
+                out = embedding_bag_sums(X, self._table)
+            else:
                 from holoxmc.data.batch import SparseBatch
 
                 batch = SparseBatch.from_csr(X)
                 out = torch.nn.functional.embedding_bag(batch.indices, torch.from_numpy(self._table), batch.offsets,
                                                         mode="sum", per_sample_weights=batch.values).numpy()
-            else:
-                out = np.asarray(X @ self._table, dtype=np.float32)
         out += self.bias
         return out
 
@@ -140,6 +180,7 @@ class LinearModel:
         n = X.shape[0]
         indices = np.empty((n, k), dtype=np.int64)
         scores = np.empty((n, k), dtype=np.float32)
+        _torch_for(sp.csr_matrix(X).nnz * self.n_labels)  # every batch's sums alike: torch now, if ever
         for start in range(0, n, batch_size):
             rows = slice(start, min(start + batch_size, n))
             margins = self.margins(X[rows])
@@ -191,3 +232,12 @@ class LinearModel:
             raise InputError(f"the stored calibration is not two finite numbers: {calibration}")
         weights = sp.csr_matrix((data, indices, indptr), shape=(n_features, n_labels))
         return cls(weights, np.asarray(tensors["bias"]), normalize_rows, (calibration[0], calibration[1]))
+
+
+def _torch_for(products: int) -> Any:
+    """torch where it is loaded, or imported now when ``products`` (stored entries × labels)
+    exceed :data:`NUMPY_PRODUCTS`; else ``None`` (the sums are NumPy's)."""
+    torch = sys.modules.get("torch")
+    if torch is None and products > NUMPY_PRODUCTS:
+        import torch
+    return torch
