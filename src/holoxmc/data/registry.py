@@ -511,9 +511,7 @@ def download(url: str, destination: str | os.PathLike, sha256: str | None = None
             if head.read(512).lstrip().lower().startswith((b"<!doctype html", b"<html")):
                 raise DataFormatError(url, None, "server sent an HTML page, not the file (download it by hand)")
         if sha256 is None:
-            import pooch  # type: ignore[import-untyped]  # pooch ships no type information
-
-            warnings.warn(f"{url}: no published checksum; sha256 of the download is {pooch.file_hash(str(fetched))}",
+            warnings.warn(f"{url}: no published checksum; sha256 of the download is {_pooch().file_hash(str(fetched))}",
                           stacklevel=2)
         os.replace(fetched, destination)
     finally:
@@ -521,11 +519,16 @@ def download(url: str, destination: str | os.PathLike, sha256: str | None = None
     return destination
 
 
-def _retrieve(url: str, sha256: str | None, target: Path, progress: bool) -> Path:
-    """``pooch.retrieve`` of ``url`` into ``target``; its failures as holoxmc errors (pooch is
-    imported here, not to read local data)."""
+def _pooch() -> Any:
+    """pooch, imported where a download needs it (reading local data does not)."""
     import pooch  # type: ignore[import-untyped]  # pooch ships no type information
 
+    return pooch
+
+
+def _retrieve(url: str, sha256: str | None, target: Path, progress: bool) -> Path:
+    """``pooch.retrieve`` of ``url`` into ``target``; its failures as holoxmc errors."""
+    pooch = _pooch()
     known_hash = None if sha256 is None else f"sha256:{sha256.lower()}"
     try:
         with _pooch_quiet(not progress):
@@ -542,9 +545,7 @@ def _retrieve(url: str, sha256: str | None, target: Path, progress: bool) -> Pat
 @contextlib.contextmanager
 def _pooch_quiet(quiet: bool) -> Iterator[None]:
     """Silence pooch's "Downloading ..." log lines while ``quiet``."""
-    import pooch  # type: ignore[import-untyped]  # pooch ships no type information
-
-    logger = pooch.get_logger()
+    logger = _pooch().get_logger()
     level = logger.level
     if quiet:
         logger.setLevel(logging.WARNING)
