@@ -319,8 +319,10 @@ def parse_svmlight_rows(body: bytes) -> tuple[sp.csr_matrix, list[tuple[float, .
     """scikit-learn's ``load_svmlight_file(io.BytesIO(body), multilabel=True,
     zero_based=True, dtype=np.float32)``, its loop (``_svmlight_format_fast``) written out in
     Python: the same ``X`` (``max index + 1`` columns, at least 1) and sorted label tuples, and
-    the same ``ValueError`` / ``OverflowError`` for what that parser refuses; no scikit-learn
-    import. For small bodies (:data:`PYTHON_PARSE_BYTES`): it is slower per byte.
+    a ``ValueError`` / ``OverflowError`` of the same type for what that parser refuses (the
+    message may be worded otherwise: its compiled float conversion words a few refusals, such
+    as ``'.'``, its own way; :func:`read_xml_repo` names the line and fault either way); no
+    scikit-learn import. For small bodies (:data:`PYTHON_PARSE_BYTES`): it is slower per byte.
 
     Example:
         >>> X, labels = parse_svmlight_rows(b"1,0 0:1 2:0.5\\n 1:2\\n")
