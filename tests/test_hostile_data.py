@@ -307,7 +307,7 @@ def fake_pooch(monkeypatch):
         target.write_bytes(content)
         return str(target)
 
-    monkeypatch.setattr(registry.pooch, "retrieve", retrieve)
+    monkeypatch.setattr("pooch.retrieve", retrieve)  # registry imports pooch where it downloads
     return calls, hashlib.sha256(content).hexdigest()
 
 

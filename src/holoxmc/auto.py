@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import clone
 
 from holoxmc.errors import InputError
 from holoxmc.models.registry import family
@@ -134,6 +133,8 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
         ``(winner, trials)``: a fitted estimator of the chosen head, and one :class:`Trial`
         per candidate in order.
     """
+    from sklearn.base import clone
+
     started = time.perf_counter()
     X_fit, Y_fit, X_check, Y_check = (X, Y, X_val, Y_val) if X_val is not None \
         else _validation_split(clf, X, Y, groups)

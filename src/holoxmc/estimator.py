@@ -20,10 +20,8 @@ Example:
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Sequence
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
@@ -37,22 +35,23 @@ from holoxmc.data.groups import check_groups, near_duplicate_groups, summarise
 from holoxmc.errors import InputError
 from holoxmc.labels import check_classes, encode_names, encode_single, holds_names, is_single_label, names_of
 from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
-from holoxmc import persist
+from holoxmc import persist, serving
 from holoxmc.models import thresholds as label_sets
 from holoxmc.auto import SELECTORS, check_auto_params
+from holoxmc.serving import array_like
 from holoxmc.models.base import FitSettings, FittedModel, dense_scores
 from holoxmc.persist import CONFIG_FILE, CONFIG_KEYS, FORMAT, MODEL_FILE
 from holoxmc.models.network.model import MEMBER_DIR, NetworkPlan, with_word_vectors
-from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC, NETWORK_SETTINGS, FitData, family, streaming_heads
-from holoxmc.presets import DATASET_PRESETS, HEAD_DEFAULTS, MODELS, model_params, preset_params, \
-    setting_defaults
+from holoxmc.models import registry
+from holoxmc.models.registry import FAMILIES, NETWORK_SETTINGS, FitData, family, streaming_heads
+from holoxmc.presets import DATASET_PRESETS, HEAD_DEFAULTS, MODELS, model_params, preset_params
 from holoxmc.seeding import member_seeds
 from holoxmc.train import FitResult, TrainConfig
-from holoxmc.train.streaming import evaluate_streamed, is_sharded, streamed_fit_data, streamed_input
+from holoxmc.train.streaming import streamed_fit_data
 from holoxmc.train.trainer import Precision, Schedule, split_validation
 from holoxmc.validation import (
-    NotFittedError, check_batch_size, check_fit_data, check_fitted, check_head_settings, check_input, check_k,
-    check_ks, check_label_statistics, check_score_metric, check_Y, input_size,
+    NotFittedError, check_batch_size, check_fit_data, check_fitted, check_label_statistics, check_score_metric, check_Y,
+    input_size,
 )
 from holoxmc.constraints import check_params
 from holoxmc.settings import DEFAULTS, ESTIMATOR_CONSTRAINTS, SETTING_NAMES
@@ -64,11 +63,6 @@ __all__ = ["XMCClassifier", "NotFittedError", "MODELS", "DATASET_PRESETS", "HEAD
 MAX_DENSE_SCORES = 50_000_000
 #: The cuts :meth:`XMCClassifier.tune_threshold` tries by default.
 THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-
-
-def _array_like(value: Any) -> bool:
-    """A pandas Series or another array-like that is not an array, list or matrix."""
-    return hasattr(value, "__array__") and not isinstance(value, (np.ndarray, list, tuple)) and not sp.issparse(value)
 
 
 class XMCClassifier(ClassifierMixin, BaseEstimator):
@@ -217,21 +211,17 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
     def setting(self, name: str) -> Any:
         """The value of a head-dependent setting: the explicit one, else the head's default
         (``None`` where the head has none, as the linear model's network settings)."""
-        value = getattr(self, name)
-        defaults = setting_defaults(dict(FAMILIES[self.head].defaults), self.backbone) if self.head in FAMILIES else {}
-        return defaults.get(name) if value is None else value
+        return registry.head_setting(self.get_params(), name)
 
     @property
     def random_seed(self) -> int:
         """The seed of every random stream: ``random_state`` when given, else ``seed``."""
-        return int(self.seed if self.random_state is None else self.random_state)
+        return registry.random_seed(self.get_params())
 
     @property
     def n_workers(self) -> int:
         """Parallel local processes: ``n_jobs`` when given (``-1``: one per CPU core), else ``workers``."""
-        if self.n_jobs is None:
-            return int(self.workers)
-        return int(os.cpu_count() or 1) if self.n_jobs == -1 else int(self.n_jobs)
+        return registry.n_workers(self.get_params())
 
     def member_seeds(self) -> list[int]:
         """The seed of each network ``fit`` trains: ``seed + 100·m`` for member ``m``."""
@@ -239,41 +229,27 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
 
     def train_config(self, seed: int | None = None) -> TrainConfig:
         """The trainer's settings (:class:`~holoxmc.train.TrainConfig`) of this estimator."""
-        return TrainConfig(
-            epochs=self.setting("epochs"), batch_size=self.setting("batch_size"), lr=self.setting("lr"),
-            weight_decay=self.weight_decay, sparse_updates=self.sparse_updates, schedule=self.schedule,
-            warmup_epochs=self.warmup_epochs, grad_clip=self.grad_clip, val_fraction=self.val_fraction,
-            patience=self.patience, time_limit=self.time_limit, refit=self.refit, precision=self.precision,
-            seed=self.random_seed if seed is None else seed, device=self.device, progress=self.progress,
-        )
+        return registry.train_config(self.get_params(), seed)
 
     def fit_settings(self) -> FitSettings:
         """These settings resolved and frozen, as the model families read them (the head's
         defaults where a setting is ``None``, the trainer's settings, the seed and workers that
         the scikit-learn names choose)."""
-        hidden = self.setting("hidden")
-        return FitSettings(
-            head=self.head, backbone=self.backbone, dim=self.dim, hidden=None if hidden is None else tuple(hidden),
-            dropout=self.setting("dropout"), linear_width=self.linear_width,
-            head_options=MappingProxyType(dict(self.head_options or {})),
-            train=None if self.setting("epochs") is None else self.train_config(),  # no network: no trainer
-            device=str(self.device), n_models=self.n_models, seed=self.random_seed, workers=self.n_workers,
-            n_jobs=self.n_jobs, ray_address=self.ray_address, val_fraction=self.val_fraction, refit=bool(self.refit),
-        )
+        return registry.fit_settings(self.get_params())
 
     def _validate_params(self) -> Any:
         """Every setting against :data:`~holoxmc.settings.ESTIMATOR_CONSTRAINTS` and the
-        head's family (:func:`~holoxmc.validation.check_head_settings`), before any data is read.
+        head's family (:func:`~holoxmc.models.registry.check_settings`), before any data is read.
 
         Returns:
             the head's :class:`~holoxmc.models.registry.Family`.
         """
-        params = self.get_params()
-        check_params(params, ESTIMATOR_CONSTRAINTS, SETTING_NAMES)
-        kind = family(self.head)
-        defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
-        check_head_settings(params, defaults, kind, HEAD_SPECIFIC)
-        return kind
+        return registry.check_settings(self.get_params(), self._defaults())
+
+    @classmethod
+    def _defaults(cls) -> dict[str, Any]:
+        """Every keyword's default (of this class's ``__init__``)."""
+        return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()}
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: Any, Y: Any, X_val: Any = None, Y_val: Any = None, *, run_dir: str | Path | None = None,
@@ -485,7 +461,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         Sets ``multiclass_``: whether ``Y`` is a 1-D target of one class per row."""
         if Y is None:
             raise InputError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        Y, Y_val = (np.asarray(y) if _array_like(y) else y for y in (Y, Y_val))
+        Y, Y_val = (np.asarray(y) if array_like(y) else y for y in (Y, Y_val))
         self.multiclass_ = is_single_label(Y)
         if self.multiclass_:  # scikit-learn's binary / multiclass y: one class per row, classes_ its values
             Y, single = encode_single(Y, classes)
@@ -502,30 +478,17 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         return Y, Y_val, names
 
     def _with_labels(self, names: np.ndarray | None) -> "XMCClassifier":
-        """Set ``classes_``: the label names, or ``0 .. L-1``."""
-        if names is not None and len(names) != self.n_labels_:
-            raise InputError(f"classes has {len(names)} names for {self.n_labels_} label columns")
-        self.classes_ = np.arange(self.n_labels_) if names is None else names
-        self.multiclass_ = bool(getattr(self, "multiclass_", False))
-        return self
+        """Set ``classes_``: the label names, or ``0 .. L-1`` (:func:`holoxmc.serving.with_labels`)."""
+        return serving.with_labels(self, names)
 
     def _label_matrix(self, Y: Any) -> Any:
         """``Y`` of label-name lists (or, for a model fitted on one class per row, a 1-D target)
         as the ``(n, L)`` matrix of ``classes_``; any other form unchanged."""
-        Y = np.asarray(Y) if _array_like(Y) else Y
-        if getattr(self, "multiclass_", False) and is_single_label(Y):
-            return encode_single(Y, self.classes_)[0]
-        if not holds_names(Y):
-            return Y
-        if self._names() is None:
-            raise InputError("Y holds label names, and this model was fitted on label ids (its classes_ are 0 .. L-1)")
-        return encode_names(Y, self.classes_)[0]
+        return serving.label_matrix(self, Y)
 
     def _names(self) -> np.ndarray | None:
         """The label names of a model fitted on names (``None``: label ids, or classes of a 1-D target)."""
-        classes = getattr(self, "classes_", None)
-        multiclass = getattr(self, "multiclass_", False)
-        return classes if classes is not None and classes.dtype == object and not multiclass else None
+        return serving.label_names(self)
 
     def _choose_rule(self, X: Any, Y: Any, X_val: Any, Y_val: Any, streamed: bool,
                      groups: np.ndarray | None = None) -> label_sets.LabelRule:
@@ -563,29 +526,6 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         if getattr(self, "multiclass_", False):  # one class per row: predict gives classes_ entries
             saved["multiclass_classes"] = self.classes_.tolist()
         return saved
-
-    def _load_labels(self, config: dict[str, Any], where: str) -> None:
-        """``label_rule_`` and ``classes_`` of a saved ``config.json`` (a model saved before
-        0.2 has neither: the top-1 rule, label ids)."""
-        rule = config.get("label_rule")
-        self.label_rule_ = label_sets.LabelRule(source="saved without a rule: top-1") if rule is None \
-            else label_sets.LabelRule.from_dict(rule, where)
-        names = config.get("classes")
-        if names is not None:
-            try:
-                names = check_classes(names)
-            except InputError as exc:
-                raise InputError(f"{where}: 'classes': {exc}") from None
-            if len(names) != self.n_labels_:
-                raise InputError(f"{where}: 'classes' holds {len(names)} names for {self.n_labels_} labels")
-        single = config.get("multiclass_classes")
-        if single is not None:
-            if not isinstance(single, list) or len(single) != self.n_labels_ or not (
-                    all(isinstance(v, str) for v in single)
-                    or all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in single)):
-                raise InputError(f"{where}: 'multiclass_classes' must hold {self.n_labels_} strings or numbers")
-            names, self.multiclass_ = np.asarray(single), True
-        self._with_labels(names)
 
     def __sklearn_tags__(self) -> Any:
         """A multilabel classifier (``Y`` is ``(n, L)``) of sparse or dense ``X``."""
@@ -684,16 +624,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         Shapes:
             X: ``(n, D)`` → indices ``(n, k)`` int64 (object with ``names``), scores ``(n, k)`` float32.
         """
-        self._check_fitted()
-        k, batch_size = check_k(k, self.n_labels_), check_batch_size(batch_size)
-        indices, scores = self.model_.predict_topk(self._check_X(X), k, batch_size=batch_size)
-        scores = label_sets.finite_scores(scores)
-        if not names:
-            return indices, scores
-        labels = np.full(indices.shape, None, dtype=object)
-        filled = indices >= 0
-        labels[filled] = self.classes_[indices[filled]]
-        return labels, scores
+        return serving.predict_topk(self, X, k, batch_size=batch_size, names=names)
 
     def predict_proba(self, X: Any, *, batch_size: int = 1024) -> np.ndarray:
         """Every label's calibrated probability for every row: an ``(n, L)`` float32 array in
@@ -779,17 +710,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         ``Y`` (PSP with the training labels' propensities); ``recall_ks`` adds Recall at
         further cut-offs (e.g. ``(100,)``, SOLAR's Recall@100), every metric then read from
         one top-``max(ks + recall_ks)`` prediction (ranks past the model's labels are misses)."""
-        self._check_fitted()
-        ks = check_ks(ks)
-        recall_ks = check_ks(recall_ks, "recall_ks", empty_ok=True)
-        X = self._check_X(X)
-        if is_sharded(X):  # top-k and metrics batch by batch
-            return evaluate_streamed(self.model_, X, Y, inv_prop=self.inv_prop_, ks=ks, n_labels=self.n_labels_,
-                                     recall_ks=recall_ks)
-        Y = check_Y(self._label_matrix(Y), X.shape[0], n_labels=self.n_labels_)
-        k = max((*ks, *recall_ks))
-        indices, _ = self.predict_topk(X, min(k, self.n_labels_))
-        return evaluate(pad_predictions(indices, k), Y, inv_prop=self.inv_prop_, ks=ks, recall_ks=recall_ks)
+        return serving.evaluate(self, X, Y, ks=ks, recall_ks=recall_ks)
 
     def score(self, X: Any, Y: Any, *, metric: str = "P@1") -> float:
         """One metric of the top-k predictions against ``Y``, in percent (higher is better):
@@ -825,7 +746,4 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
     def _check_X(self, X: Any, *, fitting: bool = False, known: int | None = None) -> sp.csr_matrix | np.ndarray:
         """``X`` as the model reads it (:func:`~holoxmc.validation.check_input`), of ``known``
         features (or vocabulary), by default the fitted model's (any while ``fitting``)."""
-        if is_sharded(X):  # rows of a shard store: read batch by batch (network heads)
-            return streamed_input(X, getattr(self, "head_", self.head), self.backbone, self.n_features_,
-                                  streaming_heads())
-        return check_input(X, self.backbone, self.n_features_ if known is None and not fitting else known)
+        return serving.check_X(self, X, fitting=fitting, known=known)

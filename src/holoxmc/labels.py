@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.preprocessing import MultiLabelBinarizer
 
 from holoxmc.errors import InputError
 
@@ -106,6 +105,8 @@ def encode_names(Y: Sequence[Sequence[str]], classes: Any = None) -> tuple[sp.cs
                 raise InputError(f"Y row {i}: label {unknown!r} is not one of the model's {len(known)} labels")
     elif not any(rows):
         raise InputError("Y has no label names")
+    from sklearn.preprocessing import MultiLabelBinarizer
+
     binarizer = MultiLabelBinarizer(classes=None if classes is None else list(classes), sparse_output=True)
     matrix = sp.csr_matrix(binarizer.fit_transform(rows))
     return matrix, np.asarray(binarizer.classes_, dtype=object)

@@ -2,7 +2,10 @@
 configuration, sizes, history) and ``model.safetensors`` (weights), no pickle.
 
 The estimator's ``save`` and ``load`` call [`save_classifier`][holoxmc.persist.save_classifier]
-and [`load_classifier`][holoxmc.persist.load_classifier] in one line each.
+and [`load_classifier`][holoxmc.persist.load_classifier] in one line each. Reading a folder and
+every check of it is [`read_saved`][holoxmc.persist.read_saved], which needs no estimator:
+a linear or re-rank model is read with ``safetensors.numpy`` and checked with NumPy, without
+importing torch or scikit-learn (:func:`holoxmc.serving.load_served`).
 
 Example:
     >>> path = save_classifier(clf, "model_dir")               # doctest: +SKIP
@@ -13,26 +16,26 @@ from __future__ import annotations
 
 import hashlib
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-from safetensors.torch import save as safetensors_bytes
+import numpy as np
 
 from holoxmc import __version__
-from holoxmc.devices import check_device
 from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_files, finite_or_null, json_text, read_json, to_json
+from holoxmc.labels import check_classes
 from holoxmc.limits import check_size
-from holoxmc.auto import read_trials
-from holoxmc.models.network.model import NetworkModel
-from holoxmc.train import FitResult
-from holoxmc.train.checkpoint import load_state_dict_file
-from holoxmc.trust import check_finite, check_network_config, tensor_shapes
+from holoxmc.auto import Trial, read_trials
+from holoxmc.models.registry import FAMILIES, Family, check_settings, fit_settings
+from holoxmc.models.thresholds import LabelRule
+from holoxmc.trust import check_finite, check_network_config, read_safetensors, tensor_shapes
 
-__all__ = ["FORMAT", "CONFIG_FILE", "MODEL_FILE", "CONFIG_KEYS", "DIGEST_KEY", "save_classifier",
-           "load_classifier", "network_dim", "read_config", "scoring_digest", "read_history", "read_json_object"]
+__all__ = ["FORMAT", "CONFIG_FILE", "MODEL_FILE", "CONFIG_KEYS", "DIGEST_KEY", "SavedModel", "save_classifier",
+           "load_classifier", "read_saved", "read_labels", "network_dim", "read_config", "scoring_digest",
+           "read_history", "read_json_object"]
 
 FORMAT = "holoxmc-xmc-classifier/1"
 CONFIG_FILE = "config.json"
@@ -58,6 +61,11 @@ def save_classifier(clf: Any, path: str | Path) -> Path:
     Example:
         >>> save_classifier(clf, "model_dir")  # doctest: +SKIP
     """
+    import torch
+    from safetensors.torch import save as safetensors_bytes
+
+    from holoxmc.models.network.model import NetworkModel
+
     clf._check_fitted()
     path = Path(path)
     state = clf.model_.save_to(path)
@@ -100,45 +108,165 @@ def load_classifier(cls: Any, path: str | Path, *, device: str | None = None) ->
     Example:
         >>> clf = load_classifier(XMCClassifier, "model_dir", device="cpu")  # doctest: +SKIP
     """
+    from holoxmc.train import FitResult
+
+    saved = read_saved(path, cls._get_param_names(), cls._defaults(), device=device)
+    assert saved is not None  # every head: read_saved returns None only with arrays_only
+    clf = cls(**saved.given)
+    clf.n_features_, clf.n_labels_ = saved.n_features, saved.n_labels
+    if clf.backbone == "fc":
+        clf.n_features_in_ = clf.n_features_
+    clf.inv_prop_ = saved.inv_prop
+    clf.label_rule_ = saved.label_rule
+    if saved.multiclass:
+        clf.multiclass_ = True
+    clf._with_labels(saved.names)
+    if saved.selection is not None:
+        clf.selection_ = saved.selection
+    results = [FitResult(history=h) for h in (saved.history if clf.n_models > 1 else [saved.history])]
+    clf._set_model(saved.model, results)
+    return clf
+
+
+@dataclass(frozen=True)
+class SavedModel:
+    """A saved classifier's folder, read and checked by [`read_saved`][holoxmc.persist.read_saved]:
+    what [`load_classifier`][holoxmc.persist.load_classifier] sets on an estimator, and what
+    :class:`holoxmc.serving.ServedClassifier` serves without one.
+
+    Attributes:
+        given: the saved settings as the estimator's keywords (lists as tuples, ``dim`` from
+            the network configuration, the device overridden); params: every setting, a default
+            where none was saved (the estimator's ``get_params()``); kind: the head's family;
+        n_features, n_labels: the sizes; inv_prop: ``(L,)`` inverse propensities;
+        label_rule, names, multiclass: :func:`read_labels`; selection: ``head="auto"``'s
+            candidates (``None``: not chosen so); history: the saved per-epoch history;
+        model: the served :class:`~holoxmc.models.base.FittedModel`.
+    """
+
+    given: dict[str, Any]
+    params: dict[str, Any]
+    kind: Family
+    n_features: int
+    n_labels: int
+    inv_prop: np.ndarray
+    label_rule: LabelRule
+    names: np.ndarray | None
+    multiclass: bool
+    selection: list[Trial] | None
+    history: list[Any]
+    model: Any
+
+
+def read_saved(path: str | Path, param_names: Sequence[str], defaults: Mapping[str, Any], *,
+               device: str | None = None, arrays_only: bool = False) -> SavedModel | None:
+    """Read and check the folder [`save_classifier`][holoxmc.persist.save_classifier] wrote, in
+    this order: ``config.json`` (format, keys, known settings, sizes), the device, every setting
+    (:func:`~holoxmc.models.registry.check_settings`), ``model.safetensors`` (shapes against the
+    config, finite values, the scoring digest), the labels, the selection, the history, then
+    the model itself (its family's ``load``).
+
+    Args:
+        path: the folder.
+        param_names: the estimator's setting names (any other saved is refused).
+        defaults: every setting's default (those of the estimator's ``__init__``).
+        device: override the saved device.
+        arrays_only: return ``None``, after reading ``config.json`` only, unless the model
+            loads from NumPy arrays (:attr:`~holoxmc.models.registry.Family.arrays`: the linear
+            and re-rank models) on the CPU: then nothing here imports torch or scikit-learn.
+
+    Returns:
+        the :class:`SavedModel`, or ``None`` (``arrays_only``).
+
+    Raises:
+        InputError: naming the file and what is wrong.
+
+    Example:
+        >>> from holoxmc.settings import DEFAULTS
+        >>> read_saved("run", list(DEFAULTS), DEFAULTS, arrays_only=True)  # doctest: +SKIP
+    """
     path = Path(path)
     config_path = path / CONFIG_FILE
     if not config_path.exists() and not config_path.is_symlink():  # anything else: read_json_object says what it is
         raise InputError(f"{path}: not a saved model (no {CONFIG_FILE})")
-    config = read_config(config_path, cls._get_param_names())
-    clf = _new_classifier(cls, config, path, device)
+    config = read_config(config_path, param_names)
+    given = _saved_params(config, device)
+    head = given.get("head", defaults["head"])
+    if arrays_only and (given.get("device", defaults["device"]) != "cpu" or head not in FAMILIES
+                        or not FAMILIES[head].arrays):
+        return None
+    _check_device(given.get("device", "cpu"), path, overridden=device is not None)
+    params = {name: defaults[name] for name in param_names} | given  # what the estimator's get_params() gives
     try:
-        kind = clf._validate_params()
+        kind = check_settings(params, defaults)
     except InputError as exc:
         raise InputError(f"{config_path}: {exc}") from None
-    clf.n_features_ = config["n_features"]
-    clf.n_labels_ = config["n_labels"]
-    if clf.backbone == "fc":
-        clf.n_features_in_ = clf.n_features_
-    tensors = _read_weights(path, config, clf, check_network=kind.attribute == "network_")
-    clf.inv_prop_ = tensors.pop("inv_prop").numpy()
-    clf._load_labels(config, str(config_path))
-    if "selection" in config:
-        clf.selection_ = read_trials(config["selection"], str(config_path))
-    history = read_history(config.get("history", []), clf.n_models, config_path)
-    results = [FitResult(history=h) for h in (history if clf.n_models > 1 else [history])]
-    clf._set_model(kind.load(clf.fit_settings(), path, config, tensors), results)
-    return clf
+    n_features, n_labels = config["n_features"], config["n_labels"]
+    tensors = _read_weights(path, config, n_features, n_labels, kind)
+    inv_prop = np.asarray(tensors.pop("inv_prop"))
+    rule, names, multiclass = read_labels(config, str(config_path), n_labels)
+    selection = read_trials(config["selection"], str(config_path)) if "selection" in config else None
+    history = read_history(config.get("history", []), params["n_models"], config_path)
+    model = kind.load(fit_settings(params), path, config, tensors)
+    return SavedModel(given, params, kind, n_features, n_labels, inv_prop, rule, names, multiclass, selection, history,
+                      model)
 
 
-def _new_classifier(cls: Any, config: dict[str, Any], path: Path, device: str | None) -> Any:
-    """The unfitted classifier of the saved settings, on ``device`` when given."""
+def _saved_params(config: dict[str, Any], device: str | None) -> dict[str, Any]:
+    """The saved settings as the estimator's keywords, on ``device`` when given."""
     params: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in config["params"].items()}
     dim = network_dim(config["network"])
     if "dim" not in params and dim is not None:  # saved once, in the network configuration
         params["dim"] = dim
     if device is not None:
         params["device"] = device
+    return params
+
+
+def _check_device(name: Any, path: Path, *, overridden: bool) -> None:
+    """:func:`holoxmc.devices.check_device` of the saved (or given) device; ``"cpu"`` is
+    always one, and is not checked (the check imports torch)."""
+    if name == "cpu":
+        return
+    from holoxmc.devices import check_device
+
     try:
-        check_device(params.get("device", "cpu"))
+        check_device(name)
     except InputError as exc:
-        hint = "" if device is not None else " (it was saved with that device; load it with device='cpu')"
+        hint = "" if overridden else " (it was saved with that device; load it with device='cpu')"
         raise InputError(f"{path}: {exc}{hint}") from None
-    return cls(**params)
+
+
+def read_labels(config: dict[str, Any], where: str, n_labels: int) -> tuple[LabelRule, np.ndarray | None, bool]:
+    """``predict``'s rule, the label names and whether the model was fitted on one class per
+    row, of a saved ``config.json`` (a model saved before 0.2 has neither rule nor names: the
+    top-1 rule, label ids).
+
+    Returns:
+        ``(label rule, names (None: label ids 0 .. L-1), multiclass)``.
+
+    Example:
+        >>> read_labels({"classes": ["a", "b"]}, "config.json", 2)[1].tolist()
+        ['a', 'b']
+    """
+    rule = config.get("label_rule")
+    label_rule = LabelRule(source="saved without a rule: top-1") if rule is None else LabelRule.from_dict(rule, where)
+    names = config.get("classes")
+    if names is not None:
+        try:
+            names = check_classes(names)
+        except InputError as exc:
+            raise InputError(f"{where}: 'classes': {exc}") from None
+        if len(names) != n_labels:
+            raise InputError(f"{where}: 'classes' holds {len(names)} names for {n_labels} labels")
+    single = config.get("multiclass_classes")
+    if single is None:
+        return label_rule, names, False
+    if not isinstance(single, list) or len(single) != n_labels or not (
+            all(isinstance(v, str) for v in single)
+            or all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in single)):
+        raise InputError(f"{where}: 'multiclass_classes' must hold {n_labels} strings or numbers")
+    return label_rule, np.asarray(single), True
 
 
 #: Stored tensors that may hold ±inf: the linear model's biases (a label no training row has
@@ -146,18 +274,19 @@ def _new_classifier(cls: Any, config: dict[str, Any], path: Path, device: str | 
 INFINITE_OK = frozenset({"linear.bias"})
 
 
-def _read_weights(path: Path, config: dict[str, Any], clf: Any, *, check_network: bool) -> dict[str, torch.Tensor]:
-    """The checked tensors of ``path/model.safetensors``: shapes against the config, finite,
-    and the config's scoring digest unchanged."""
+def _read_weights(path: Path, config: dict[str, Any], n_features: int, n_labels: int, kind: Family) -> dict[str, Any]:
+    """The checked tensors of ``path/model.safetensors`` (NumPy arrays for a family that loads
+    from them, else torch tensors): shapes against the config, finite, and the config's
+    scoring digest unchanged."""
     config_path, model_file = path / CONFIG_FILE, path / MODEL_FILE
     shapes = tensor_shapes(model_file)
-    if shapes.get("inv_prop") != (clf.n_labels_,):
+    if shapes.get("inv_prop") != (n_labels,):
         raise InputError(f"{model_file}: tensor 'inv_prop' of shape {shapes.get('inv_prop')} does not hold "
-                         f"the n_labels = {clf.n_labels_} of {CONFIG_FILE}")
-    if check_network:  # a network family: its saved network configuration
-        check_network_config(config["network"], shapes, n_features=clf.n_features_, n_labels=clf.n_labels_,
+                         f"the n_labels = {n_labels} of {CONFIG_FILE}")
+    if kind.attribute == "network_":  # a network family: its saved network configuration
+        check_network_config(config["network"], shapes, n_features=n_features, n_labels=n_labels,
                              where=str(config_path))
-    tensors, metadata = load_state_dict_file(model_file)
+    tensors, metadata = read_safetensors(model_file, framework="numpy" if kind.arrays else "pt")
     check_finite(tensors.items(), str(model_file), infinite_ok=INFINITE_OK)
     digest = metadata.get(DIGEST_KEY)
     if digest is None and _writes_digest(config):

@@ -2,6 +2,9 @@
 tensors (safetensors), the top entries of dense or CSR rows, row chunks by cost, a thread map
 for GIL-releasing work, and unit-length rows.
 
+Only NumPy and SciPy are imported here (torch when :func:`csr_tensors` is called): the
+served linear and re-rank models score with these helpers alone.
+
 Example:
     >>> import numpy as np, scipy.sparse as sp
     >>> top_columns(np.array([[0.1, 0.9, 0.5]]), 2).tolist()
@@ -12,31 +15,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+import os
+import sys
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
-import torch
-from sklearn.preprocessing import normalize
-from sklearn.utils.extmath import row_norms
-from torch import Tensor
 
 from holoxmc.errors import InputError
 
-__all__ = ["cost_chunks", "csr_from_tensors", "csr_tensors", "in_threads", "index_blocks", "l2_rows",
-           "sparse_row_top", "top_columns"]
+if TYPE_CHECKING:
+    from torch import Tensor
+
+__all__ = ["best_columns", "cost_chunks", "csr_from_tensors", "csr_tensors", "default_threads", "in_threads", "index_blocks",
+           "l2_rows", "normalize_rows", "sparse_row_top", "top_columns"]
 
 
 def csr_tensors(prefix: str, M: sp.csr_matrix) -> dict[str, Tensor]:
     """The three arrays of CSR ``M`` as tensors named ``{prefix}.indptr|indices|data``."""
+    import torch
+
     M = sp.csr_matrix(M, dtype=np.float32)
     return {f"{prefix}.indptr": torch.from_numpy(M.indptr.astype(np.int64)),
             f"{prefix}.indices": torch.from_numpy(M.indices.astype(np.int64)),
             f"{prefix}.data": torch.from_numpy(np.ascontiguousarray(M.data))}
 
 
-def csr_from_tensors(tensors: dict[str, Tensor], prefix: str, shape: tuple[int, int]) -> sp.csr_matrix:
-    """The ``shape`` CSR matrix :func:`csr_tensors` stored; refuses arrays that do not form one.
+def csr_from_tensors(tensors: dict[str, Any], prefix: str, shape: tuple[int, int]) -> sp.csr_matrix:
+    """The ``shape`` CSR matrix :func:`csr_tensors` stored (as tensors, or as the NumPy arrays
+    ``safetensors.numpy`` reads); refuses arrays that do not form one.
 
     Raises:
         InputError: a missing array, or pointers/indices out of ``shape``.
@@ -45,7 +52,7 @@ def csr_from_tensors(tensors: dict[str, Tensor], prefix: str, shape: tuple[int, 
     missing = [name for name in names if name not in tensors]
     if missing:
         raise InputError(f"missing tensor {missing[0]!r}")
-    indptr, indices, data = (tensors[name].numpy() for name in names)
+    indptr, indices, data = (np.asarray(tensors[name]) for name in names)
     rows, cols = shape
     if (indptr.ndim != 1 or indices.ndim != 1 or data.ndim != 1 or indptr.shape != (rows + 1,)
             or indptr[0] != 0 or indptr[-1] != len(indices) or len(indices) != len(data)
@@ -66,6 +73,45 @@ def top_columns(S: np.ndarray, k: int) -> np.ndarray:
     part.sort(axis=1)
     order = np.argsort(-np.take_along_axis(S, part, axis=1), axis=1, kind="stable")
     return np.take_along_axis(part, order, axis=1)
+
+
+#: :func:`best_columns` ranks by this many rounds of ``argmax`` at most; past it, by a partition.
+ARGMAX_ROUNDS = 16
+
+
+def best_columns(S: np.ndarray, k: int) -> np.ndarray:
+    """Column indices of the ``k`` largest entries of each row of dense ``S``, best first,
+    every tie broken toward the lower column, also at the ``k``-th place (NaN ranks as
+    ``-inf``): :func:`top_columns`' ranking made deterministic, and for small ``k`` much faster.
+    Up to :data:`ARGMAX_ROUNDS`, ``k`` rounds of ``argmax`` (top-5 of a ``(2515, 159)`` float32
+    block, Bibtex's test split under the linear model: 1.3 ms against 16 ms for
+    :func:`top_columns`' partition and sorts); past it, the ``k``-th value by a partition, then the
+    entries at or above it sorted.
+
+    Example:
+        >>> best_columns(np.array([[0.5, 0.9, 0.5, 0.1], [1.0, 1.0, 1.0, 1.0]]), 2).tolist()
+        [[1, 0], [0, 1]]
+    """
+    n, m = S.shape
+    k = min(k, m)
+    nan = np.isnan(S)
+    if nan.any():
+        S = np.where(nan, -np.inf, S)
+    if k <= ARGMAX_ROUNDS:
+        work, rows = S.copy(), np.arange(n)
+        out, low = np.empty((n, k), np.int64), np.zeros(n, bool)
+        for j in range(k):
+            out[:, j] = work.argmax(axis=1)  # the first (lowest) column of the row's largest value
+            low |= np.isneginf(work[rows, out[:, j]])  # only -inf left: the pick may repeat a column
+            work[rows, out[:, j]] = -np.inf
+        if low.any():
+            out[low] = np.argsort(-S[low], axis=1, kind="stable")[:, :k]
+        return out
+    kth = np.partition(S, m - k, axis=1)[:, m - k]
+    r, c = np.nonzero(S >= kth[:, None])
+    order = np.lexsort((c, -S[r, c], r))
+    r, c = r[order], c[order].astype(np.int64)
+    return c[np.searchsorted(r, np.arange(n))[:, None] + np.arange(k)]
 
 
 def sparse_row_top(S: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -144,12 +190,31 @@ def in_threads(fn: Callable[[Any], None], items: Sequence[Any], threads: int) ->
 UNIT_TOLERANCE = 1e-5
 
 
+def normalize_rows(X: Any) -> sp.csr_matrix:
+    """``X`` as a new float32 CSR matrix whose rows have unit L2 length; a row whose squares
+    sum to 0 is left as it is. The same values as scikit-learn's ``normalize(X)`` on float32
+    CSR, bit for bit (each row's float32 squares summed in float64 in storage order, each value
+    divided by the float64 root, then rounded to float32), without importing scikit-learn.
+
+    Example:
+        >>> normalize_rows(sp.csr_matrix(np.array([[3, 4], [0, 0]], np.float32))).toarray().tolist()
+        [[0.6000000238418579, 0.800000011920929], [0.0, 0.0]]
+    """
+    X = sp.csr_matrix(X, dtype=np.float32, copy=True)
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    squares = np.bincount(rows, weights=X.data * X.data, minlength=X.shape[0])  # in order, in float64
+    norms = np.sqrt(squares)
+    norms[norms == 0.0] = 1.0
+    X.data = (X.data / norms[rows]).astype(np.float32)
+    return X
+
+
 def l2_rows(X: Any) -> sp.csr_matrix:
-    """``X`` as float32 CSR with unit-length rows (zero rows stay zero; scikit-learn's
-    ``normalize``). A row already of unit length (its squared length within
-    :data:`UNIT_TOLERANCE` of 1, as TF-IDF rows normalised in float64 are in float32) keeps
-    its values, decided row by row (a row's values do not depend on the others); when every
-    row does, ``X`` itself is returned, without a copy: do not modify the result in place.
+    """``X`` as float32 CSR with unit-length rows (zero rows stay zero; :func:`normalize_rows`).
+    A row already of unit length (its squared length within :data:`UNIT_TOLERANCE` of 1, as
+    TF-IDF rows normalised in float64 are in float32) keeps its values, decided row by row (a
+    row's values do not depend on the others); when every row does, ``X`` itself is returned,
+    without a copy: do not modify the result in place.
 
     Example:
         >>> X = sp.csr_matrix(np.array([[3, 4], [0, 0]], np.float32))
@@ -161,15 +226,32 @@ def l2_rows(X: Any) -> sp.csr_matrix:
     X = sp.csr_matrix(X, dtype=np.float32)
     if not X.shape[0]:
         return X
-    squares = row_norms(X, squared=True)  # no copy of X
+    squares = np.zeros(X.shape[0], np.float32)  # float32 sums in storage order, as scikit-learn's row_norms
+    np.add.at(squares, np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)), X.data * X.data)
     unit = (np.abs(squares - 1.0) <= UNIT_TOLERANCE) | (squares == 0.0)
     if unit.all():
         return X
-    out = sp.csr_matrix(normalize(X, norm="l2", axis=1), dtype=np.float32)
+    out = normalize_rows(X)
     if out.nnz == X.nnz and np.array_equal(out.indptr, X.indptr):  # the same entries, in the same places
         kept = np.repeat(unit, np.diff(X.indptr))
         out.data[kept] = X.data[kept]
     return out
+
+
+def default_threads() -> int:
+    """Threads a scoring call uses when not told: torch's intra-op thread count when torch is
+    loaded already (so ``torch.set_num_threads`` bounds it, as it bounds everything else),
+    else the cores this process may run on; torch is never imported for it.
+
+    Example:
+        >>> default_threads() >= 1
+        True
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return int(torch.get_num_threads())
+    affinity = getattr(os, "sched_getaffinity", None)
+    return max(1, len(affinity(0)) if affinity is not None else (os.cpu_count() or 1))
 
 
 def index_blocks(index: sp.csr_matrix, labels: int) -> list[sp.csr_matrix]:

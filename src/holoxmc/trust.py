@@ -6,6 +6,9 @@ its safetensors files (whose shapes are read from the file header, without loadi
 data) and against this machine's memory, before a module is allocated; stored weights must
 be finite. Each failure is one :class:`~holoxmc.errors.InputError` naming the file.
 
+Only the network checks import torch (and the checks of torch tensors): a model folder whose
+arrays are read with ``safetensors.numpy`` (:func:`read_safetensors`) is checked without it.
+
 Example:
     >>> sizes_in({"hidden": [512, 512], "dim": 400, "seed": 7, "code": "random"})
     [512, 512, 400]
@@ -19,14 +22,13 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
+import numpy as np
 from safetensors import safe_open
 
-from holoxmc.backbones.network import estimate_network_bytes
 from holoxmc.errors import InputError
 from holoxmc.limits import check_allocation, check_size
 
-__all__ = ["tensor_shapes", "sizes_in", "check_network_config", "check_finite"]
+__all__ = ["tensor_shapes", "read_safetensors", "sizes_in", "check_network_config", "check_finite"]
 
 #: Keys of a network configuration that are not sizes (numbers that allocate nothing).
 NOT_SIZES = frozenset({"seed", "dropout", "ranking", "ranking_scale", "n_layers", "pooling_chunks", "filter_sizes",
@@ -50,10 +52,34 @@ def tensor_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
     if not path.is_file():
         raise InputError(f"{path}: no such model file")
     try:
-        with safe_open(str(path), framework="pt") as f:
+        with safe_open(str(path), framework="numpy") as f:  # the header alone: any dtype, no torch
             return {name: tuple(int(d) for d in f.get_slice(name).get_shape()) for name in f.keys()}
     except Exception as exc:  # safetensors raises its own error types, which differ by version
         raise InputError(f"{path}: not a readable safetensors file ({exc})") from None
+
+
+def read_safetensors(path: str | Path, *, framework: str = "pt", device: str = "cpu") -> tuple[dict[str, Any],
+                                                                                               dict[str, str]]:
+    """Read a safetensors file: ``(tensors, metadata)``, torch tensors on ``device``
+    (``framework="pt"``) or NumPy arrays (``"numpy"``: torch is not imported; a dtype NumPy
+    lacks, such as bfloat16, is refused). No code is executed while loading.
+
+    Raises:
+        InputError: ``"<path>: no such model file"``, ``"<path>: not a readable safetensors file (...)"``.
+    """
+    from safetensors import SafetensorError
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such model file")
+    try:
+        options = {"device": str(device)} if framework == "pt" else {}
+        with safe_open(str(path), framework=framework, **options) as f:
+            tensors = {name: f.get_tensor(name) for name in f.keys()}
+            metadata = dict(f.metadata() or {})
+    except (OSError, SafetensorError, TypeError) as exc:  # TypeError: a dtype NumPy lacks
+        raise InputError(f"{path}: not a readable safetensors file ({exc})") from exc
+    return tensors, metadata
 
 
 def sizes_in(config: Mapping[str, Any]) -> list[int]:
@@ -111,23 +137,39 @@ def check_network_config(
             if size != 0 and size not in stored and size != n_labels:
                 raise InputError(f"{where}: network size {size} matches no stored tensor (edited or "
                                  "from another model)")
+        from holoxmc.backbones.network import estimate_network_bytes
+
         check_allocation(estimate_network_bytes(member), "the network this configuration describes", where=where)
 
 
-def check_finite(tensors: Iterable[tuple[str, torch.Tensor]], where: str, *,
-                 infinite_ok: Collection[str] = ()) -> None:
+def check_finite(tensors: Iterable[tuple[str, Any]], where: str, *, infinite_ok: Collection[str] = ()) -> None:
     """Refuse stored weights holding NaN or infinite values; the tensors named in
     ``infinite_ok`` may hold ±inf (never NaN): the linear model's biases, ``-inf`` for a label
-    no training row has and ``+inf`` for one every row has.
+    no training row has and ``+inf`` for one every row has. Torch tensors or NumPy arrays.
 
     Raises:
         InputError: naming the first such tensor.
+
+    Example:
+        >>> check_finite([("bias", np.array([0.0, -np.inf]))], "model.safetensors", infinite_ok={"bias"})
+        >>> check_finite([("w", np.array([np.nan]))], "model.safetensors")
+        Traceback (most recent call last):
+        ...
+        holoxmc.errors.InputError: model.safetensors: tensor 'w' holds NaN or infinite values
     """
     for name, tensor in tensors:
-        if not tensor.is_floating_point():
-            continue
+        if isinstance(tensor, np.ndarray):
+            if not np.issubdtype(tensor.dtype, np.floating):
+                continue
+            has_nan, all_finite = bool(np.isnan(tensor).any()), bool(np.isfinite(tensor).all())
+        else:
+            import torch
+
+            if not tensor.is_floating_point():
+                continue
+            has_nan, all_finite = bool(torch.isnan(tensor).any()), bool(torch.isfinite(tensor).all())
         if name in infinite_ok:
-            if bool(torch.isnan(tensor).any()):
+            if has_nan:
                 raise InputError(f"{where}: tensor {name!r} holds NaN values")
-        elif not bool(torch.isfinite(tensor).all()):
+        elif not all_finite:
             raise InputError(f"{where}: tensor {name!r} holds NaN or infinite values")

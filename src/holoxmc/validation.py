@@ -17,24 +17,40 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+import functools
+
 import numpy as np
 import scipy.sparse as sp
-from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 
 from holoxmc.constraints import Integer, is_integer, is_real
 from holoxmc.errors import InputError
 from holoxmc.limits import check_allocation, check_size
 from holoxmc.presets import BACKBONE_OPTIONS
 
-__all__ = ["NotFittedError", "check_finite_options", "check_X", "check_Y", "check_fitted", "check_batch_size",
+# NotFittedError, made on first use (not_fitted_error), is read through the module's __getattr__.
+__all__ = ["not_fitted_error", "check_finite_options", "check_X", "check_Y", "check_fitted", "check_batch_size",
            "check_label_statistics", "check_backbone_settings",
            "NOT_FOR_BACKBONE", "SKLEARN_NAMES", "check_head_settings", "check_fit_data", "check_input", "input_size",
            "check_k", "check_ks", "check_score_metric", "SCORE_FAMILIES"]
 
 
-class NotFittedError(SklearnNotFittedError, InputError):
-    """An estimator used before ``fit``: scikit-learn's ``NotFittedError`` and a holoxmc
-    :class:`~holoxmc.errors.InputError` (the CLI's one-line error) at once."""
+@functools.cache
+def not_fitted_error() -> type[InputError]:
+    """:class:`NotFittedError`, the class, made on first use: scikit-learn's ``NotFittedError``
+    and a holoxmc :class:`~holoxmc.errors.InputError` at once (made lazily so that importing
+    this module does not import scikit-learn; ``holoxmc.validation.NotFittedError`` is it)."""
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
+    return type("NotFittedError", (SklearnNotFittedError, InputError), {
+        "__module__": __name__,
+        "__doc__": "An estimator used before ``fit``: scikit-learn's ``NotFittedError`` and a holoxmc "
+                   ":class:`~holoxmc.errors.InputError` (the CLI's one-line error) at once."})
+
+
+def __getattr__(name: str) -> Any:
+    if name == "NotFittedError":
+        return not_fitted_error()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_finite_options(options: Mapping[str, Any], name: str = "head_options") -> None:
@@ -64,7 +80,7 @@ def check_batch_size(batch_size: Any) -> int:
 def check_fitted(estimator: Any, attribute: str = "model_") -> None:
     """Raise :class:`NotFittedError` unless ``estimator`` has ``attribute``."""
     if attribute not in vars(estimator):
-        raise NotFittedError(f"this {type(estimator).__name__} is not fitted yet; call fit(X, Y) first")
+        raise not_fitted_error()(f"this {type(estimator).__name__} is not fitted yet; call fit(X, Y) first")
 
 
 # ---------------------------------------------------------------------------- X

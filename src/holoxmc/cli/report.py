@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from holoxmc.estimator import XMCClassifier
 from holoxmc.metrics import evaluate, pad_predictions
 from holoxmc.models.registry import FAMILIES
-from holoxmc.models.solar.model import SolarModel
 from holoxmc.validation import check_Y
+
+if TYPE_CHECKING:  # the table and cut-offs of evaluate and predict need no estimator (nor torch)
+    from holoxmc.estimator import XMCClassifier
 
 __all__ = ["fit_and_report", "metrics_table", "recall_cutoffs", "validation_report", "REPORT_FAMILIES"]
 
@@ -112,6 +113,8 @@ def recall_cutoffs(n_labels: int) -> tuple[int, ...]:
 
 def _top(clf: Any, X: Any, k: int, extra: dict[str, Any]) -> Any:
     """The top-``k`` label ids of ``clf`` on ``X``; for SOLAR, its candidates per point go in ``extra``."""
+    from holoxmc.models.solar.model import SolarModel
+
     if isinstance(clf.model_, SolarModel):
         indices, _, candidates = clf.model_.predict(X, k=k)
         extra["candidates_per_point"] = float(candidates.mean())

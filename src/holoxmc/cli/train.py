@@ -617,16 +617,32 @@ def _remove_checkpoints(run_dir: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- evaluate / predict
+def _load_run(run_dir: Path, device: str | None, *, served: bool) -> Any:
+    """The classifier saved in ``run_dir``: with ``served`` (only top-k predictions are
+    needed), a :class:`~holoxmc.serving.ServedClassifier` where its model needs neither torch
+    nor scikit-learn (the linear and re-rank models: ``predict`` and ``evaluate`` then start
+    in well under a second, docs/results/speed.md, "CLI start-up"), else ``XMCClassifier.load``
+    (the same checks and errors either way)."""
+    if served:
+        from holoxmc.serving import load_served
+
+        clf = load_served(run_dir, device=device)
+        if clf is not None:
+            return clf
+    from holoxmc.estimator import XMCClassifier
+
+    return XMCClassifier.load(run_dir, device=device)
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     from holoxmc.cli.report import recall_cutoffs
-    from holoxmc.estimator import XMCClassifier
     from holoxmc.io import atomic_write_json
     from holoxmc.metrics import label_set_f1
 
     _check_threshold_options(args)
     output = args.output or args.run_dir / f"eval-{Path(str(args.data)).name}-{args.split}.json"
     _check_output_file(output)  # before any work: a read-only run folder is refused now, not after scoring
-    clf = XMCClassifier.load(args.run_dir, device=args.device)
+    clf = _load_run(args.run_dir, args.device, served=args.threshold is None)
     overridden = _solar_decoding(args, clf)
     options = _options_for(args.run_dir, args.data, data_options(args))
     inputs, Y, name, _ = _run_inputs(args.run_dir, clf, args.data, args.split, options, labels=True)
@@ -748,7 +764,6 @@ def _check_encoder_sizes(encoder: Any, clf: Any, where: Path) -> None:
 def run_predict(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from holoxmc.estimator import XMCClassifier
     from holoxmc.io import atomic_write_text
 
     _check_threshold_options(args)
@@ -756,7 +771,7 @@ def run_predict(args: argparse.Namespace) -> int:
         raise InputError("--top-k and --threshold choose the labels in two ways: give one")
     if args.output is not None:
         _check_output_file(args.output)
-    clf = XMCClassifier.load(args.run_dir, device=args.device)
+    clf = _load_run(args.run_dir, args.device, served=args.threshold is None)
     _solar_decoding(args, clf)
     options = _options_for(args.run_dir, args.input, data_options(args))
     inputs, _, _, encoder = _run_inputs(args.run_dir, clf, args.input, "test", options, labels=False)

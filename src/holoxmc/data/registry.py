@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import pooch  # type: ignore[import-untyped]  # pooch ships no type information
 import scipy.sparse as sp
 
 from holoxmc.data.cache import FORMAT_VERSION, load_npz, save_npz
@@ -556,7 +555,7 @@ def download(url: str, destination: str | os.PathLike, sha256: str | None = None
             if head.read(512).lstrip().lower().startswith((b"<!doctype html", b"<html")):
                 raise DataFormatError(url, None, "server sent an HTML page, not the file (download it by hand)")
         if sha256 is None:
-            warnings.warn(f"{url}: no published checksum; sha256 of the download is {pooch.file_hash(str(fetched))}",
+            warnings.warn(f"{url}: no published checksum; sha256 of the download is {_pooch().file_hash(str(fetched))}",
                           stacklevel=2)
         os.replace(fetched, destination)
     finally:
@@ -564,8 +563,16 @@ def download(url: str, destination: str | os.PathLike, sha256: str | None = None
     return destination
 
 
+def _pooch() -> Any:
+    """pooch, imported where a download needs it (reading local data does not)."""
+    import pooch  # type: ignore[import-untyped]  # pooch ships no type information
+
+    return pooch
+
+
 def _retrieve(url: str, sha256: str | None, target: Path, progress: bool) -> Path:
     """``pooch.retrieve`` of ``url`` into ``target``; its failures as holoxmc errors."""
+    pooch = _pooch()
     known_hash = None if sha256 is None else f"sha256:{sha256.lower()}"
     try:
         with _pooch_quiet(not progress):
@@ -582,7 +589,7 @@ def _retrieve(url: str, sha256: str | None, target: Path, progress: bool) -> Pat
 @contextlib.contextmanager
 def _pooch_quiet(quiet: bool) -> Iterator[None]:
     """Silence pooch's "Downloading ..." log lines while ``quiet``."""
-    logger = pooch.get_logger()
+    logger = _pooch().get_logger()
     level = logger.level
     if quiet:
         logger.setLevel(logging.WARNING)

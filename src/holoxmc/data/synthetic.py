@@ -26,8 +26,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.preprocessing import normalize
-from sklearn.utils import murmurhash3_32
 
 from holoxmc.data.dataset import Dataset
 from holoxmc.errors import InputError
@@ -162,6 +160,9 @@ class _LabelModel:
     def sample(
         self, rng: np.random.Generator, size: int, labels_per_point: float, keep: float, noise: int
     ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+        from sklearn.preprocessing import normalize
+        from sklearn.utils import murmurhash3_32
+
         counts = np.minimum(1 + rng.poisson(labels_per_point - 1.0, size), self.n_labels)
         rows, labels = self._distinct_labels(rng, counts)
         Y = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, labels)), shape=(size, self.n_labels))

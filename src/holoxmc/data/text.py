@@ -6,16 +6,17 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer, TfidfVectorizer
-from sklearn.preprocessing import normalize
 
 from holoxmc.data.readers import JsonlRecords, read_bytes
 from holoxmc.errors import DataFormatError, InputError
 from holoxmc.io import atomic_write_json, read_json
+
+if TYPE_CHECKING:  # scikit-learn is imported where a TF-IDF or tokenizer is built (not to read a data file)
+    from sklearn.feature_extraction.text import TfidfVectorizer
 
 __all__ = [
     "read_label_vocabulary", "build_label_vocabulary", "labels_to_csr", "fit_tfidf", "Tokenizer", "TextEncoder",
@@ -91,6 +92,8 @@ def fit_tfidf(
     """
     if isinstance(ngrams, bool) or not isinstance(ngrams, int) or ngrams < 1:
         raise InputError(f"ngrams must be a positive integer (1: words, 2: words and word pairs, ...), got {ngrams!r}")
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
     vectorizer = TfidfVectorizer(min_df=min_df, max_features=max_features, sublinear_tf=True, dtype=np.float32,
                                  ngram_range=(1, ngrams))
     try:
@@ -133,6 +136,8 @@ def fit_token_idf(ids: np.ndarray, n_tokens: int, *, min_df: int = 2) -> np.ndar
     if isinstance(min_df, bool) or not isinstance(min_df, int) or min_df < 1:
         raise InputError(f"min_df must be a positive integer, got {min_df!r}")
     counts = token_counts(ids, n_tokens)
+    from sklearn.feature_extraction.text import TfidfTransformer
+
     idf = TfidfTransformer().fit(counts).idf_.astype(np.float32)
     document_frequency = np.bincount(counts.indices, minlength=n_tokens)
     idf[document_frequency < min_df] = 0.0
@@ -154,6 +159,8 @@ def token_tfidf(ids: np.ndarray, idf: np.ndarray) -> sp.csr_matrix:
     counts.data = 1.0 + np.log(counts.data)
     weighted = sp.csr_matrix(counts.multiply(np.asarray(idf, dtype=np.float32)[None, :]), dtype=np.float32)
     weighted.eliminate_zeros()
+    from sklearn.preprocessing import normalize
+
     return sp.csr_matrix(normalize(weighted), dtype=np.float32)
 
 
@@ -177,6 +184,8 @@ class Tokenizer:
         if max_vocab < 3 or max_length < 1:
             raise InputError("max_vocab must be >= 3 and max_length >= 1")
         self.max_vocab, self.max_length = max_vocab, max_length
+        from sklearn.feature_extraction.text import CountVectorizer
+
         self._analyzer = CountVectorizer().build_analyzer()
         self.vocabulary: list[str] = []
         self._ids: dict[str, int] = {}
@@ -308,6 +317,8 @@ class TextEncoder:
         if len(ngram_range) != 2 or not all(type(n) is int for n in ngram_range) \
                 or ngram_range[0] != 1 or ngram_range[1] < 1:
             raise ValueError(f"TF-IDF ngram_range {list(ngram_range)}, expected [1, n] with n >= 1")
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
         tfidf = TfidfVectorizer(vocabulary=[str(term) for term in tfidf_state["terms"]], dtype=np.float32,
                                 sublinear_tf=bool(tfidf_state["sublinear_tf"]), norm=tfidf_state["norm"],
                                 ngram_range=ngram_range)

@@ -1,17 +1,21 @@
-"""The protocol every served model satisfies, and the frozen settings a family fits and loads from."""
+"""The protocol every served model satisfies, and the frozen settings a family fits and loads from.
+
+Importing it imports no torch (the protocol's tensors are annotations; :func:`dense_scores`
+imports torch when called), so that the linear and re-rank models load without it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from holoxmc.errors import InputError
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["FittedModel", "FitSettings", "dense_scores"]
 
@@ -118,6 +122,8 @@ def dense_scores(model: FittedModel, X: Any, n_labels: int, batch_size: int, lim
         ...
         holoxmc.errors.InputError: 2 x 3 scores exceed 5 entries; use predict(X, k) or pass fewer rows
     """
+    import torch
+
     n = X.shape[0]
     if n * n_labels > limit:
         raise InputError(f"{n} x {n_labels} scores exceed {limit:,} entries; use predict(X, k) or pass fewer rows")

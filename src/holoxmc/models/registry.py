@@ -2,6 +2,11 @@
 settings, the settings that apply to it, how it loads and reports). The estimator looks a
 head up here and nowhere else branches on its name; a new head kind plugs in with one entry.
 
+Each family is built when it is first looked up, and each imports its fitting code when it
+fits: looking up (and loading) the linear or re-rank family imports neither torch nor
+scikit-learn (``holoxmc predict`` of such a run starts without them); a network or SOLAR family
+imports torch.
+
 Example:
     >>> FAMILIES["solar"].defaults["lr"], "hidden" in FAMILIES["linear"].settings
     (0.005, False)
@@ -10,35 +15,37 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import scipy.sparse as sp
-from torch import Tensor
 
-from holoxmc.distributed import scratch_folder
+from holoxmc.constraints import check_params
 from holoxmc.errors import InputError
 from holoxmc.models.base import FitSettings, FittedModel
-from holoxmc.models.network.fusion import FUSION_OPTIONS, NETWORK_HEAD, FusionPlan, fit_fusion, fusion_report, load_fusion
+from holoxmc.models.linear.config import LinearConfig
 from holoxmc.models.linear.model import LinearModel
-from holoxmc.models.network.model import MemberData, NetworkModel, NetworkPlan, check_plan_fits, fit_networks, \
-    load_network, network_options, report_fields, takes_code_dim
 from holoxmc.models.rerank.model import RerankModel
-from holoxmc.models.solar.model import SolarModel
-from holoxmc.presets import HEAD_DEFAULTS, network_defaults
-from holoxmc.seeding import member_seeds
-from holoxmc.train import FitResult, TrainConfig
-from holoxmc.models.linear.fit import SELECT_METRIC, LinearConfig, fit_linear
-from holoxmc.models.linear.fit import add_labels as add_linear_labels
-from holoxmc.models.rerank.fit import RerankConfig, fit_rerank
-from holoxmc.models.rerank.fit import add_labels as add_rerank_labels
-from holoxmc.models.solar.fit import DONE_FILE, SolarConfig, chunk_dir, fit_solar
+from holoxmc.presets import HEAD_DEFAULTS, network_defaults, setting_defaults
+from holoxmc.settings import ESTIMATOR_CONSTRAINTS, SETTING_NAMES
+from holoxmc.validation import check_head_settings
 
-__all__ = ["Family", "FitData", "FAMILIES", "HEADS", "NETWORK_SETTINGS", "family", "streaming_heads"]
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from holoxmc.models.network.fusion import FusionPlan
+    from holoxmc.models.network.model import NetworkModel, NetworkPlan
+    from holoxmc.models.rerank.fit import RerankConfig
+    from holoxmc.models.solar.fit import SolarConfig
+    from holoxmc.train import FitResult, TrainConfig
+
+__all__ = ["Family", "Families", "FitData", "FAMILIES", "HEADS", "NETWORK_SETTINGS", "family", "streaming_heads",
+           "check_settings", "head_setting", "random_seed", "n_workers", "train_config", "fit_settings"]
 
 #: Estimator keywords that configure or train a network (and ``refit``): each head kind
 #: names those that apply to it; changing another is refused.
@@ -93,6 +100,8 @@ class Family:
             chosen on); the re-rank model trains on every row.
         add_labels: ``(fitted estimator, X, Y of the new labels) -> model``: its model with
             those labels appended, the others untouched (``None``: it cannot).
+        arrays: whether :attr:`load` takes the stored tensors as NumPy arrays (read without
+            torch, :func:`holoxmc.persist.load_classifier`); else torch tensors.
     """
 
     head: str
@@ -112,11 +121,14 @@ class Family:
     streams: bool = False
     holds_out: bool = True
     add_labels: Callable[[Any, Any, Any], FittedModel] | None = None
+    arrays: bool = False
 
 
 # ---------------------------------------------------------------------------- networks
 def _network_plan(s: FitSettings, n_labels: int, n_features: int, head: str | None = None,
                   head_options: dict[str, Any] | None = None) -> NetworkPlan:
+    from holoxmc.models.network.model import NetworkPlan, check_plan_fits, network_options
+
     head = s.head if head is None else head
     given = s.head_options if head_options is None else head_options
     options = network_options(s.backbone, head, hidden=s.hidden, dropout=s.dropout,
@@ -130,17 +142,22 @@ def _network_plan(s: FitSettings, n_labels: int, n_features: int, head: str | No
 
 
 def _fit_networks(s: FitSettings, plan: NetworkPlan, data: FitData) -> tuple[FittedModel, list[FitResult]]:
+    from holoxmc.models.network.model import MemberData, fit_networks
+    from holoxmc.seeding import member_seeds
+
     members = MemberData(plan, data.X, data.Y, data.X_val, data.Y_val, data.resume, data.groups)
     # n_jobs (scikit-learn's name) sets the workers of an ensemble; one network trains here
     workers = s.workers if s.n_jobs is None or s.n_models > 1 else 1
     starts = None if data.warm is None else [
         {name: tensor.detach().cpu().clone() for name, tensor in network.state_dict().items()}
-        for network in cast(NetworkModel, data.warm).members]
+        for network in cast("NetworkModel", data.warm).members]
     return fit_networks(plan, member_seeds(s.seed, s.n_models), members, run_dir=data.run_dir,
                         workers=workers, ray_address=s.ray_address, starts=starts)
 
 
 def _load_network(s: FitSettings, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
+    from holoxmc.models.network.model import load_network
+
     return load_network(config["network"], tensors, config["n_labels"], s.device, path / "model.safetensors")
 
 
@@ -150,14 +167,24 @@ def _network_refit(candidate: Any) -> dict[str, Any]:
     return {"epochs": max(1, int(candidate.fit_results_[0].best_epoch)), "val_fraction": 0.0}
 
 
+def _network_report(results: list[FitResult]) -> dict[str, Any]:
+    from holoxmc.models.network.model import report_fields
+
+    return report_fields(results)
+
+
 def _network_family(head: str, settings: frozenset[str]) -> Family:
+    from holoxmc.models.network.model import takes_code_dim
+
     return Family(head, HEAD_DEFAULTS[head], settings, ("fc", "cnn", "lstm"), "network_", _network_plan,
-                  _fit_networks, _load_network, lambda model: model.network, report_fields,
+                  _fit_networks, _load_network, lambda model: model.network, _network_report,
                   code_dim=takes_code_dim(head), refit_from=_network_refit, streams=True)
 
 
 # ---------------------------------------------------------------------------- text network + TF-IDF
 def _fusion_plan(s: FitSettings, n_labels: int, n_features: int) -> FusionPlan:
+    from holoxmc.models.network.fusion import FUSION_OPTIONS, NETWORK_HEAD, FusionPlan
+
     if s.ray_address is not None:
         raise InputError("head 'xr' trains on this machine (workers: the linear stage's processes); "
                          "ray_address does not apply to it")
@@ -170,26 +197,36 @@ def _fusion_plan(s: FitSettings, n_labels: int, n_features: int) -> FusionPlan:
 
 
 def _fit_fusion(s: FitSettings, plan: FusionPlan, data: FitData) -> tuple[FittedModel, list[FitResult]]:
+    from holoxmc.models.network.fusion import fit_fusion
+    from holoxmc.seeding import member_seeds
+
     return fit_fusion(plan, member_seeds(s.seed, 1)[0], data.X, data.Y, data.X_val, data.Y_val,
                       val_fraction=s.val_fraction, run_dir=data.run_dir, resume=data.resume, workers=s.workers,
                       groups=data.groups)
 
 
 def _load_fusion(s: FitSettings, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
+    from holoxmc.models.network.fusion import load_fusion
+
     plan = _fusion_plan(s, config["n_labels"], config["n_features"])
     return load_fusion(config["network"], tensors, config["n_labels"], plan, path / "model.safetensors")
 
 
 # ---------------------------------------------------------------------------- SOLAR
-#: SolarConfig fields a user sets through ``head_options`` (the rest come from the classifier).
-SOLAR_OPTIONS = frozenset(f.name for f in fields(SolarConfig)) - {"hidden", "dropout", "seed", "device", "train"}
+def _options(config_type: Any, *others: str) -> frozenset[str]:
+    """The fields of a head's config class a user sets through ``head_options`` (the seed and
+    ``others`` come from the classifier)."""
+    return frozenset(f.name for f in fields(config_type)) - {"seed", *others}
 
 
 def _solar_plan(s: FitSettings, n_labels: int, n_features: int) -> SolarConfig:
+    from holoxmc.models.solar.fit import SolarConfig
+
     options = dict(s.head_options or {})
-    unknown = sorted(set(options) - SOLAR_OPTIONS)
+    accepted = _options(SolarConfig, "hidden", "dropout", "device", "train")
+    unknown = sorted(set(options) - accepted)
     if unknown:
-        raise InputError(f"options {unknown} are not accepted by head 'solar' (accepted: {sorted(SOLAR_OPTIONS)})")
+        raise InputError(f"options {unknown} are not accepted by head 'solar' (accepted: {sorted(accepted)})")
     assert s.hidden is not None and s.dropout is not None  # SOLAR's head defaults set both
     config = SolarConfig(hidden=s.hidden, dropout=s.dropout, seed=s.seed, device=s.device, train=s.train, **options)
     config.resolved(n_labels=n_labels, n_features=n_features)  # its checks against the data's sizes
@@ -200,6 +237,10 @@ def _fit_solar(s: FitSettings, config: SolarConfig, data: FitData) -> tuple[Fitt
     """The K chunk models as independent jobs in ``run_dir`` (a scratch folder when ``None``,
     removed afterwards, or by a later fit if this process is killed); re-running on the same
     folder retrains only unfinished chunks."""
+    from holoxmc.distributed import scratch_folder
+    from holoxmc.models.solar.fit import fit_solar
+    from holoxmc.train import FitResult
+
     with scratch_folder() as scratch:
         folder = Path(data.run_dir) if data.run_dir is not None else Path(scratch)
         model = fit_solar(data.X, data.Y, config, folder, X_val=data.X_val, Y_val=data.Y_val,
@@ -210,6 +251,8 @@ def _fit_solar(s: FitSettings, config: SolarConfig, data: FitData) -> tuple[Fitt
 def _solar_history(run_dir: Path, n_chunks: int) -> list[dict[str, Any]]:
     """Per-epoch history of a SOLAR run: the seconds every chunk spent on epoch ``e``, summed
     (the compute a single worker would need), from the chunks' done-markers."""
+    from holoxmc.models.solar.fit import DONE_FILE, chunk_dir
+
     per_chunk = [json.loads((chunk_dir(run_dir, k) / DONE_FILE).read_text())["epoch_seconds"] for k in range(n_chunks)]
     n_epochs = max(len(seconds) for seconds in per_chunk)
     return [{"epoch": e + 1, "seconds": float(sum(s[e] for s in per_chunk if e < len(s)))} for e in range(n_epochs)]
@@ -221,10 +264,6 @@ def _solar_report(results: list[FitResult]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- linear
-#: LinearConfig fields a user sets through ``head_options`` (the seed comes from the classifier).
-LINEAR_OPTIONS = frozenset(f.name for f in fields(LinearConfig)) - {"seed"}
-
-
 def _cpu_config(s: FitSettings, config_type: Callable[..., Any], accepted: frozenset[str]) -> Any:
     """The config of a liblinear head (``linear``, ``rerank``) from ``head_options``, on the CPU only."""
     if str(s.device).partition(":")[0] != "cpu":  # also the one error for a name that is no device
@@ -237,23 +276,31 @@ def _cpu_config(s: FitSettings, config_type: Callable[..., Any], accepted: froze
 
 
 def _linear_plan(s: FitSettings, n_labels: int, n_features: int) -> LinearConfig:
-    config: LinearConfig = _cpu_config(s, LinearConfig, LINEAR_OPTIONS)
+    from holoxmc.train import TrainConfig
+
+    config: LinearConfig = _cpu_config(s, LinearConfig, _options(LinearConfig))
     TrainConfig(val_fraction=s.val_fraction)  # the trainer's own check of the validation share
     return config
 
 
 def _fit_linear(s: FitSettings, config: LinearConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
+    from holoxmc.models.linear.fit import fit_linear
+    from holoxmc.train import FitResult
+
     model, history = fit_linear(data.X, data.Y, config, data.X_val, data.Y_val, val_fraction=s.val_fraction,
                                 refit=bool(s.refit), workers=s.workers, ray_address=s.ray_address,
                                 groups=data.groups)
     return model, [FitResult(history=history)]
 
 
-def _load_linear(s: FitSettings, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
+def _load_linear(s: FitSettings, path: Path, config: dict[str, Any], tensors: dict[str, Any]) -> FittedModel:
+    """The saved model, from NumPy arrays (:attr:`Family.arrays`): its ``head_options`` checked
+    by :func:`_cpu_config` as a fit checks them (the trainer's check of ``val_fraction`` that
+    :func:`_linear_plan` adds is the settings table's, which loading has passed already)."""
     weights = {name.removeprefix("linear."): value for name, value in tensors.items()}
+    plan: LinearConfig = _cpu_config(s, LinearConfig, _options(LinearConfig))
     try:
-        return LinearModel.from_tensors(weights, config["n_features"], config["n_labels"],
-                                        _linear_plan(s, config["n_labels"], config["n_features"]).normalize_rows)
+        return LinearModel.from_tensors(weights, config["n_features"], config["n_labels"], plan.normalize_rows)
     except InputError as exc:
         raise InputError(f"{path / 'model.safetensors'}: {exc}") from None
 
@@ -277,11 +324,15 @@ def _add_linear_labels(clf: Any, X: Any, Y: Any) -> FittedModel:
         C = config.C_grid[0]
     if C is None:
         raise InputError("adding labels needs the C the model was fitted with: give head_options={'C': ...}")
-    return add_linear_labels(clf.model_, X, Y, C, config, workers=s.workers, ray_address=s.ray_address)
+    from holoxmc.models.linear.fit import add_labels
+
+    return add_labels(clf.model_, X, Y, C, config, workers=s.workers, ray_address=s.ray_address)
 
 
 def _linear_refit(candidate: Any) -> dict[str, Any]:
     """The ``C`` the candidate's validation rows chose (its last fit when none was scored)."""
+    from holoxmc.models.linear.fit import SELECT_METRIC
+
     chosen = [fit for fit in candidate.fit_results_[0].history if "val" in fit]
     best = max(chosen, key=lambda fit: fit["val"][SELECT_METRIC]) if chosen else candidate.fit_results_[0].history[-1]
     return {"head_options": {"C": float(best["C"])}}
@@ -293,17 +344,18 @@ def _linear_report(results: list[FitResult]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- rerank
-#: RerankConfig fields a user sets through ``head_options`` (the seed comes from the classifier).
-RERANK_OPTIONS = frozenset(f.name for f in fields(RerankConfig)) - {"seed"}
-
-
 def _rerank_plan(s: FitSettings, n_labels: int, n_features: int) -> RerankConfig:
-    config: RerankConfig = _cpu_config(s, RerankConfig, RERANK_OPTIONS)
+    from holoxmc.models.rerank.fit import RerankConfig
+
+    config: RerankConfig = _cpu_config(s, RerankConfig, _options(RerankConfig))
     return config
 
 
 def _fit_rerank(s: FitSettings, config: RerankConfig, data: FitData) -> tuple[FittedModel, list[FitResult]]:
     """The fit, with its wall seconds (alpha's choice included) as its one history entry."""
+    from holoxmc.models.rerank.fit import fit_rerank
+    from holoxmc.train import FitResult
+
     started = time.perf_counter()
     model = fit_rerank(data.X, data.Y, config, data.X_val, data.Y_val, workers=s.workers,
                        ray_address=s.ray_address, run_dir=data.run_dir, resume=data.resume)
@@ -311,8 +363,10 @@ def _fit_rerank(s: FitSettings, config: RerankConfig, data: FitData) -> tuple[Fi
 
 
 def _add_rerank_labels(clf: Any, X: Any, Y: Any) -> FittedModel:
+    from holoxmc.models.rerank.fit import add_labels
+
     s = _grown_settings(clf)
-    return add_rerank_labels(clf.model_, X, Y, _rerank_plan(s, 0, 0), workers=s.workers, ray_address=s.ray_address)
+    return add_labels(clf.model_, X, Y, _rerank_plan(s, 0, 0), workers=s.workers, ray_address=s.ray_address)
 
 
 def _rerank_refit(candidate: Any) -> dict[str, Any]:
@@ -323,7 +377,7 @@ def _rerank_refit(candidate: Any) -> dict[str, Any]:
     return {"head_options": {"alpha": float(candidate.model_.alpha), "shortlist": int(candidate.model_.shortlist)}}
 
 
-def _load_rerank(s: FitSettings, path: Path, config: dict[str, Any], tensors: dict[str, Tensor]) -> FittedModel:
+def _load_rerank(s: FitSettings, path: Path, config: dict[str, Any], tensors: dict[str, Any]) -> FittedModel:
     stored = {name.removeprefix("rerank."): value for name, value in tensors.items()}
     try:
         return RerankModel.from_tensors(stored, config["n_features"], config["n_labels"])
@@ -333,24 +387,66 @@ def _load_rerank(s: FitSettings, path: Path, config: dict[str, Any], tensors: di
 
 # ---------------------------------------------------------------------------- the table
 _ALL = frozenset(HEAD_SPECIFIC)
-FAMILIES: dict[str, Family] = {
-    "hrr": _network_family("hrr", _ALL),
-    "dense": _network_family("dense", _ALL),  # dim is the HRR head's; dense and SOLAR ignore it
-    "solar": Family("solar", HEAD_DEFAULTS["solar"], _ALL - {"linear_width", "n_models", "refit", "warm_start"}, ("fc",),
-                    "solar_", _solar_plan, _fit_solar, lambda s, path, config, tensors: SolarModel.load(path),
-                    lambda model: model, _solar_report, jobs_apart=True),
-    "linear": Family("linear", HEAD_DEFAULTS["linear"], frozenset({"refit"}), ("fc",), "linear_", _linear_plan,
-                     _fit_linear, _load_linear, lambda model: model, _linear_report, jobs_apart=True,
-                     refit_from=_linear_refit, kept_from_selection=("calibration",), add_labels=_add_linear_labels),
-    "rerank": Family("rerank", HEAD_DEFAULTS["rerank"], frozenset(), ("fc",), "rerank_", _rerank_plan,
-                     _fit_rerank, _load_rerank, lambda model: model,
-                     lambda results: {"best_epoch": None, "sparse_updates": None, "epoch_seconds": []}, jobs_apart=True,
-                     refit_from=_rerank_refit, holds_out=False, add_labels=_add_rerank_labels),
-    # a text network, then a linear model on its text embedding and the tokens' TF-IDF
-    "xr": Family("xr", HEAD_DEFAULTS["xr"], _ALL - {"n_models", "refit", "hidden", "linear_width", "warm_start"}, ("cnn", "lstm"),
-                 "network_", _fusion_plan, _fit_fusion, _load_fusion, lambda model: model.network, fusion_report,
-                 code_dim=True),
-}
+
+
+def _solar_family() -> Family:
+    from holoxmc.models.solar.model import SolarModel
+
+    return Family("solar", HEAD_DEFAULTS["solar"], _ALL - {"linear_width", "n_models", "refit", "warm_start"}, ("fc",),
+                  "solar_",
+                  _solar_plan, _fit_solar, lambda s, path, config, tensors: SolarModel.load(path),
+                  lambda model: model, _solar_report, jobs_apart=True)
+
+
+def _xr_family() -> Family:
+    """A text network, then a linear model on its text embedding and the tokens' TF-IDF."""
+    from holoxmc.models.network.fusion import fusion_report
+
+    return Family("xr", HEAD_DEFAULTS["xr"], _ALL - {"n_models", "refit", "hidden", "linear_width", "warm_start"},
+                  ("cnn", "lstm"),
+                  "network_", _fusion_plan, _fit_fusion, _load_fusion, lambda model: model.network, fusion_report,
+                  code_dim=True)
+
+
+class Families(Mapping[str, Family]):
+    """``head name -> Family``, each family built when first looked up (then kept): building a
+    network or SOLAR family imports torch, the linear and re-rank ones do not. Iterating over
+    the names builds nothing; over the families (``values()``, ``items()``) builds them all."""
+
+    def __init__(self, builders: dict[str, Callable[[], Family]]) -> None:
+        self._builders = builders
+        self._built: dict[str, Family] = {}
+
+    def __getitem__(self, head: str) -> Family:
+        if head not in self._built:
+            self._built[head] = self._builders[head]()  # KeyError for a name that is no head
+        return self._built[head]
+
+    def __contains__(self, head: object) -> bool:
+        return head in self._builders
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._builders)
+
+    def __len__(self) -> int:
+        return len(self._builders)
+
+
+FAMILIES: Mapping[str, Family] = Families({
+    "hrr": lambda: _network_family("hrr", _ALL),
+    "dense": lambda: _network_family("dense", _ALL),  # dim is the HRR head's; dense and SOLAR ignore it
+    "solar": _solar_family,
+    "linear": lambda: Family("linear", HEAD_DEFAULTS["linear"], frozenset({"refit"}), ("fc",), "linear_",
+                             _linear_plan, _fit_linear, _load_linear, lambda model: model, _linear_report,
+                             jobs_apart=True, refit_from=_linear_refit, kept_from_selection=("calibration",),
+                             arrays=True, add_labels=_add_linear_labels),
+    "rerank": lambda: Family("rerank", HEAD_DEFAULTS["rerank"], frozenset(), ("fc",), "rerank_", _rerank_plan,
+                             _fit_rerank, _load_rerank, lambda model: model,
+                             lambda results: {"best_epoch": None, "sparse_updates": None, "epoch_seconds": []},
+                             jobs_apart=True, refit_from=_rerank_refit, holds_out=False, arrays=True,
+                             add_labels=_add_rerank_labels),
+    "xr": _xr_family,
+})
 #: Every head kind.
 HEADS = tuple(FAMILIES)
 
@@ -374,3 +470,88 @@ def family(head: Any) -> Family:
     if not isinstance(head, str) or head not in FAMILIES:
         raise InputError(f"unknown head {head!r}; choose from {sorted(FAMILIES)}")
     return FAMILIES[head]
+
+
+# ---------------------------------------------------------------------------- an estimator's settings, resolved
+# Functions of ``params``, an estimator's ``get_params()`` (every keyword, a default where none
+# was given): the estimator's methods of the same names call them, and loading a saved model
+# (:func:`holoxmc.persist.read_saved`) resolves its settings with them, without an estimator.
+def check_settings(params: Mapping[str, Any], defaults: Mapping[str, Any]) -> Family:
+    """Every setting against :data:`~holoxmc.settings.ESTIMATOR_CONSTRAINTS` and the head's
+    family (:func:`~holoxmc.validation.check_head_settings`), before any data is read.
+
+    Args:
+        params: every setting's value; defaults: every setting's default.
+
+    Returns:
+        the head's :class:`Family`.
+
+    Raises:
+        InputError: naming the first setting refused.
+
+    Example:
+        >>> from holoxmc.settings import DEFAULTS
+        >>> check_settings(DEFAULTS | {"head": "linear"}, DEFAULTS).head
+        'linear'
+    """
+    check_params(params, ESTIMATOR_CONSTRAINTS, SETTING_NAMES)
+    kind = family(params["head"])
+    check_head_settings(params, defaults, kind, HEAD_SPECIFIC)
+    return kind
+
+
+def head_setting(params: Mapping[str, Any], name: str) -> Any:
+    """The value of a head-dependent setting: the explicit one, else the head's default
+    (``None`` where the head has none, as the linear model's network settings).
+
+    Example:
+        >>> from holoxmc.settings import DEFAULTS
+        >>> head_setting(DEFAULTS | {"head": "solar"}, "lr"), head_setting(DEFAULTS | {"head": "linear"}, "epochs")
+        (0.005, None)
+    """
+    value, head = params[name], params["head"]
+    defaults = setting_defaults(dict(FAMILIES[head].defaults), params["backbone"]) if head in FAMILIES else {}
+    return defaults.get(name) if value is None else value
+
+
+def random_seed(params: Mapping[str, Any]) -> int:
+    """The seed of every random stream: ``random_state`` when given, else ``seed``."""
+    return int(params["seed"] if params["random_state"] is None else params["random_state"])
+
+
+def n_workers(params: Mapping[str, Any]) -> int:
+    """Parallel local processes: ``n_jobs`` when given (``-1``: one per CPU core), else ``workers``."""
+    if params["n_jobs"] is None:
+        return int(params["workers"])
+    return int(os.cpu_count() or 1) if params["n_jobs"] == -1 else int(params["n_jobs"])
+
+
+def train_config(params: Mapping[str, Any], seed: int | None = None) -> TrainConfig:
+    """The trainer's settings (:class:`~holoxmc.train.TrainConfig`; imports torch)."""
+    from holoxmc.train import TrainConfig
+
+    return TrainConfig(
+        epochs=head_setting(params, "epochs"), batch_size=head_setting(params, "batch_size"),
+        lr=head_setting(params, "lr"), weight_decay=params["weight_decay"], sparse_updates=params["sparse_updates"],
+        schedule=params["schedule"], warmup_epochs=params["warmup_epochs"], grad_clip=params["grad_clip"],
+        val_fraction=params["val_fraction"], patience=params["patience"], time_limit=params["time_limit"],
+        refit=params["refit"], precision=params["precision"], seed=random_seed(params) if seed is None else seed,
+        device=params["device"], progress=params["progress"],
+    )
+
+
+def fit_settings(params: Mapping[str, Any]) -> FitSettings:
+    """The settings resolved and frozen, as the model families read them (the head's
+    defaults where a setting is ``None``, the trainer's settings, the seed and workers that
+    the scikit-learn names choose); a head without a network (linear, re-rank) has no
+    trainer's settings, and torch is not imported for it."""
+    hidden = head_setting(params, "hidden")
+    return FitSettings(
+        head=params["head"], backbone=params["backbone"], dim=params["dim"],
+        hidden=None if hidden is None else tuple(hidden), dropout=head_setting(params, "dropout"),
+        linear_width=params["linear_width"], head_options=MappingProxyType(dict(params["head_options"] or {})),
+        train=None if head_setting(params, "epochs") is None else train_config(params),  # no network: no trainer
+        device=str(params["device"]), n_models=params["n_models"], seed=random_seed(params),
+        workers=n_workers(params), n_jobs=params["n_jobs"], ray_address=params["ray_address"],
+        val_fraction=params["val_fraction"], refit=bool(params["refit"]),
+    )

@@ -1,6 +1,9 @@
 """Label sets by a confidence threshold: the functions behind ``XMCClassifier.predict_above``
 and ``XMCClassifier.tune_threshold`` (each method calls one of them in one line).
 
+Importing it imports neither torch nor scikit-learn (a saved model's :class:`LabelRule` is
+read without them); the functions that compute with confidences import torch.
+
 Example:
     >>> labels = predict_above(clf, X_test, 0.5)                 # doctest: +SKIP
     >>> threshold, table = tune_threshold(clf, X_val, Y_val)     # doctest: +SKIP
@@ -12,18 +15,17 @@ import math
 import numbers
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
-import torch
-from sklearn.linear_model import LogisticRegression
-from torch import Tensor
 
 from holoxmc.errors import InputError
 from holoxmc.metrics import label_set_f1
-from holoxmc.train import labels_above
 from holoxmc.validation import check_batch_size, check_Y
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["predict_above", "tune_threshold", "check_relative_threshold", "THRESHOLD_METRICS", "LabelRule",
            "fit_label_rule", "label_sets", "probabilities", "finite_scores", "samples_f1", "SCORE_FLOOR",
@@ -57,6 +59,8 @@ def predict_above(clf: Any, X: Any, threshold: float, *, relative: bool, batch_s
     Example:
         >>> predict_above(clf, X_test, 0.5, relative=True, batch_size=1024)  # doctest: +SKIP
     """
+    from holoxmc.train import labels_above
+
     clf._check_fitted()
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(threshold):
         raise InputError(f"threshold must be a finite number, got {threshold!r}")
@@ -221,6 +225,8 @@ class LabelRule:
 
 def _probabilities(rule: LabelRule, confidences: Tensor) -> Tensor:
     """``p`` of a chunk of confidences under ``rule`` (float32, finite)."""
+    import torch
+
     values = torch.nan_to_num(confidences.float(), nan=0.0, posinf=SCORE_CEILING, neginf=SCORE_FLOOR)
     if not rule.calibrated:
         return values.clamp(0.0, 1.0)
@@ -230,6 +236,8 @@ def _probabilities(rule: LabelRule, confidences: Tensor) -> Tensor:
 def probability_blocks(model: Any, X: Any, rule: LabelRule, n_labels: int,
                        batch_size: int) -> Iterator[tuple[np.ndarray, Tensor]]:
     """``(rows, (len(rows), L) probabilities)`` of ``X``, a bounded block of rows at a time."""
+    import torch
+
     step = max(1, min(int(batch_size), RULE_BLOCK // max(n_labels, 1)))
     for start in range(0, X.shape[0], step):
         rows = np.arange(start, min(start + step, X.shape[0]))
@@ -241,6 +249,8 @@ def probability_blocks(model: Any, X: Any, rule: LabelRule, n_labels: int,
 
 def _cut(block: Tensor, rule: LabelRule) -> tuple[np.ndarray, np.ndarray]:
     """``(row, column)`` of a block's labels under ``rule`` (and each empty row's best)."""
+    import torch
+
     assert rule.threshold is not None
     cut = rule.threshold * block.max(1, keepdim=True).values if rule.relative else rule.threshold
     found = torch.nonzero(block >= cut, as_tuple=True)
@@ -303,6 +313,8 @@ def samples_f1(predicted: sp.csr_matrix, Y: sp.csr_matrix) -> float:
 
 def _platt(pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[float, float] | None:
     """``(a, b)`` of a weighted logistic fit of labels on confidences; ``None`` with one class."""
+    from sklearn.linear_model import LogisticRegression
+
     x = np.concatenate([p[0] for p in pairs]) if pairs else np.zeros(0)
     y = np.concatenate([p[1] for p in pairs]) if pairs else np.zeros(0)
     w = np.concatenate([p[2] for p in pairs]) if pairs else np.zeros(0)
@@ -332,6 +344,8 @@ def _calibration_pairs(model: Any, X: Any, Y: sp.csr_matrix, n_labels: int, seed
 
 def _raw_block(model: Any, X_rows: Any, n_labels: int) -> np.ndarray:
     """The model's confidences of a few rows, finite, as a dense float32 array."""
+    import torch
+
     out = np.empty((X_rows.shape[0], n_labels), dtype=np.float32)
     for first, chunk in model.confidence_chunks(X_rows):
         values = torch.nan_to_num(chunk.float().cpu(), nan=0.0, posinf=SCORE_CEILING, neginf=SCORE_FLOOR)
@@ -344,6 +358,8 @@ def _candidates(model: Any, X: Any, rule: LabelRule, n_labels: int,
     """``(rows, columns, probabilities, ranks)`` of each row's :data:`RULE_MAX_SET` most
     probable labels (best first), and each row's largest probability: what the cuts keep
     (the top-k sets read ``predict_topk``'s ranking, as ``predict`` does)."""
+    import torch
+
     rows, cols, values, ranks, best = [], [], [], [], []
     for block_rows, block in probability_blocks(model, X, rule, n_labels, step):
         top = torch.topk(block, min(RULE_MAX_SET, n_labels), dim=1)

@@ -18,14 +18,13 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import torch
-from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as safetensors_bytes
 from torch import Tensor
 
 from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_bytes, atomic_write_json, parse_json, to_json
 from holoxmc.limits import MAX_SIZE, check_size
-from holoxmc.trust import check_finite
+from holoxmc.trust import check_finite, read_safetensors
 
 __all__ = [
     "CHECKPOINT_TENSORS",
@@ -89,17 +88,9 @@ def save_state_dict(path: str | Path, state: dict[str, Tensor], metadata: dict[s
 
 
 def load_state_dict_file(path: str | Path, device: torch.device | str = "cpu") -> tuple[dict[str, Tensor], dict[str, str]]:
-    """Read a safetensors file: ``(tensors, metadata)``. No code is executed while loading."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such model file")
-    try:
-        with safe_open(str(path), framework="pt", device=str(device)) as f:
-            tensors = {name: f.get_tensor(name) for name in f.keys()}
-            metadata = dict(f.metadata() or {})
-    except (OSError, SafetensorError) as exc:
-        raise InputError(f"{path}: not a readable safetensors file ({exc})") from exc
-    return tensors, metadata
+    """Read a safetensors file: ``(tensors, metadata)``. No code is executed while loading
+    (:func:`holoxmc.trust.read_safetensors`)."""
+    return read_safetensors(path, framework="pt", device=str(device))
 
 
 def flatten_optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Tensor], dict[str, Any]]:

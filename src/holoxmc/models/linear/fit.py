@@ -27,12 +27,10 @@ Example:
 from __future__ import annotations
 
 import functools
-import math
-import numbers
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,71 +46,16 @@ except ImportError:  # pragma: no cover
     _liblinear = None
 
 from holoxmc.distributed import run_jobs
-from holoxmc.errors import InputError, check_number_types
+from holoxmc.errors import InputError
 from holoxmc.metrics import evaluate, pad_predictions
+from holoxmc.models.linear.config import DEFAULT_C_GRID, DEFAULT_PRUNE, LinearConfig, finite_number  # noqa: F401
 from holoxmc.models.linear.model import DENSE_SCORING_ENTRIES, LinearModel  # noqa: F401  (the served model's home)
-from holoxmc.settings import LINEAR_C_GRID, option_default
 from holoxmc.train.trainer import split_validation
 
 __all__ = ["LinearConfig", "LinearModel", "fit_linear", "add_labels", "DEFAULT_C_GRID", "DEFAULT_PRUNE"]
 
-#: C values tried when ``LinearConfig.C`` is ``None`` (declared with the setting ``C``).
-DEFAULT_C_GRID = LINEAR_C_GRID
-#: Default ``LinearConfig.prune`` (chosen with the grid, as above).
-DEFAULT_PRUNE = 0.05
 #: Metric that chooses C on the validation split.
 SELECT_METRIC = "P@1"
-
-
-@dataclass(frozen=True)
-class LinearConfig:
-    """Everything that defines a linear one-vs-rest model.
-
-    Args:
-        C: inverse regularisation strength of every label's SVM; ``None`` chooses it from
-            ``C_grid`` by validation P@1 (ties: the first in grid order).
-        C_grid: the C values ``C=None`` tries (the default tries one, :data:`DEFAULT_C_GRID`).
-        normalize_rows: L2-normalise every input row, in training and inference.
-        prune: weights of magnitude below this are dropped after training (0 keeps all).
-        max_iter, tol: liblinear's iteration limit and stopping tolerance per label.
-        label_block: labels per training job (the unit of parallelism).
-        seed: seed of liblinear's coordinate order and of the carved validation split.
-    """
-
-    C: float | None = option_default("linear", "C")
-    C_grid: tuple[float, ...] = DEFAULT_C_GRID
-    normalize_rows: bool = True
-    prune: float = DEFAULT_PRUNE
-    max_iter: int = 1000
-    tol: float = 1e-4
-    label_block: int = 256
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.C_grid, (tuple, list)) or not self.C_grid:
-            raise InputError(f"C_grid must be a non-empty list of positive numbers, got {self.C_grid!r}")
-        object.__setattr__(self, "C_grid", tuple(self.C_grid))
-        check_number_types(self)
-        for value in (self.C, *self.C_grid):
-            if value is not None and not (_is_number(value) and value > 0):
-                raise InputError(f"C must be a positive finite number, got {value!r}")
-        if not isinstance(self.normalize_rows, bool):
-            raise InputError(f"normalize_rows must be true or false, got {self.normalize_rows!r}")
-        if not (math.isfinite(self.prune) and self.prune >= 0):
-            raise InputError(f"prune must be a non-negative finite number, got {self.prune!r}")
-        if not (math.isfinite(self.tol) and self.tol > 0):
-            raise InputError(f"tol must be a positive finite number, got {self.tol!r}")
-        for name in ("max_iter", "label_block"):
-            if getattr(self, name) < 1:
-                raise InputError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"C_grid": list(self.C_grid)}
-
-
-def _is_number(value: Any) -> bool:
-    """A finite real number (not a boolean)."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # ---------------------------------------------------------------------------- training
@@ -310,7 +253,7 @@ def fit_linear(
         model = train(X, Y, [config.C])[0]
     else:
         if X_val is None:
-            if not (_is_number(val_fraction) and 0.0 < val_fraction < 1.0):
+            if not (finite_number(val_fraction) and 0.0 < val_fraction < 1.0):
                 raise InputError(f"choosing C needs a validation share in (0, 1), got val_fraction={val_fraction!r}; "
                                  "or give X_val, Y_val, or a fixed C")
             inner, held = split_validation(X.shape[0], val_fraction, int(config.seed), groups)

@@ -21,12 +21,15 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import scipy.sparse as sp
-import torch
-from torch import Tensor
 
 from holoxmc.errors import InputError
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["ClusterMatcher"]
 
@@ -142,7 +145,9 @@ class ClusterMatcher:
 
     # ------------------------------------------------------------------ storage
     def tensors(self) -> dict[str, Tensor]:
-        """Every array of the matcher (names without a prefix)."""
+        """Every array of the matcher (names without a prefix; imports torch)."""
+        import torch
+
         from holoxmc.sparse import csr_tensors
 
         return {"assignment": torch.from_numpy(self.assignment.copy()), **csr_tensors("weights", self.weights),
@@ -152,8 +157,8 @@ class ClusterMatcher:
                                          dtype=torch.float64)}
 
     @classmethod
-    def from_tensors(cls, tensors: dict[str, Tensor], n_features: int, n_labels: int) -> "ClusterMatcher":
-        """The matcher :meth:`tensors` wrote, every size and value checked.
+    def from_tensors(cls, tensors: dict[str, Any], n_features: int, n_labels: int) -> "ClusterMatcher":
+        """The matcher :meth:`tensors` wrote (tensors or NumPy arrays), every size and value checked.
 
         Raises:
             InputError: a missing tensor, or one that does not fit ``(n_features, n_labels)``.
@@ -163,7 +168,7 @@ class ClusterMatcher:
         for name in ("assignment", "bias", "settings"):
             if name not in tensors:
                 raise InputError(f"missing tensor 'matcher.{name}'")
-        settings = tensors["settings"].numpy()
+        settings = np.asarray(tensors["settings"])
         if settings.shape != (3,) or not np.all(np.isfinite(settings)):
             raise InputError("the stored matcher settings are not three finite numbers")
         n_clusters, beam, cluster_weight = settings.tolist()
@@ -171,7 +176,7 @@ class ClusterMatcher:
             raise InputError(f"the stored matcher's {n_clusters} clusters do not fit {n_labels} labels")
         weights = csr_from_tensors(tensors, "weights", (n_features, int(n_clusters)))
         centroids = csr_from_tensors(tensors, "centroids", (int(n_clusters), n_features))
-        assignment, bias = tensors["assignment"].numpy(), tensors["bias"].numpy()
+        assignment, bias = np.asarray(tensors["assignment"]), np.asarray(tensors["bias"])
         if assignment.shape != (n_labels,) or not np.all(np.isfinite(bias)):
             raise InputError(f"the stored matcher assignment does not fit {n_labels} labels")
         return cls(assignment, centroids, weights, bias, int(beam), float(cluster_weight))

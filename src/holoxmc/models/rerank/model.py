@@ -23,17 +23,18 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
-import torch
-from torch import Tensor
 
 from holoxmc.errors import InputError
-from holoxmc.sparse import (cost_chunks, csr_from_tensors, csr_tensors, in_threads, index_blocks,
+from holoxmc.sparse import (cost_chunks, csr_from_tensors, csr_tensors, default_threads, in_threads, index_blocks,
                             l2_rows, sparse_row_top, top_columns)
 from holoxmc.models.rerank.matcher import ClusterMatcher
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["RerankModel", "csr_from_tensors", "csr_tensors", "l2_rows", "top_columns"]
 
@@ -219,7 +220,8 @@ class RerankModel:
                    threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(labels (n, s), retriever scores (n, s))`` of unit rows ``X`` (one batch), best
         first; the sparse PIFA shortlist's chunks of rows run on ``threads`` threads
-        (``None``: ``torch.get_num_threads()``), the other paths on one. Each thread holds one
+        (``None``: :func:`~holoxmc.sparse.default_threads`, torch's thread count where torch is
+        loaded, without importing it), the other paths on one. Each thread holds one
         chunk's product (at most :data:`SPARSE_CHUNK_ENTRIES` entries, about 64 MB with its
         joined copy): set torch's thread count lower to bound that on a machine of many cores."""
         if self.matcher is not None:
@@ -229,7 +231,7 @@ class RerankModel:
             best = top_columns(S, self.shortlist)
             return np.take_along_axis(candidates, best, axis=1), np.take_along_axis(S, best, axis=1)
         if self._sparse_retrieval and not self.prior.any() and not (X.data < 0).any():
-            return self._sparse_shortlists(X, torch.get_num_threads() if threads is None else threads)
+            return self._sparse_shortlists(X, default_threads() if threads is None else threads)
         step = self.dense_batch_rows()
         if X.shape[0] > step:  # a batch cut for the sparse path: dense blocks of at most BLOCK_ENTRIES
             parts = [self.shortlists(X[start:start + step], None if exclude is None else exclude[start:start + step])
@@ -318,7 +320,10 @@ class RerankModel:
         return indices, scores
 
     def score_chunks(self, X: Any) -> Iterator[tuple[int, Tensor]]:
-        """One chunk of every label's mixed score (off-shortlist labels scored too)."""
+        """One chunk of every label's mixed score (off-shortlist labels scored too), a tensor as
+        the protocol gives (imports torch; top-k and loading do not)."""
+        import torch
+
         yield 0, torch.from_numpy(self.full_scores(X))
 
     def confidence_chunks(self, X: Any) -> Iterator[tuple[int, Tensor]]:
@@ -328,7 +333,9 @@ class RerankModel:
 
     # ------------------------------------------------------------------ storage
     def tensors(self) -> dict[str, Tensor]:
-        """Every array of the model, for ``model.safetensors``."""
+        """Every array of the model, for ``model.safetensors`` (imports torch)."""
+        import torch
+
         out = csr_tensors("centroids", sp.vstack([sp.csr_matrix(block.T) for block in self._index], format="csr"))
         out.update(csr_tensors("weights", sp.csr_matrix(self.weights)))
         out["bias"] = torch.from_numpy(self.bias.copy())
@@ -347,8 +354,9 @@ class RerankModel:
         return {f"rerank.{name}": tensor for name, tensor in self.tensors().items()}
 
     @classmethod
-    def from_tensors(cls, tensors: dict[str, Tensor], n_features: int, n_labels: int) -> "RerankModel":
-        """The model :meth:`tensors` wrote, checked against the sizes the config declares.
+    def from_tensors(cls, tensors: dict[str, Any], n_features: int, n_labels: int) -> "RerankModel":
+        """The model :meth:`tensors` wrote (tensors, or the NumPy arrays ``safetensors.numpy``
+        reads: no torch), checked against the sizes the config declares.
 
         Raises:
             InputError: a missing tensor, or one whose sizes or values do not fit ``(n_features, n_labels)``.
@@ -358,8 +366,8 @@ class RerankModel:
         for name in ("bias", "settings"):
             if name not in tensors:
                 raise InputError(f"missing tensor {name!r}")
-        bias, settings = tensors["bias"].numpy(), tensors["settings"].numpy()
-        prior = tensors["prior"].numpy() if "prior" in tensors else np.zeros(n_labels, np.float32)
+        bias, settings = np.asarray(tensors["bias"]), np.asarray(tensors["settings"])
+        prior = np.asarray(tensors["prior"]) if "prior" in tensors else np.zeros(n_labels, np.float32)
         if (bias.shape != (n_labels,) or prior.shape != (n_labels,) or settings.shape not in ((2,), (4,))
                 or not np.all(np.isfinite(bias)) or not np.all(np.isfinite(prior)) or not np.all(np.isfinite(settings))):
             raise InputError(f"the stored rerank bias/prior/settings do not fit {n_labels} labels")
@@ -370,9 +378,10 @@ class RerankModel:
         if knn:
             if "neighbours.indptr" not in tensors:
                 raise InputError("missing tensor 'neighbours.indptr'")
-            if tensors["neighbours.indptr"].ndim != 1 or tensors["neighbours.indptr"].shape[0] < 1:
+            pointers = np.asarray(tensors["neighbours.indptr"])
+            if pointers.ndim != 1 or pointers.shape[0] < 1:
                 raise InputError("the stored neighbours.indptr is not a list of row pointers")
-            n_rows = tensors["neighbours.indptr"].shape[0] - 1
+            n_rows = pointers.shape[0] - 1
             if not (knn == int(knn) and 1 <= knn <= max(n_rows, 1)):
                 raise InputError(f"the stored neighbour count {knn} is not in 1..{n_rows}")
             neighbours = csr_from_tensors(tensors, "neighbours", (n_rows, n_features))
