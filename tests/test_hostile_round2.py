@@ -663,3 +663,39 @@ def test_weights_that_do_not_fit_the_network_are_one_line(saved, tmp_path):
     with pytest.raises(InputError, match="weights do not match") as caught:
         XMCClassifier.load(folder)
     assert "\n" not in str(caught.value)
+
+
+# ------------------------------------------------------------------ Remaining cases
+@pytest.mark.parametrize("head, setting, taken_by", [
+    ("dense", {"dim": 64}, "dim applies to heads 'hrr', 'xr'"),
+    ("solar", {"dim": 64, "hidden": (8,), "epochs": 1}, "dim applies to heads 'hrr', 'xr'"),
+    ("rerank", {"val_fraction": 0.2}, "val_fraction applies to heads 'auto', 'hrr', 'dense', 'solar', 'xr', 'linear'"),
+    ("dense", {"time_budget": 5.0}, "time_budget applies to head 'auto'"),
+])
+def test_a_setting_its_head_does_not_take_is_refused_naming_the_heads_that_take_it(fitted, head, setting, taken_by):
+    """As the linear model refuses ``epochs``: the settings table says which heads take each."""
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    name = next(iter(setting))
+    with pytest.raises(InputError, match=re.escape(f"['{name}'] do not apply to head '{head}': {taken_by}")):
+        XMCClassifier(head=head, progress=False, **setting).fit(test.X, test.Y)
+
+
+def test_every_family_takes_the_settings_the_table_gives_it():
+    from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC
+    from holoxmc.settings import SETTING
+
+    for head, kind in FAMILIES.items():
+        assert kind.settings == {name for name in HEAD_SPECIFIC if head in SETTING[name].heads}, head
+        assert ("dim" in kind.settings) == kind.code_dim, head  # d' sizes a label code, nothing else
+
+
+def test_auto_still_takes_its_shared_settings(fitted):
+    """``head="auto"`` hands ``val_fraction`` to its candidates: the re-rank one, which holds
+    nothing out, gets its default instead of refusing it."""
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    clf = XMCClassifier(val_fraction=0.2, time_budget=30.0, seed=2, progress=False).fit(test.X, test.Y)
+    assert clf.selection_[0].model == "rerank" and clf.selection_[0].val_p1 is not None

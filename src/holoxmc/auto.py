@@ -29,6 +29,7 @@ from sklearn.base import clone
 
 from holoxmc.errors import InputError
 from holoxmc.models.registry import family
+from holoxmc.settings import DEFAULTS, HEAD_SETTINGS, heads_taking
 
 __all__ = ["AUTO", "expected_seconds", "Selector", "SELECTORS", "CANDIDATES", "Trial", "SHARED_SETTINGS",
            "check_auto_params", "fit_auto", "read_trials", "refit_settings", "selection_table"]
@@ -145,7 +146,7 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
                                                  f"more expected, of {clf.time_budget:g} s)"))
             continue
         limit = _time_limit(keywords, clf.time_budget - spent)
-        candidate = clone(clf).set_params(**(shared | keywords | limit))
+        candidate = _candidate(clf, shared | keywords | limit)
         begun = time.perf_counter()
         candidate.fit(X_fit, Y_fit, X_check, Y_check)
         p1 = candidate.score(X_check, Y_check)
@@ -155,13 +156,22 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
         del candidate
     assert best is not None  # the first candidate always runs
     X_all, Y_all = (X, Y) if X_val is None else (_stack(X, X_val), sp.vstack([Y, Y_val], format="csr"))
-    winner = clone(clf).set_params(**(shared | dict(CANDIDATES)[best.model] | refit_settings(chosen)))
+    winner = _candidate(clf, shared | dict(CANDIDATES)[best.model] | refit_settings(chosen))
     winner.fit(X_all, Y_all)
     for name in family(winner.head).kept_from_selection:  # as a linear model's Platt scaling
         setattr(winner.model_, name, getattr(chosen.model_, name))
     winner.label_rule_ = chosen.label_rule_  # chosen on the held-out rows, which the refit trained on
     best.note = "; ".join(note for note in (best.note, "chosen, refit on every row") if note)
     return winner, trials
+
+
+def _candidate(clf: Any, params: dict[str, Any]) -> Any:
+    """``clf`` cloned with ``params``, and every setting that the candidate's head does not take
+    (:func:`holoxmc.settings.heads_taking`: ``time_budget``, the re-rank model's ``val_fraction``)
+    at its default: a candidate refuses a setting it would ignore."""
+    head = params["head"]
+    untaken = {name: DEFAULTS[name] for name in HEAD_SETTINGS if head not in heads_taking(name)}
+    return clone(clf).set_params(**(params | untaken))
 
 
 def _time_limit(keywords: dict[str, Any], remaining: float) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from holoxmc.models.rerank.model import RerankModel
 from holoxmc.models.solar.model import SolarModel
 from holoxmc.presets import HEAD_DEFAULTS, network_defaults
 from holoxmc.seeding import member_seeds
+from holoxmc.settings import HEAD_SETTINGS, heads_taking
 from holoxmc.train import FitResult, TrainConfig
 from holoxmc.models.linear.fit import SELECT_METRIC, LinearConfig, fit_linear
 from holoxmc.models.rerank.fit import RerankConfig, fit_rerank
@@ -37,12 +38,18 @@ from holoxmc.models.solar.fit import DONE_FILE, SolarConfig, chunk_dir, fit_sola
 
 __all__ = ["Family", "FitData", "FAMILIES", "HEADS", "NETWORK_SETTINGS", "family", "streaming_heads"]
 
-#: Estimator keywords that configure or train a network (and ``refit``): each head kind
-#: names those that apply to it; changing another is refused.
+#: Estimator keywords that configure or train a network.
 NETWORK_SETTINGS = ("dim", "hidden", "dropout", "linear_width", "epochs", "batch_size", "lr", "weight_decay",
                     "sparse_updates", "schedule", "warmup_epochs", "grad_clip", "patience", "time_limit", "n_models",
                     "precision")
-HEAD_SPECIFIC = (*NETWORK_SETTINGS, "refit")
+#: Estimator keywords that some heads only take: the settings table says which
+#: (:data:`holoxmc.settings.HEAD_SETTINGS`); changing one for another head is refused.
+HEAD_SPECIFIC = HEAD_SETTINGS
+
+
+def _takes(head: str) -> frozenset[str]:
+    """The settings of :data:`HEAD_SPECIFIC` that the settings table gives ``head``."""
+    return frozenset(name for name in HEAD_SPECIFIC if head in heads_taking(name))
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,8 @@ class Family:
     Attributes:
         head: its name.
         defaults: values of the settings the estimator leaves at ``None``.
-        settings: which of :data:`HEAD_SPECIFIC` apply to it.
+        settings: which of :data:`HEAD_SPECIFIC` apply to it (the settings table's rows that
+            name it, :func:`holoxmc.settings.heads_taking`).
         backbones: the backbones it takes.
         attribute: the fitted attribute that serves its model (``network_``, ``solar_``, ``linear_``).
         plan: ``(settings, n_labels, n_features) -> plan``: its settings (a frozen
@@ -139,8 +147,8 @@ def _network_refit(candidate: Any) -> dict[str, Any]:
     return {"epochs": max(1, int(candidate.fit_results_[0].best_epoch)), "val_fraction": 0.0}
 
 
-def _network_family(head: str, settings: frozenset[str]) -> Family:
-    return Family(head, HEAD_DEFAULTS[head], settings, ("fc", "cnn", "lstm"), "network_", _network_plan,
+def _network_family(head: str) -> Family:
+    return Family(head, HEAD_DEFAULTS[head], _takes(head), ("fc", "cnn", "lstm"), "network_", _network_plan,
                   _fit_networks, _load_network, lambda model: model.network, report_fields,
                   code_dim=takes_code_dim(head), refit_from=_network_refit, streams=True)
 
@@ -292,22 +300,21 @@ def _load_rerank(s: FitSettings, path: Path, config: dict[str, Any], tensors: di
 
 
 # ---------------------------------------------------------------------------- the table
-_ALL = frozenset(HEAD_SPECIFIC)
 FAMILIES: dict[str, Family] = {
-    "hrr": _network_family("hrr", _ALL),
-    "dense": _network_family("dense", _ALL),  # dim is the HRR head's; dense and SOLAR ignore it
-    "solar": Family("solar", HEAD_DEFAULTS["solar"], _ALL - {"linear_width", "n_models", "refit"}, ("fc",),
+    "hrr": _network_family("hrr"),
+    "dense": _network_family("dense"),
+    "solar": Family("solar", HEAD_DEFAULTS["solar"], _takes("solar"), ("fc",),
                     "solar_", _solar_plan, _fit_solar, lambda s, path, config, tensors: SolarModel.load(path),
                     lambda model: model, _solar_report, jobs_apart=True),
-    "linear": Family("linear", HEAD_DEFAULTS["linear"], frozenset({"refit"}), ("fc",), "linear_", _linear_plan,
+    "linear": Family("linear", HEAD_DEFAULTS["linear"], _takes("linear"), ("fc",), "linear_", _linear_plan,
                      _fit_linear, _load_linear, lambda model: model, _linear_report, jobs_apart=True,
                      refit_from=_linear_refit, kept_from_selection=("calibration",)),
-    "rerank": Family("rerank", HEAD_DEFAULTS["rerank"], frozenset(), ("fc",), "rerank_", _rerank_plan,
+    "rerank": Family("rerank", HEAD_DEFAULTS["rerank"], _takes("rerank"), ("fc",), "rerank_", _rerank_plan,
                      _fit_rerank, _load_rerank, lambda model: model,
                      lambda results: {"best_epoch": None, "sparse_updates": None, "epoch_seconds": []}, jobs_apart=True,
                      refit_from=_rerank_refit, holds_out=False),
     # a text network, then a linear model on its text embedding and the tokens' TF-IDF
-    "xr": Family("xr", HEAD_DEFAULTS["xr"], _ALL - {"n_models", "refit", "hidden", "linear_width"}, ("cnn", "lstm"),
+    "xr": Family("xr", HEAD_DEFAULTS["xr"], _takes("xr"), ("cnn", "lstm"),
                  "network_", _fusion_plan, _fit_fusion, _load_fusion, lambda model: model.network, fusion_report,
                  code_dim=True),
 }
