@@ -699,3 +699,19 @@ def test_auto_still_takes_its_shared_settings(fitted):
     _, test = fitted
     clf = XMCClassifier(val_fraction=0.2, time_budget=30.0, seed=2, progress=False).fit(test.X, test.Y)
     assert clf.selection_[0].model == "rerank" and clf.selection_[0].val_p1 is not None
+
+
+@pytest.mark.parametrize("device", ["meta", "xla"])
+@pytest.mark.parametrize("head", ["dense", "linear", "auto"])
+def test_a_device_that_cannot_hold_a_model_is_refused_before_any_work(fitted, head, device):
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    with pytest.raises(InputError, match=f"device '{device}'"):
+        XMCClassifier(head=head, device=device, progress=False).fit(test.X, test.Y)
+
+
+def test_the_meta_device_is_one_line_on_the_command_line(tiny, tmp_path, capsys):
+    assert main(["train", str(tiny), "--device", "meta", "--out", str(tmp_path / "R"), *FAST]) == 2
+    _one_error(capsys, "device 'meta' cannot hold a trained model")
+    assert not (tmp_path / "R").exists()

@@ -32,6 +32,7 @@ import warnings
 
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from holoxmc.devices import check_device
 from holoxmc.errors import InputError
 from holoxmc.labels import check_classes, encode_names, encode_single, holds_names, is_single_label, names_of
 from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
@@ -256,6 +257,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         """
         params = self.get_params()
         check_params(params, ESTIMATOR_CONSTRAINTS, SETTING_NAMES)
+        check_device(self.device)  # one that cannot hold the model (meta, an unknown type) before any data
         kind = family(self.head)
         defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
         check_head_settings(params, defaults, kind, HEAD_SPECIFIC)
@@ -311,6 +313,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         """``head="auto"``: fit the model :func:`~holoxmc.auto.fit_auto` chooses and
         serve it; ``selection_`` lists the candidates tried, ``head_`` the one kept."""
         check_params(self.get_params(), ESTIMATOR_CONSTRAINTS, SETTING_NAMES)
+        check_device(self.device)
         check_auto_params(self)
         X, Y, X_val, Y_val = check_fit_data(X, Y, X_val, Y_val, self.backbone)
         winner, self.selection_ = SELECTORS[self.head].fit(self, X, Y, X_val, Y_val)
