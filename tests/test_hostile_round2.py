@@ -715,3 +715,24 @@ def test_the_meta_device_is_one_line_on_the_command_line(tiny, tmp_path, capsys)
     assert main(["train", str(tiny), "--device", "meta", "--out", str(tmp_path / "R"), *FAST]) == 2
     _one_error(capsys, "device 'meta' cannot hold a trained model")
     assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize("head, setting, named", [
+    ("dense", {"weight_decay": 1e308}, "weight_decay 1e+308 is far above any sane value"),
+    ("hrr", {"head_options": {"ranking": 1e308}}, "ranking 1e+308 is far above any sane value"),
+    ("dense", {"lr": 1e308}, "lr 1e+308 is far above any sane value"),
+])
+def test_a_divergence_names_the_setting_that_is_extreme(fitted, head, setting, named):
+    from holoxmc.errors import TrainingDiverged
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    with pytest.raises(TrainingDiverged, match=re.escape(named)) as caught:
+        XMCClassifier(head=head, hidden=(8,), epochs=2, batch_size=8, progress=False, **setting).fit(test.X, test.Y)
+    assert "smaller learning rate" not in str(caught.value)
+
+
+def test_a_divergence_with_no_extreme_setting_still_points_at_the_learning_rate():
+    from holoxmc.train.trainer import TrainConfig, divergence_hint
+
+    assert divergence_hint(TrainConfig(lr=0.5), None) == "lr 0.5: try a smaller learning rate, or grad_clip"
