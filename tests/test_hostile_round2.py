@@ -736,3 +736,15 @@ def test_a_divergence_with_no_extreme_setting_still_points_at_the_learning_rate(
     from holoxmc.train.trainer import TrainConfig, divergence_hint
 
     assert divergence_hint(TrainConfig(lr=0.5), None) == "lr 0.5: try a smaller learning rate, or grad_clip"
+
+
+def test_the_default_head_on_one_row_says_it_needs_two(fitted, tiny, tmp_path, capsys):
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    with pytest.raises(InputError, match="needs at least 2 rows; got 1"):
+        XMCClassifier(progress=False).fit(test.X[:1], test.Y[:1])
+    one = tmp_path / "one.txt"
+    one.write_text("1 30 10\n1 1:1\n")
+    assert main(["train", str(one), "--test", str(tiny / "tiny_test.txt"), "--out", str(tmp_path / "R"), "-q"]) == 2
+    _one_error(capsys, "head='auto' chooses its model on held-out training rows, so it needs at least 2 rows; got 1")

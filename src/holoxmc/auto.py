@@ -104,6 +104,10 @@ def _validation_split(clf: Any, X: Any, Y: sp.csr_matrix) -> tuple[Any, sp.csr_m
     if clf.val_fraction <= 0:
         raise InputError("head='auto' chooses on a validation split: val_fraction must be above 0 "
                          "(or give X_val, Y_val)")
+    if X.shape[0] < 2:  # one row cannot be both trained on and held out
+        raise InputError(f"head='auto' chooses its model on held-out training rows, so it needs at least 2 rows; "
+                         f"got {X.shape[0]}: give more rows, X_val and Y_val, or choose the model (head='rerank' or "
+                         "'dense'; --model rerank or fc)")
     train_rows, val_rows = split_validation(X.shape[0], clf.val_fraction, clf.random_seed)
     return X[train_rows], Y[train_rows], X[val_rows], Y[val_rows]
 
