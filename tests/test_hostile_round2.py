@@ -805,3 +805,28 @@ def test_a_run_killed_while_its_workers_train_prints_no_leaked_semaphore_warning
         os.kill(pid, signal.SIGKILL)
     assert not left, children
     assert "leaked semaphore" not in errors.read_text(), errors.read_text()
+
+
+HUGE_D_FIT = """
+import sys
+
+import numpy as np
+import scipy.sparse as sp
+
+from holoxmc.errors import InputError
+from holoxmc.estimator import XMCClassifier
+
+X = sp.csr_matrix((np.ones(3), np.array([1, 2, 3]), np.array([0, 1, 2, 3])), shape=(3, 600_000_000))
+try:
+    XMCClassifier(head=sys.argv[1], progress=False).fit(X, sp.identity(3, format="csr"))
+except InputError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize("head", ["linear", "rerank", "solar", "dense", "hrr", "auto"])
+def test_fit_refuses_a_huge_d_for_every_head_before_allocating(head):
+    """The command line's check of a header's D, in ``fit`` itself (``ulimit -v 4000000``)."""
+    done = subprocess.run([sys.executable, "-c", HUGE_D_FIT, head], env=dict(os.environ, PYTHONPATH=SRC),
+                          capture_output=True, text=True, timeout=120, preexec_fn=_limited())
+    assert done.returncode == 0 and "would need" in done.stdout, (done.returncode, done.stdout, done.stderr[-500:])

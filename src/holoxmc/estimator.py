@@ -34,6 +34,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from holoxmc.devices import check_device
 from holoxmc.errors import InputError
+from holoxmc.limits import check_fit_memory
 from holoxmc.labels import check_classes, encode_names, encode_single, holds_names, is_single_label, names_of
 from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
 from holoxmc import persist
@@ -298,6 +299,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         streamed = streamed_fit_data(self, X, Y, X_val, Y_val, streaming=streaming_heads())  # None: in memory
         X, Y, X_val, Y_val = streamed or check_fit_data(X, Y, X_val, Y_val, self.backbone)
         n_features, n_labels = int(X.shape[1]) if streamed else input_size(X), int(Y.shape[1])
+        check_fit_memory(self.get_params(), n_features)  # D's per-feature memory, before any of it is allocated
         check_label_statistics(n_labels)
         plan = kind.plan(self.fit_settings(), n_labels, n_features)
         if word_vectors is not None:  # rows of a text backbone's embedding table
@@ -316,6 +318,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         check_device(self.device)
         check_auto_params(self)
         X, Y, X_val, Y_val = check_fit_data(X, Y, X_val, Y_val, self.backbone)
+        check_fit_memory(self.get_params(), input_size(X))  # its first candidate's, before the split
         winner, self.selection_ = SELECTORS[self.head].fit(self, X, Y, X_val, Y_val)
         for name in ("n_features_", "n_labels_", "n_features_in_", "inv_prop_", "label_rule_"):
             setattr(self, name, getattr(winner, name))
