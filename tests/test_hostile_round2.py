@@ -830,3 +830,48 @@ def test_fit_refuses_a_huge_d_for_every_head_before_allocating(head):
     done = subprocess.run([sys.executable, "-c", HUGE_D_FIT, head], env=dict(os.environ, PYTHONPATH=SRC),
                           capture_output=True, text=True, timeout=120, preexec_fn=_limited())
     assert done.returncode == 0 and "would need" in done.stdout, (done.returncode, done.stdout, done.stderr[-500:])
+
+
+RUN = {"model": "fc", "head": "dense", "backbone": "fc", "n_models": 1}
+
+
+class _Killed(BaseException):
+    """A kill, where the marker's write is cut."""
+
+
+def test_a_run_marker_is_replaced_whole_so_a_kill_never_cuts_it(tmp_path, monkeypatch):
+    from holoxmc.cli import rundir
+
+    run = tmp_path / "R"
+    run.mkdir()
+    old = {"format": "holoxmc-run/1", "holoxmc": "0.2.0", "pid": 1, "settings": RUN, "note": "x" * 500}
+    (run / MARKER).write_text(json.dumps(old))
+
+    def killed(*args, **kwargs):
+        raise _Killed
+    with monkeypatch.context() as patch:  # the step between the record's bytes and their place: the cut
+        patch.setattr(os, "ftruncate", killed)
+        patch.setattr(os, "replace", killed)
+        with pytest.raises(_Killed), rundir.run_lock(run, RUN, resume=True):
+            pass
+    assert json.loads((run / MARKER).read_text()) == old  # the old record, whole
+    (run / f"{MARKER}.4242.deadbeef.tmp").write_text('{"format": "holo')  # a killed write's temporary file
+    with rundir.run_lock(run, RUN, resume=True) as recorded:
+        assert recorded == RUN
+        with pytest.raises(InputError, match=rf"another holoxmc process \(pid {os.getpid()}\)"):
+            with rundir.run_lock(run, RUN, resume=True):
+                pass  # the lock is held on the marker that replaced the old one
+    assert json.loads((run / MARKER).read_text()) == {"format": "holoxmc-run/1", "holoxmc": old["holoxmc"],
+                                                      "pid": os.getpid(), "settings": RUN}
+    assert sorted(p.name for p in run.iterdir()) == [MARKER]
+
+
+@pytest.mark.parametrize("garbled", ['{"format": "holoxmc-run/1", "pid": 12}}', '{"format": "holo', "[1]",
+                                     '{"settings": "fc"}'])
+def test_a_garbled_run_marker_is_one_error_and_left_alone(tiny, tmp_path, capsys, garbled):
+    run = tmp_path / "R"
+    run.mkdir()
+    (run / MARKER).write_text(garbled)
+    assert main(["train", str(tiny), "--out", str(run), *FAST, "--resume"]) == 2
+    _one_error(capsys, "cannot tell which run this folder holds")
+    assert (run / MARKER).read_text() == garbled and sorted(p.name for p in run.iterdir()) == [MARKER]
