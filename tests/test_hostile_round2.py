@@ -875,3 +875,17 @@ def test_a_garbled_run_marker_is_one_error_and_left_alone(tiny, tmp_path, capsys
     assert main(["train", str(tiny), "--out", str(run), *FAST, "--resume"]) == 2
     _one_error(capsys, "cannot tell which run this folder holds")
     assert (run / MARKER).read_text() == garbled and sorted(p.name for p in run.iterdir()) == [MARKER]
+
+
+def test_negative_inverse_propensities_are_refused():
+    import scipy.sparse as sp
+
+    from holoxmc.metrics import evaluate, evaluate_scores, psp_at_k
+
+    Y = sp.csr_matrix(np.array([[1, 0, 1], [0, 1, 0]], dtype=np.float32))
+    scores, weights = np.array([[0.9, 0.1, 0.5], [0.1, 0.9, 0.1]]), np.array([-1.0, -2.0, -1.0])
+    for call in (lambda: evaluate(np.array([[0], [1]]), Y, inv_prop=weights, ks=(1,)),
+                 lambda: evaluate_scores(scores, Y, inv_prop=weights, ks=(1,)),
+                 lambda: psp_at_k(Y.toarray(), scores, k=1, inv_prop=weights)):
+        with pytest.raises(InputError, match="inv_prop must hold non-negative weights"):
+            call()
