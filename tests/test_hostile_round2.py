@@ -703,6 +703,23 @@ def test_auto_still_takes_its_shared_settings(fitted):
     assert clf.selection_[0].model == "rerank" and clf.selection_[0].val_p1 is not None
 
 
+@pytest.mark.parametrize("head, untaken", [("dense", {"dim": 64}), ("solar", {"dim": 64, "time_budget": 5.0})])
+def test_a_saved_model_holding_a_setting_its_head_never_took_still_loads(saved, fitted, tmp_path, head, untaken):
+    """An older holoxmc saved dense's ignored ``dim``, and ``head="auto"`` its ``time_budget``
+    with the winner: the value never changed the model, which loads with the default."""
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    folder = tmp_path / "m"
+    shutil.copytree(saved[head], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["params"] |= untaken
+    (folder / "config.json").write_text(json.dumps(config))
+    loaded = XMCClassifier.load(folder)
+    assert all(loaded.get_params()[name] == XMCClassifier().get_params()[name] for name in untaken)
+    assert np.array_equal(loaded.predict_topk(test.X)[0], XMCClassifier.load(saved[head]).predict_topk(test.X)[0])
+
+
 @pytest.mark.parametrize("device", ["meta", "xla"])
 @pytest.mark.parametrize("head", ["dense", "linear", "auto"])
 def test_a_device_that_cannot_hold_a_model_is_refused_before_any_work(fitted, head, device):

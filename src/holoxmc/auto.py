@@ -29,7 +29,7 @@ from sklearn.base import clone
 
 from holoxmc.errors import InputError
 from holoxmc.models.registry import family
-from holoxmc.settings import DEFAULTS, HEAD_SETTINGS, heads_taking
+from holoxmc.settings import untaken_defaults
 
 __all__ = ["AUTO", "expected_seconds", "Selector", "SELECTORS", "CANDIDATES", "Trial", "SHARED_SETTINGS",
            "check_auto_params", "fit_auto", "read_trials", "refit_settings", "selection_table"]
@@ -171,11 +171,9 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
 
 def _candidate(clf: Any, params: dict[str, Any]) -> Any:
     """``clf`` cloned with ``params``, and every setting that the candidate's head does not take
-    (:func:`holoxmc.settings.heads_taking`: ``time_budget``, the re-rank model's ``val_fraction``)
-    at its default: a candidate refuses a setting it would ignore."""
-    head = params["head"]
-    untaken = {name: DEFAULTS[name] for name in HEAD_SETTINGS if head not in heads_taking(name)}
-    return clone(clf).set_params(**(params | untaken))
+    at its default (:func:`holoxmc.settings.untaken_defaults`: ``time_budget``, the re-rank
+    model's ``val_fraction``): a candidate refuses a setting it would ignore."""
+    return clone(clf).set_params(**(params | untaken_defaults(params["head"])))
 
 
 def _time_limit(keywords: dict[str, Any], remaining: float) -> dict[str, Any]:

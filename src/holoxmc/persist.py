@@ -26,6 +26,7 @@ from holoxmc.errors import InputError
 from holoxmc.io import atomic_write_files, finite_or_null, json_text, read_json, to_json
 from holoxmc.limits import check_size
 from holoxmc.auto import read_trials
+from holoxmc.settings import untaken_defaults
 from holoxmc.models.network.model import NetworkModel
 from holoxmc.train import FitResult
 from holoxmc.train.checkpoint import load_state_dict_file
@@ -64,7 +65,8 @@ def save_classifier(clf: Any, path: str | Path) -> Path:
     state["inv_prop"] = torch.from_numpy(clf.inv_prop_)
     histories = [result.history for result in clf.fit_results_]
     network = clf.model_.network.config if isinstance(clf.model_, NetworkModel) else None
-    params = {k: list(v) if isinstance(v, tuple) else v for k, v in (clf.get_params() | {"head": clf.head_}).items()}
+    params = clf.get_params() | {"head": clf.head_} | untaken_defaults(clf.head_)  # auto's winner: its own settings
+    params = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
     if network_dim(network) is not None:  # the resolved network configuration holds it, once
         del params["dim"]
     config = {
@@ -128,6 +130,9 @@ def load_classifier(cls: Any, path: str | Path, *, device: str | None = None) ->
 def _new_classifier(cls: Any, config: dict[str, Any], path: Path, device: str | None) -> Any:
     """The unfitted classifier of the saved settings, on ``device`` when given."""
     params: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in config["params"].items()}
+    # a setting the head does not take never changed the model: an older holoxmc's fit ignored
+    # it (dense's dim), and head="auto" saved its own time_budget with the winner
+    params |= {key: value for key, value in untaken_defaults(params.get("head")).items() if key in params}
     dim = network_dim(config["network"])
     if "dim" not in params and dim is not None:  # saved once, in the network configuration
         params["dim"] = dim

@@ -30,7 +30,7 @@ from holoxmc.constraints import Constraint, Instance, Integer, IntegerSequence, 
 
 __all__ = ["Setting", "PerHead", "OPTION_OWNERS", "SETTINGS", "SETTING", "DEFAULTS", "ESTIMATOR_CONSTRAINTS", "SETTING_NAMES", "HEAD_OPTIONS",
            "HEAD_SETTINGS", "ALL_HEADS", "NETWORK_HEADS", "FC_HEADS", "LINEAR_C_GRID", "heads_taking", "for_head",
-           "option_default", "default_text"]
+           "untaken_defaults", "option_default", "default_text"]
 
 #: Every head kind (``"auto"`` chooses among them).
 ALL_HEADS = ("auto", "hrr", "dense", "solar", "linear", "rerank", "xr")
@@ -285,6 +285,18 @@ def for_head(head: str, params: Mapping[str, Any]) -> dict[str, Any]:
         ['refit']
     """
     return {name: value for name, value in params.items() if head in heads_taking(name)}
+
+
+def untaken_defaults(head: Any) -> dict[str, Any]:
+    """The defaults of the :data:`HEAD_SETTINGS` that ``head`` does not take: what a candidate
+    of ``head="auto"`` gets for them, and a saved model of ``head`` (a value there never
+    changed the model; ``head="auto"`` saves its winner with its own ``time_budget``).
+
+    Example:
+        >>> untaken_defaults("linear")["dim"], "refit" in untaken_defaults("linear")
+        (400, False)
+    """
+    return {name: DEFAULTS[name] for name in HEAD_SETTINGS if head not in heads_taking(name)}
 
 
 def option_default(head: str, name: str) -> Any:
