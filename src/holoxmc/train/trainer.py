@@ -96,16 +96,16 @@ def divergence_hint(config: "TrainConfig", network: Any) -> str:
         >>> divergence_hint(TrainConfig(lr=1e-3), None)
         'lr 0.001: try a smaller learning rate, or grad_clip'
     """
-    values = {"lr": config.lr, "weight_decay": config.weight_decay,
-              "ranking": getattr(getattr(network, "head", None), "ranking", None)}
-    extreme = [name for name, value in values.items()
-               if isinstance(value, (int, float)) and not abs(value) <= SANE_MAGNITUDES[name]]
+    given = {"lr": config.lr, "weight_decay": config.weight_decay,
+             "ranking": getattr(getattr(network, "head", None), "ranking", None)}
+    values = {name: float(value) for name, value in given.items() if isinstance(value, (int, float))}
+    extreme = [name for name, value in values.items() if not abs(value) <= SANE_MAGNITUDES[name]]
     if not extreme:
         return f"lr {config.lr}: try a smaller learning rate, or grad_clip"
     if len(extreme) == 1:
         name = extreme[0]
-        return f"{name} {float(values[name]):g} is far above any sane value (at most {SANE_MAGNITUDES[name]:g}): lower it"
-    named = " and ".join(f"{name} {float(values[name]):g} (at most {SANE_MAGNITUDES[name]:g})" for name in extreme)
+        return f"{name} {values[name]:g} is far above any sane value (at most {SANE_MAGNITUDES[name]:g}): lower it"
+    named = " and ".join(f"{name} {values[name]:g} (at most {SANE_MAGNITUDES[name]:g})" for name in extreme)
     return f"{named} are far above any sane value: lower them"
 
 
