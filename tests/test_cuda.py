@@ -17,7 +17,7 @@ import torch
 from holoxmc.data.batch import LabelBatch, SparseBatch
 from holoxmc.estimator import XMCClassifier
 from holoxmc.train import TrainConfig, Trainer
-from test_estimator import SMALL, data, popularity_p1  # noqa: F401  (data is a fixture)
+from test_estimator import SMALL, data, popularity_p1, small  # noqa: F401  (data is a fixture)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 
@@ -47,7 +47,7 @@ def tokens(X: sp.csr_matrix, length: int = 12) -> np.ndarray:
 )
 def test_cuda_training_learns_like_cpu(data, head, options):
     train, test = data
-    params = SMALL | {"head": head, "head_options": options}
+    params = small(head) | {"head": head, "head_options": options}
     cpu = XMCClassifier(**params).fit(train.X, train.Y)
     gpu = XMCClassifier(**params, device="cuda").fit(train.X, train.Y)
     assert all(p.is_cuda for p in gpu.network_.parameters())
@@ -64,7 +64,7 @@ def test_cuda_sparse_updates_learn_like_cpu(data, head, linear_width):
     """Row-sparse input gradients and CatchUpAdam (with its read hooks and flush) on the GPU,
     also for the linear path's table."""
     train, test = data
-    params = SMALL | {"head": head, "sparse_updates": True, "linear_width": linear_width}
+    params = small(head) | {"head": head, "sparse_updates": True, "linear_width": linear_width}
     cpu = XMCClassifier(**params).fit(train.X, train.Y)
     gpu = XMCClassifier(**params, device="cuda").fit(train.X, train.Y)
     backbone = gpu.network_.backbone
@@ -93,7 +93,7 @@ def test_cuda_topk_agrees_with_the_full_scores(data, head, n_models):
     """Top-k on the GPU matches the full score matrix (with small L the HRR head's top-k
     goes through its folded decoder, the full scores do not; an ensemble averages both)."""
     train, test = data
-    gpu = XMCClassifier(**SMALL, head=head, n_models=n_models, device="cuda").fit(train.X, train.Y)
+    gpu = XMCClassifier(**small(head), head=head, n_models=n_models, device="cuda").fit(train.X, train.Y)
     indices, scores = gpu.predict_topk(test.X, k=5)
     full = gpu.decision_function(test.X)
     np.testing.assert_allclose(np.take_along_axis(full, indices, 1), scores, rtol=1e-4, atol=1e-4)
@@ -134,7 +134,7 @@ def test_cuda_text_backbones_train_and_decode(data, backbone):
     train, test = data
     params = dict(SMALL, backbone=backbone, hidden=None, device="cuda", epochs=15)
     for head in ("dense", "hrr"):
-        clf = XMCClassifier(**params, head=head).fit(tokens(train.X), train.Y)
+        clf = XMCClassifier(**small(head, params), head=head).fit(tokens(train.X), train.Y)
         assert clf.evaluate(tokens(test.X), test.Y)["P@1"] > popularity_p1(train, test) + 10, head
 
 
@@ -144,8 +144,8 @@ def test_cuda_bfloat16_training_learns_like_float32(data, backbone):
     X_train, X_test = (train.X, test.X) if backbone == "fc" else (tokens(train.X), tokens(test.X))
     params = dict(SMALL, backbone=backbone, device="cuda") | ({} if backbone == "fc" else {"hidden": None, "epochs": 15})
     for head in ("dense", "hrr"):
-        full = XMCClassifier(**params, head=head).fit(X_train, train.Y)
-        mixed = XMCClassifier(**params, head=head, precision="bfloat16").fit(X_train, train.Y)
+        full = XMCClassifier(**small(head, params), head=head).fit(X_train, train.Y)
+        mixed = XMCClassifier(**small(head, params), head=head, precision="bfloat16").fit(X_train, train.Y)
         assert all(p.dtype == torch.float32 and p.is_cuda for p in mixed.network_.parameters())
         full_p1, mixed_p1 = full.evaluate(X_test, test.Y)["P@1"], mixed.evaluate(X_test, test.Y)["P@1"]
         assert mixed_p1 > popularity_p1(train, test) + 10 and abs(mixed_p1 - full_p1) < 10, (head, mixed_p1, full_p1)
@@ -180,7 +180,7 @@ def test_cuda_training_step_never_waits_for_the_gpu(data, head, options):
     """A step that synchronises (a value read back, a size the host must learn) costs the
     host its lead over the GPU; the presets' steps have none (``benchmarks/sync_points.py``)."""
     train, _ = data
-    clf = XMCClassifier(**SMALL | {"head": head, "head_options": options})
+    clf = XMCClassifier(**small(head) | {"head": head, "head_options": options})
     network = clf.new_network(train.Y.shape[1], train.X.shape[1]).to("cuda")
     optimizer = torch.optim.Adam(network.parameters(), lr=1e-3, fused=True)
     x, y = SparseBatch.from_csr(train.X[:64]).to("cuda"), LabelBatch.from_csr(train.Y[:64]).to("cuda")

@@ -19,10 +19,17 @@ from holoxmc.errors import InputError
 from holoxmc.estimator import XMCClassifier
 from holoxmc.validation import check_Y
 from holoxmc.metrics import evaluate, inverse_propensity, label_set_f1
+from holoxmc.settings import for_head
 
 from test_trainer import assert_same_weights, weights
 
 SMALL = dict(hidden=(64,), dim=64, epochs=10, batch_size=32, lr=1e-2, dropout=0.0, seed=1, progress=False)
+
+
+def small(head: str, base: dict = SMALL, **changes) -> dict:
+    """``base`` with ``changes``, cut to the settings ``head`` takes (the settings table's
+    rows, holoxmc.settings.for_head): a head refuses a setting it does not use, as dense d'."""
+    return for_head(head, base | changes)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +46,7 @@ def popularity_p1(train, test) -> float:
 @pytest.fixture(scope="module")
 def fitted(data):
     train, _ = data
-    fitted = {head: XMCClassifier(head=head, **SMALL).fit(train.X, train.Y) for head in ("hrr", "dense")}
+    fitted = {head: XMCClassifier(head=head, **small(head)).fit(train.X, train.Y) for head in ("hrr", "dense")}
     circulant = {"code": "circulant", "ranking": 1.0, "label_bias": True}  # d' = 16: 40 labels in 3 groups
     fitted["hrr-circulant"] = XMCClassifier(head="hrr", **SMALL | {"dim": 16, "head_options": circulant})
     fitted["hrr-circulant"].fit(train.X, train.Y)
@@ -59,7 +66,7 @@ def test_fit_beats_popularity_baseline_on_held_out_data(data, fitted, head):
 @pytest.mark.parametrize("head", ["hrr", "dense"])
 def test_sparse_updates_learn_as_well_as_dense_adam(data, fitted, head):
     train, test = data
-    clf = XMCClassifier(head=head, **SMALL | {"sparse_updates": True}).fit(train.X, train.Y)
+    clf = XMCClassifier(head=head, **small(head, sparse_updates=True)).fit(train.X, train.Y)
     assert clf.network_.backbone.input_layer.sparse and not fitted[head].network_.backbone.input_layer.sparse
     sparse_p1, dense_p1 = clf.evaluate(test.X, test.Y)["P@1"], fitted[head].evaluate(test.X, test.Y)["P@1"]
     assert sparse_p1 > popularity_p1(train, test) + 25
@@ -310,7 +317,7 @@ def test_fit_validation_and_unfitted_use(data, tmp_path):
 def test_bad_settings_are_one_input_error_before_any_training(data, params, match):
     train, _ = data
     with pytest.raises(InputError, match=match):
-        XMCClassifier(**{"head": "hrr"} | SMALL | params).fit(train.X, train.Y)
+        XMCClassifier(**{"head": "hrr"} | small(params.get("head", "hrr")) | params).fit(train.X, train.Y)
     XMCClassifier(head="hrr", **SMALL | {"epochs": np.int64(1), "dim": np.int64(16), "lr": np.float32(0.01)}).fit(train.X, train.Y)
 
 
@@ -359,7 +366,7 @@ def test_saved_files_are_readable_as_the_umask_allows(tmp_path, fitted):
 def test_numpy_scalar_settings_checkpoint_save_and_load(data, tmp_path, head):
     train, test = data
     numpy_settings = {"epochs": np.int64(2), "lr": np.float32(0.01), "hidden": (np.int64(16),), "seed": np.int64(3)}
-    clf = XMCClassifier(**SMALL | {"head": head} | numpy_settings).fit(train.X, train.Y, run_dir=tmp_path / "run")
+    clf = XMCClassifier(head=head, **small(head) | numpy_settings).fit(train.X, train.Y, run_dir=tmp_path / "run")
     clf.save(tmp_path / "model")
     loaded = XMCClassifier.load(tmp_path / "model")
     assert loaded.get_params()["epochs"] == 2 and loaded.get_params()["seed"] == 3
@@ -378,7 +385,7 @@ def untimed(result) -> list[dict]:
                                            ("hrr", {"dim": 16, "head_options": {"code": "circulant"}})])
 def test_ensemble_is_the_mean_of_the_networks_its_seeds_train_alone(tmp_path, data, head, options):
     train, test = data
-    params = ENSEMBLE | options | {"head": head}
+    params = small(head, ENSEMBLE | options) | {"head": head}
     ensemble = XMCClassifier(n_models=3, **params).fit(train.X, train.Y)
     assert ensemble.member_seeds() == [1, 101, 201]
     alone = [XMCClassifier(**params | {"seed": seed}).fit(train.X, train.Y) for seed in ensemble.member_seeds()]
@@ -442,7 +449,7 @@ def test_ensemble_networks_trained_in_worker_processes_and_ray_tasks_equal_those
 @pytest.mark.parametrize("head", ["hrr", "dense"])
 def test_linear_path_trains_with_sparse_updates_and_round_trips(tmp_path, data, fitted, head):
     train, test = data
-    clf = XMCClassifier(head=head, **SMALL | {"linear_width": 16, "sparse_updates": True}).fit(train.X, train.Y)
+    clf = XMCClassifier(head=head, **small(head, linear_width=16, sparse_updates=True)).fit(train.X, train.Y)
     backbone = clf.network_.backbone
     assert backbone.linear_path.sparse and backbone.linear_path.weight.shape == (train.X.shape[1], 16)
     assert clf.network_.config["linear_width"] == 16 and "linear_width" not in fitted[head].network_.config
@@ -461,7 +468,7 @@ def test_linear_path_trains_with_sparse_updates_and_round_trips(tmp_path, data, 
 def test_bad_linear_width_is_an_input_error(data, params, match):
     train, _ = data
     with pytest.raises(InputError, match=match):
-        XMCClassifier(**{"head": "hrr"} | SMALL | params).fit(train.X, train.Y)
+        XMCClassifier(**{"head": "hrr"} | small(params.get("head", "hrr")) | params).fit(train.X, train.Y)
 
 
 def test_one_network_is_not_trained_apart(data):
@@ -475,7 +482,7 @@ def test_one_network_is_not_trained_apart(data):
 def test_bad_ensemble_sizes_are_input_errors(data, n_models, head, match):
     train, _ = data
     with pytest.raises(InputError, match=match):
-        XMCClassifier(head=head, n_models=n_models, **SMALL).fit(train.X, train.Y)
+        XMCClassifier(head=head, n_models=n_models, **small(head)).fit(train.X, train.Y)
 
 
 SOLAR_SMALL = dict(hidden=(64,), epochs=8, batch_size=32, lr=1e-2, seed=1, progress=False,
@@ -515,7 +522,7 @@ def test_solar_decision_function_sums_bucket_probabilities(data, solar):
 @pytest.mark.parametrize("head", ["hrr", "dense", "solar"])
 def test_bfloat16_training_learns_and_saves_float32_weights(tmp_path, data, head):
     train, test = data
-    params = (SOLAR_SMALL if head == "solar" else SMALL) | {"precision": "bfloat16"}
+    params = (SOLAR_SMALL if head == "solar" else small(head)) | {"precision": "bfloat16"}
     clf = XMCClassifier(head=head, **params).fit(train.X, train.Y)
     assert clf.evaluate(test.X, test.Y)["P@1"] > popularity_p1(train, test) + 15
     networks = clf.solar_.networks if head == "solar" else [clf.network_]

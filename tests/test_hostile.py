@@ -17,6 +17,7 @@ from holoxmc.cli import main
 from holoxmc.data import make_synthetic
 from holoxmc.errors import HoloxmcError, InputError, TrainingDiverged
 from holoxmc.estimator import XMCClassifier
+from holoxmc.settings import for_head
 from holoxmc.train import TrainConfig, Trainer
 
 SMALL = {"hidden": (16,), "epochs": 2, "progress": False}
@@ -337,8 +338,9 @@ def test_resume_with_another_model_is_the_another_configuration_error(data, tmp_
     run = tmp_path / "R"
     first = {"head": "hrr", "dim": 32, "hidden": (16,), "epochs": 2, "progress": False}
     XMCClassifier(**first).fit(data.X, data.Y, run_dir=run)  # leaves its checkpoint
-    with pytest.raises(InputError, match="another configuration"):
-        XMCClassifier(**(first | other)).fit(data.X, data.Y, run_dir=run, resume=True)
+    settings = first | other
+    with pytest.raises(InputError, match="another configuration"):  # a dense network, given the settings it takes
+        XMCClassifier(**for_head(settings["head"], settings)).fit(data.X, data.Y, run_dir=run, resume=True)
 
 
 @pytest.mark.parametrize("field, value", [

@@ -14,6 +14,7 @@ from holoxmc.cli import main
 from holoxmc.data import make_synthetic
 from holoxmc.errors import InputError
 from holoxmc.estimator import XMCClassifier
+from holoxmc.settings import for_head
 from holoxmc.train import Trainer
 
 TINY = dict(hidden=(8,), dim=16, epochs=1, batch_size=16, lr=1e-2, dropout=0.0, seed=0, progress=False)
@@ -27,7 +28,7 @@ def tiny():
 
 @pytest.fixture(scope="module")
 def fitted(tiny):
-    return XMCClassifier(head="dense", **TINY).fit(tiny.X, tiny.Y)
+    return XMCClassifier(head="dense", **for_head("dense", TINY)).fit(tiny.X, tiny.Y)
 
 
 @pytest.fixture
@@ -85,7 +86,7 @@ def test_label_id_lists_claiming_a_huge_label_count_are_refused_at_once(tiny, no
     Y = [[10**12]] + [[0]] * (tiny.X.shape[0] - 1)
     started = time.perf_counter()
     with pytest.raises(InputError, match="larger than holoxmc accepts"):
-        XMCClassifier(head="dense", **TINY).fit(tiny.X, Y)
+        XMCClassifier(head="dense", **for_head("dense", TINY)).fit(tiny.X, Y)
     assert time.perf_counter() - started < 5
 
 
@@ -101,7 +102,8 @@ def test_a_label_count_whose_network_cannot_fit_is_refused_before_it_is_built(ti
                                     {"head": "hrr", "hidden": (2**26,), "n_models": 64}])
 def test_claimed_widths_that_cannot_fit_are_refused_before_building(tiny, no_training, params):
     with pytest.raises(InputError, match="would need .* GiB"):
-        XMCClassifier(**TINY | {"head": "dense"} | params).fit(tiny.X, tiny.Y)
+        head = params.get("head", "dense")
+        XMCClassifier(**for_head(head, TINY) | {"head": head} | params).fit(tiny.X, tiny.Y)
 
 
 @pytest.mark.parametrize("backbone", ["cnn", "lstm"])

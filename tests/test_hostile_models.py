@@ -19,6 +19,7 @@ from holoxmc.data import make_synthetic
 from holoxmc.errors import InputError
 from holoxmc.estimator import XMCClassifier
 from holoxmc.io import atomic_write_json
+from holoxmc.settings import for_head
 
 TINY = dict(hidden=(16,), dim=32, epochs=1, batch_size=64, lr=1e-2, dropout=0.0, seed=1, progress=False)
 #: Address-space cap of the subprocesses that load hostile folders (torch itself maps ~1 GB).
@@ -37,7 +38,7 @@ def saved(data, tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
     folders = {}
     for head in ("hrr", "dense"):
-        folders[head] = XMCClassifier(head=head, **TINY).fit(train.X, train.Y).save(root / head)
+        folders[head] = XMCClassifier(head=head, **for_head(head, TINY)).fit(train.X, train.Y).save(root / head)
     ensemble = XMCClassifier(head="hrr", **TINY | {"n_models": 2}).fit(train.X, train.Y)
     folders["ensemble"] = ensemble.save(root / "ensemble")
     return folders

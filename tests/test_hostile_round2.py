@@ -13,10 +13,12 @@ import os
 import re
 import resource
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -663,3 +665,244 @@ def test_weights_that_do_not_fit_the_network_are_one_line(saved, tmp_path):
     with pytest.raises(InputError, match="weights do not match") as caught:
         XMCClassifier.load(folder)
     assert "\n" not in str(caught.value)
+
+
+# ------------------------------------------------------------------ Remaining cases
+@pytest.mark.parametrize("head, setting, taken_by", [
+    ("dense", {"dim": 64}, "dim applies to heads 'hrr', 'xr'"),
+    ("solar", {"dim": 64, "hidden": (8,), "epochs": 1}, "dim applies to heads 'hrr', 'xr'"),
+    ("rerank", {"val_fraction": 0.2}, "val_fraction applies to heads 'auto', 'hrr', 'dense', 'solar', 'xr', 'linear'"),
+    ("dense", {"time_budget": 5.0}, "time_budget applies to head 'auto'"),
+])
+def test_a_setting_its_head_does_not_take_is_refused_naming_the_heads_that_take_it(fitted, head, setting, taken_by):
+    """As the linear model refuses ``epochs``: the settings table says which heads take each."""
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    name = next(iter(setting))
+    with pytest.raises(InputError, match=re.escape(f"['{name}'] do not apply to head '{head}': {taken_by}")):
+        XMCClassifier(head=head, progress=False, **setting).fit(test.X, test.Y)
+
+
+def test_every_family_takes_the_settings_the_table_gives_it():
+    from holoxmc.models.registry import FAMILIES, HEAD_SPECIFIC
+    from holoxmc.settings import SETTING
+
+    for head, kind in FAMILIES.items():
+        assert kind.settings == {name for name in HEAD_SPECIFIC if head in SETTING[name].heads}, head
+        assert ("dim" in kind.settings) == kind.code_dim, head  # d' sizes a label code, nothing else
+
+
+def test_auto_still_takes_its_shared_settings(fitted):
+    """``head="auto"`` hands ``val_fraction`` to its candidates: the re-rank one, which holds
+    nothing out, gets its default instead of refusing it."""
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    clf = XMCClassifier(val_fraction=0.2, time_budget=30.0, seed=2, progress=False).fit(test.X, test.Y)
+    assert clf.selection_[0].model == "rerank" and clf.selection_[0].val_p1 is not None
+
+
+@pytest.mark.parametrize("head, untaken", [("dense", {"dim": 64}), ("solar", {"dim": 64, "time_budget": 5.0})])
+def test_a_saved_model_holding_a_setting_its_head_never_took_still_loads(saved, fitted, tmp_path, head, untaken):
+    """An older holoxmc saved dense's ignored ``dim``, and ``head="auto"`` its ``time_budget``
+    with the winner: the value never changed the model, which loads with the default."""
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    folder = tmp_path / "m"
+    shutil.copytree(saved[head], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["params"] |= untaken
+    (folder / "config.json").write_text(json.dumps(config))
+    loaded = XMCClassifier.load(folder)
+    assert all(loaded.get_params()[name] == XMCClassifier().get_params()[name] for name in untaken)
+    assert np.array_equal(loaded.predict_topk(test.X)[0], XMCClassifier.load(saved[head]).predict_topk(test.X)[0])
+
+
+@pytest.mark.parametrize("device", ["meta", "xla"])
+@pytest.mark.parametrize("head", ["dense", "linear", "auto"])
+def test_a_device_that_cannot_hold_a_model_is_refused_before_any_work(fitted, head, device):
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    with pytest.raises(InputError, match=f"device '{device}'"):
+        XMCClassifier(head=head, device=device, progress=False).fit(test.X, test.Y)
+
+
+def test_the_meta_device_is_one_line_on_the_command_line(tiny, tmp_path, capsys):
+    assert main(["train", str(tiny), "--device", "meta", "--out", str(tmp_path / "R"), *FAST]) == 2
+    _one_error(capsys, "device 'meta' cannot hold a trained model")
+    assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize("head, setting, named", [
+    ("dense", {"weight_decay": 1e308}, "weight_decay 1e+308 is far above any sane value"),
+    ("hrr", {"head_options": {"ranking": 1e308}}, "ranking 1e+308 is far above any sane value"),
+    ("dense", {"lr": 1e308}, "lr 1e+308 is far above any sane value"),
+])
+def test_a_divergence_names_the_setting_that_is_extreme(fitted, head, setting, named):
+    from holoxmc.errors import TrainingDiverged
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    with pytest.raises(TrainingDiverged, match=re.escape(named)) as caught:
+        XMCClassifier(head=head, hidden=(8,), epochs=2, batch_size=8, progress=False, **setting).fit(test.X, test.Y)
+    assert "smaller learning rate" not in str(caught.value)
+
+
+def test_a_divergence_with_no_extreme_setting_still_points_at_the_learning_rate():
+    from holoxmc.train.trainer import TrainConfig, divergence_hint
+
+    assert divergence_hint(TrainConfig(lr=0.5), None) == "lr 0.5: try a smaller learning rate, or grad_clip"
+
+
+def test_the_default_head_on_one_row_says_it_needs_two(fitted, tiny, tmp_path, capsys):
+    from holoxmc.estimator import XMCClassifier
+
+    _, test = fitted
+    with pytest.raises(InputError, match="needs at least 2 rows; got 1"):
+        XMCClassifier(progress=False).fit(test.X[:1], test.Y[:1])
+    one = tmp_path / "one.txt"
+    one.write_text("1 30 10\n1 1:1\n")
+    assert main(["train", str(one), "--test", str(tiny / "tiny_test.txt"), "--out", str(tmp_path / "R"), "-q"]) == 2
+    _one_error(capsys, "head='auto' chooses its model on held-out training rows, so it needs at least 2 rows; got 1")
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The processes whose parent is ``pid``: their command lines."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            pass
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is alive (a zombie waiting to be reaped is not)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_run_killed_while_its_workers_train_prints_no_leaked_semaphore_warning(tiny, tmp_path):
+    """``kill -9`` of a run whose worker pool is up: multiprocessing's resource tracker outlives
+    it, removes the pool's semaphores and (before) warned of "leaked semaphore objects" on the
+    killed run's terminal, where the ``--resume`` that followed was running."""
+    errors = tmp_path / "stderr.txt"
+    command = [sys.executable, "-m", "holoxmc", "train", str(tiny), "--model", "fc", "--hidden", "8", "--n-models", "2",
+               "--workers", "2", "--epochs", "3000", "--out", str(tmp_path / "K"), "-q"]
+    with open(errors, "wb") as stderr:
+        process = subprocess.Popen(command, env=dict(os.environ, PYTHONPATH=SRC), stdout=subprocess.DEVNULL,
+                                   stderr=stderr)
+    children: dict[int, str] = {}
+
+    def pool_up() -> bool:
+        return sum("spawn_main" in cmd for cmd in children.values()) == 2 and \
+            any("resource_tracker" in cmd for cmd in children.values())
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None and not pool_up():
+            time.sleep(0.1)
+            children = _children(process.pid)
+        assert pool_up() and process.poll() is None, errors.read_text()  # killed while its pool trains
+    finally:
+        process.kill()
+        process.wait()
+    deadline = time.monotonic() + 60  # the workers follow their parent; then the tracker cleans up and ends
+    while time.monotonic() < deadline and any(_running(pid) for pid in children):
+        time.sleep(0.2)
+    left = [pid for pid in children if _running(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, children
+    assert "leaked semaphore" not in errors.read_text(), errors.read_text()
+
+
+HUGE_D_FIT = """
+import sys
+
+import numpy as np
+import scipy.sparse as sp
+
+from holoxmc.errors import InputError
+from holoxmc.estimator import XMCClassifier
+
+X = sp.csr_matrix((np.ones(3), np.array([1, 2, 3]), np.array([0, 1, 2, 3])), shape=(3, 600_000_000))
+try:
+    XMCClassifier(head=sys.argv[1], progress=False).fit(X, sp.identity(3, format="csr"))
+except InputError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize("head", ["linear", "rerank", "solar", "dense", "hrr", "auto"])
+def test_fit_refuses_a_huge_d_for_every_head_before_allocating(head):
+    """The command line's check of a header's D, in ``fit`` itself (``ulimit -v 4000000``)."""
+    done = subprocess.run([sys.executable, "-c", HUGE_D_FIT, head], env=dict(os.environ, PYTHONPATH=SRC),
+                          capture_output=True, text=True, timeout=120, preexec_fn=_limited())
+    assert done.returncode == 0 and "would need" in done.stdout, (done.returncode, done.stdout, done.stderr[-500:])
+
+
+RUN = {"model": "fc", "head": "dense", "backbone": "fc", "n_models": 1}
+
+
+class _Killed(BaseException):
+    """A kill, where the marker's write is cut."""
+
+
+def test_a_run_marker_is_replaced_whole_so_a_kill_never_cuts_it(tmp_path, monkeypatch):
+    from holoxmc.cli import rundir
+
+    run = tmp_path / "R"
+    run.mkdir()
+    old = {"format": "holoxmc-run/1", "holoxmc": "0.2.0", "pid": 1, "settings": RUN, "note": "x" * 500}
+    (run / MARKER).write_text(json.dumps(old))
+
+    def killed(*args, **kwargs):
+        raise _Killed
+    with monkeypatch.context() as patch:  # the step between the record's bytes and their place: the cut
+        patch.setattr(os, "ftruncate", killed)
+        patch.setattr(os, "replace", killed)
+        with pytest.raises(_Killed), rundir.run_lock(run, RUN, resume=True):
+            pass
+    assert json.loads((run / MARKER).read_text()) == old  # the old record, whole
+    (run / f"{MARKER}.4242.deadbeef.tmp").write_text('{"format": "holo')  # a killed write's temporary file
+    with rundir.run_lock(run, RUN, resume=True) as recorded:
+        assert recorded == RUN
+        with pytest.raises(InputError, match=rf"another holoxmc process \(pid {os.getpid()}\)"):
+            with rundir.run_lock(run, RUN, resume=True):
+                pass  # the lock is held on the marker that replaced the old one
+    assert json.loads((run / MARKER).read_text()) == {"format": "holoxmc-run/1", "holoxmc": old["holoxmc"],
+                                                      "pid": os.getpid(), "settings": RUN}
+    assert sorted(p.name for p in run.iterdir()) == [MARKER]
+
+
+@pytest.mark.parametrize("garbled", ['{"format": "holoxmc-run/1", "pid": 12}}', '{"format": "holo', "[1]",
+                                     '{"settings": "fc"}'])
+def test_a_garbled_run_marker_is_one_error_and_left_alone(tiny, tmp_path, capsys, garbled):
+    run = tmp_path / "R"
+    run.mkdir()
+    (run / MARKER).write_text(garbled)
+    assert main(["train", str(tiny), "--out", str(run), *FAST, "--resume"]) == 2
+    _one_error(capsys, "cannot tell which run this folder holds")
+    assert (run / MARKER).read_text() == garbled and sorted(p.name for p in run.iterdir()) == [MARKER]
+
+
+def test_negative_inverse_propensities_are_refused():
+    import scipy.sparse as sp
+
+    from holoxmc.metrics import evaluate, evaluate_scores, psp_at_k
+
+    Y = sp.csr_matrix(np.array([[1, 0, 1], [0, 1, 0]], dtype=np.float32))
+    scores, weights = np.array([[0.9, 0.1, 0.5], [0.1, 0.9, 0.1]]), np.array([-1.0, -2.0, -1.0])
+    for call in (lambda: evaluate(np.array([[0], [1]]), Y, inv_prop=weights, ks=(1,)),
+                 lambda: evaluate_scores(scores, Y, inv_prop=weights, ks=(1,)),
+                 lambda: psp_at_k(Y.toarray(), scores, k=1, inv_prop=weights)):
+        with pytest.raises(InputError, match="inv_prop must hold non-negative weights"):
+            call()

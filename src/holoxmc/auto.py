@@ -28,6 +28,7 @@ import scipy.sparse as sp
 
 from holoxmc.errors import InputError
 from holoxmc.models.registry import family
+from holoxmc.settings import untaken_defaults
 
 __all__ = ["AUTO", "expected_seconds", "Selector", "SELECTORS", "CANDIDATES", "Trial", "SHARED_SETTINGS",
            "check_auto_params", "fit_auto", "read_trials", "refit_settings", "selection_table"]
@@ -103,6 +104,10 @@ def _validation_split(clf: Any, X: Any, Y: sp.csr_matrix,
     if clf.val_fraction <= 0:
         raise InputError("head='auto' chooses on a validation split: val_fraction must be above 0 "
                          "(or give X_val, Y_val)")
+    if X.shape[0] < 2:  # one row cannot be both trained on and held out
+        raise InputError(f"head='auto' chooses its model on held-out training rows, so it needs at least 2 rows; "
+                         f"got {X.shape[0]}: give more rows, X_val and Y_val, or choose the model (head='rerank' or "
+                         "'dense'; --model rerank or fc)")
     train_rows, val_rows = split_validation(X.shape[0], clf.val_fraction, clf.random_seed, groups)
     return X[train_rows], Y[train_rows], X[val_rows], Y[val_rows]
 
@@ -133,8 +138,6 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
         ``(winner, trials)``: a fitted estimator of the chosen head, and one :class:`Trial`
         per candidate in order.
     """
-    from sklearn.base import clone
-
     started = time.perf_counter()
     X_fit, Y_fit, X_check, Y_check = (X, Y, X_val, Y_val) if X_val is not None \
         else _validation_split(clf, X, Y, groups)
@@ -150,7 +153,7 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
                                                  f"more expected, of {clf.time_budget:g} s)"))
             continue
         limit = _time_limit(keywords, clf.time_budget - spent)
-        candidate = clone(clf).set_params(**(shared | keywords | limit))
+        candidate = _candidate(clf, shared | keywords | limit)
         begun = time.perf_counter()
         candidate.fit(X_fit, Y_fit, X_check, Y_check)
         p1 = candidate.score(X_check, Y_check)
@@ -160,7 +163,7 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
         del candidate
     assert best is not None  # the first candidate always runs
     X_all, Y_all = (X, Y) if X_val is None else (_stack(X, X_val), sp.vstack([Y, Y_val], format="csr"))
-    winner = clone(clf).set_params(**(shared | dict(CANDIDATES)[best.model] | refit_settings(chosen)))
+    winner = _candidate(clf, shared | dict(CANDIDATES)[best.model] | refit_settings(chosen))
     winner.fit(X_all, Y_all, groups=groups if X_val is None else None)  # not found again
     for name in family(winner.head).kept_from_selection:  # as a linear model's Platt scaling
         setattr(winner.model_, name, getattr(chosen.model_, name))
@@ -168,6 +171,15 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
     winner.validation_ = chosen.validation_  # what those rows scored
     best.note = "; ".join(note for note in (best.note, "chosen, refit on every row") if note)
     return winner, trials
+
+
+def _candidate(clf: Any, params: dict[str, Any]) -> Any:
+    """``clf`` cloned with ``params``, and every setting that the candidate's head does not take
+    at its default (:func:`holoxmc.settings.untaken_defaults`: ``time_budget``, the re-rank
+    model's ``val_fraction``): a candidate refuses a setting it would ignore."""
+    from sklearn.base import clone
+
+    return clone(clf).set_params(**(params | untaken_defaults(params["head"])))
 
 
 def _time_limit(keywords: dict[str, Any], remaining: float) -> dict[str, Any]:

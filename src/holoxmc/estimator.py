@@ -32,7 +32,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 
 from holoxmc.data.groups import check_groups, near_duplicate_groups, summarise
+from holoxmc.devices import check_device
 from holoxmc.errors import InputError
+from holoxmc.limits import check_fit_memory
 from holoxmc.labels import check_classes, encode_names, encode_single, holds_names, is_single_label, names_of
 from holoxmc.metrics import evaluate, inverse_propensity, pad_predictions
 from holoxmc import persist, serving
@@ -244,7 +246,9 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         Returns:
             the head's :class:`~holoxmc.models.registry.Family`.
         """
-        return registry.check_settings(self.get_params(), self._defaults())
+        kind = registry.check_settings(self.get_params(), self._defaults())
+        check_device(self.device)  # one that cannot hold the model (meta, an unknown type) before any data
+        return kind
 
     @classmethod
     def _defaults(cls) -> dict[str, Any]:
@@ -294,6 +298,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         streamed = streamed_fit_data(self, X, Y, X_val, Y_val, streaming=streaming_heads())  # None: in memory
         X, Y, X_val, Y_val = streamed or check_fit_data(X, Y, X_val, Y_val, self.backbone)
         n_features, n_labels = int(X.shape[1]) if streamed else input_size(X), int(Y.shape[1])
+        check_fit_memory(self.get_params(), n_features)  # D's per-feature memory, before any of it is allocated
         check_label_statistics(n_labels)
         plan = kind.plan(self.fit_settings(), n_labels, n_features)
         if word_vectors is not None:  # rows of a text backbone's embedding table
@@ -439,8 +444,10 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         """``head="auto"``: fit the model :func:`~holoxmc.auto.fit_auto` chooses and
         serve it; ``selection_`` lists the candidates tried, ``head_`` the one kept."""
         check_params(self.get_params(), ESTIMATOR_CONSTRAINTS, SETTING_NAMES)
+        check_device(self.device)
         check_auto_params(self)
         X, Y, X_val, Y_val = check_fit_data(X, Y, X_val, Y_val, self.backbone)
+        check_fit_memory(self.get_params(), input_size(X))  # its first candidate's, before the split
         codes = self._row_groups(X, X_val, groups)
         winner, self.selection_ = SELECTORS[self.head].fit(self, X, Y, X_val, Y_val, groups=codes)
         for name in ("n_features_", "n_labels_", "n_features_in_", "inv_prop_", "label_rule_", "validation_"):

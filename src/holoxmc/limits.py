@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import numbers
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from holoxmc.errors import InputError
 
 __all__ = ["MAX_SIZE", "check_size", "physical_memory_bytes", "address_space_left", "check_allocation",
-           "FEATURE_BYTES", "check_feature_memory"]
+           "FEATURE_BYTES", "check_feature_memory", "SOLAR_HASH_ABOVE", "check_fit_memory"]
 
 #: The largest row, feature or label count (and so index + 1) accepted anywhere: indices are
 #: int32 in scipy's CSR matrices and in the label codes.
@@ -124,3 +125,31 @@ def check_feature_memory(head: str, n_features: int, *, n_chunks: int = 8, worke
                    "auto": FEATURE_BYTES["rerank"],
                    "solar": FEATURE_BYTES["solar_chunk"] * n_chunks if hashed else 0}.get(head, 0)
     check_allocation(per_feature * n_features, f"training {head} on {n_features} features", where=where)
+
+
+#: SOLAR hashes its input above this many features unless ``feature_dim`` says otherwise
+#: (:class:`~holoxmc.models.solar.config.SolarConfig`).
+SOLAR_HASH_ABOVE = 2**17
+
+
+def check_fit_memory(params: Mapping[str, Any], n_features: int, *, where: str | None = None) -> None:
+    """:func:`check_feature_memory` for the ``XMCClassifier`` keywords ``params`` (its
+    ``get_params()``, or the ``holoxmc train`` call's): what ``fit`` and the command line both
+    run before any training.
+
+    Raises:
+        InputError: ``"<what> would need N GiB, more than ..."``.
+
+    Example:
+        >>> check_fit_memory({"head": "linear", "n_jobs": 64}, 2**31 - 1)
+        Traceback (most recent call last):
+        ...
+        holoxmc.errors.InputError: training linear on 2147483647 features would need 3072.0 GiB, ...
+    """
+    head_options = params.get("head_options") or {}
+    n_jobs = params.get("n_jobs")
+    workers = int(params.get("workers") or 1) if n_jobs is None else int(os.cpu_count() or 1) if n_jobs == -1 \
+        else int(n_jobs)
+    check_feature_memory(str(params.get("head", "auto")), n_features, n_chunks=int(head_options.get("n_chunks") or 8),
+                         workers=workers, hashed=head_options.get("feature_dim") is not None
+                         or n_features > SOLAR_HASH_ABOVE, where=where)

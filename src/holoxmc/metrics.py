@@ -236,6 +236,10 @@ class MetricAccumulator:
             inv_prop = np.asarray(inv_prop, dtype=np.float64)
             if inv_prop.ndim != 1 or not np.all(np.isfinite(inv_prop)):
                 raise InputError("inv_prop must be a finite 1-D array of length n_labels")
+            if inv_prop.size and inv_prop.min() < 0:  # PSP would be 0.00, its normaliser negative
+                label = int(np.argmin(inv_prop))
+                raise InputError(f"inv_prop must hold non-negative weights (inverse propensities are at least 1), "
+                                 f"got {inv_prop[label]:g} for label {label}")
         self.inv_prop = inv_prop
         self._quantities = ("P", "nDCG") + (("PSP", "PSP_best", "PSnDCG", "PSnDCG_best") if inv_prop is not None else ())
         self._sums = _ExactColumnSums(len(self._quantities) * self.k_max)

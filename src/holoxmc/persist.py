@@ -31,6 +31,7 @@ from holoxmc.limits import check_size
 from holoxmc.auto import Trial, read_trials
 from holoxmc.models.registry import FAMILIES, Family, check_settings, fit_settings
 from holoxmc.models.thresholds import LabelRule
+from holoxmc.settings import untaken_defaults
 from holoxmc.trust import check_finite, check_network_config, read_safetensors, tensor_shapes
 
 __all__ = ["FORMAT", "CONFIG_FILE", "MODEL_FILE", "CONFIG_KEYS", "DIGEST_KEY", "SavedModel", "save_classifier",
@@ -72,7 +73,8 @@ def save_classifier(clf: Any, path: str | Path) -> Path:
     state["inv_prop"] = torch.from_numpy(clf.inv_prop_)
     histories = [result.history for result in clf.fit_results_]
     network = clf.model_.network.config if isinstance(clf.model_, NetworkModel) else None
-    params = {k: list(v) if isinstance(v, tuple) else v for k, v in (clf.get_params() | {"head": clf.head_}).items()}
+    params = clf.get_params() | {"head": clf.head_} | untaken_defaults(clf.head_)  # auto's winner: its own settings
+    params = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
     if network_dim(network) is not None:  # the resolved network configuration holds it, once
         del params["dim"]
     config = {
@@ -215,6 +217,9 @@ def read_saved(path: str | Path, param_names: Sequence[str], defaults: Mapping[s
 def _saved_params(config: dict[str, Any], device: str | None) -> dict[str, Any]:
     """The saved settings as the estimator's keywords, on ``device`` when given."""
     params: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in config["params"].items()}
+    # a setting the head does not take never changed the model: an older holoxmc's fit ignored
+    # it (dense's dim), and head="auto" saved its own time_budget with the winner
+    params |= {key: value for key, value in untaken_defaults(params.get("head")).items() if key in params}
     dim = network_dim(config["network"])
     if "dim" not in params and dim is not None:  # saved once, in the network configuration
         params["dim"] = dim

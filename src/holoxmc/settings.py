@@ -29,12 +29,15 @@ from holoxmc.presets import BACKBONE_DEFAULTS, DEFAULT_PROPENSITY, HEAD_DEFAULTS
 from holoxmc.constraints import Constraint, Instance, Integer, IntegerSequence, Options, Real, RealPair
 
 __all__ = ["Setting", "PerHead", "OPTION_OWNERS", "SETTINGS", "SETTING", "DEFAULTS", "ESTIMATOR_CONSTRAINTS", "SETTING_NAMES", "HEAD_OPTIONS",
-           "ALL_HEADS", "NETWORK_HEADS", "LINEAR_C_GRID", "option_default", "default_text"]
+           "HEAD_SETTINGS", "ALL_HEADS", "NETWORK_HEADS", "FC_HEADS", "LINEAR_C_GRID", "heads_taking", "for_head",
+           "untaken_defaults", "option_default", "default_text"]
 
 #: Every head kind (``"auto"`` chooses among them).
 ALL_HEADS = ("auto", "hrr", "dense", "solar", "linear", "rerank", "xr")
 #: The heads that train networks through the shared trainer.
 NETWORK_HEADS = ("hrr", "dense", "solar", "xr")
+#: The network heads on the FC backbone (``xr`` takes token ids: its sizes are head options).
+FC_HEADS = ("hrr", "dense", "solar")
 
 #: C values the linear model tries when ``C`` is ``None``: one value, chosen leave one set out
 #: on a panel of six sets (``benchmarks/tuning/defaults_loo.py``, docs/tuning.md "Library
@@ -108,8 +111,9 @@ def _per_head(name: str) -> str:
     return text + ("; on the " + ", ".join(f"{b} backbone {v}" for b, v in backbones.items()) if backbones else "")
 
 
-def _network(name: str, default: Any, help: str, allowed: tuple[Constraint | None, ...], **kw: Any) -> Setting:
-    return Setting(name, default, help, NETWORK_HEADS, flag="--" + name.replace("_", "-"), allowed=allowed, **kw)
+def _network(name: str, default: Any, help: str, allowed: tuple[Constraint | None, ...],
+             heads: tuple[str, ...] = NETWORK_HEADS, **kw: Any) -> Setting:
+    return Setting(name, default, help, heads, flag="--" + name.replace("_", "-"), allowed=allowed, **kw)
 
 
 POSITIVE, NON_NEGATIVE = Integer(1), Integer(0)
@@ -129,11 +133,11 @@ SETTINGS: tuple[Setting, ...] = (
             allowed=(Instance(dict, "a dict"), None)),
     Setting("dim", 400, "HRR dimension d'", ("hrr", "xr"), flag="--dim", allowed=(Integer(2),)),
     # --- the network
-    _network("hidden", None, "hidden layer widths of the FC backbone", (None, IntegerSequence()),
+    _network("hidden", None, "hidden layer widths of the FC backbone", (None, IntegerSequence()), FC_HEADS,
              shown=_per_head("hidden"), cli={"nargs": "+", "metavar": "WIDTH"}),
     _network("dropout", None, "dropout after hidden layers", (Real(0, 1, "left"), None), shown=_per_head("dropout")),
     _network("linear_width", 0, "FC: width of a linear path of the input beside the hidden layers (0: none)",
-             (NON_NEGATIVE,), cli={"metavar": "WIDTH"}),
+             (NON_NEGATIVE,), ("hrr", "dense"), cli={"metavar": "WIDTH"}),
     _network("epochs", None, "training epochs", (POSITIVE, None), shown=_per_head("epochs")),
     _network("batch_size", None, "training batch size", (POSITIVE, None), shown=_per_head("batch_size")),
     _network("lr", None, "Adam learning rate", (Real(0, None, "neither"), None), shown=_per_head("lr")),
@@ -146,13 +150,14 @@ SETTINGS: tuple[Setting, ...] = (
              cli={"metavar": "EPOCHS"}),
     _network("grad_clip", None, "clip the gradient norm to this value", (Real(0, None, "neither"), None),
              shown="no clipping", cli={"metavar": "NORM"}),
-    _network("val_fraction", 0.1, "share of the training rows held out to choose the epoch", (Real(0, 1, "left"),)),
+    _network("val_fraction", 0.1, "share of the training rows held out to choose the epoch (the linear model: C; "
+             "head auto: the model)", (Real(0, 1, "left"),), ("auto", *NETWORK_HEADS, "linear")),
     _network("patience", None, "early-stopping patience in epochs", (POSITIVE, None), shown="no early stop"),
     _network("time_limit", None, "stop each network's training (each ensemble member, each SOLAR chunk) after the "
              "epoch that ends past this many seconds, keeping its best epoch", (Real(0), None), shown="none",
              cli={"metavar": "SECONDS"}),
-    _network("refit", False, "after choosing the epoch on the validation split, retrain on every training row",
-             (BOOL,)),
+    _network("refit", False, "after choosing the epoch (the linear model: C) on the validation split, retrain on "
+             "every training row", (BOOL,), ("hrr", "dense", "linear")),
     _network("precision", "float32", "bfloat16: mixed-precision training steps (autocast; weights and scoring stay "
              "float32)", (Options(("float32", "bfloat16")),)),
     Setting("duplicate_cosine", 0.9, "without groups, rows of near-identical features (cosine similarity at least "
@@ -256,11 +261,50 @@ DEFAULTS: Mapping[str, Any] = MappingProxyType({s.name: s.default for s in SETTI
 #: apply to a head there too. Floats are finite throughout.
 ESTIMATOR_CONSTRAINTS: Mapping[str, list[Constraint | None]] = MappingProxyType(
     {s.name: list(s.allowed) for s in SETTINGS if not s.head_option})
+#: The ``XMCClassifier`` keywords that some heads only take (the ``heads`` of their rows): each
+#: head's family takes those the table gives it (:data:`holoxmc.models.registry.FAMILIES`),
+#: and a value other than the default for a head that does not take it is refused, never ignored.
+HEAD_SETTINGS: tuple[str, ...] = tuple(s.name for s in SETTINGS if not s.head_option and set(s.heads) != set(ALL_HEADS))
 #: How a message names a setting, where its keyword alone says too little.
 SETTING_NAMES = {"dim": "dim (the HRR dimension d')"}
 #: Per head kind: ``holoxmc train`` option destination → ``head_options`` key.
 HEAD_OPTIONS: Mapping[str, dict[str, str]] = MappingProxyType({
     owner: {s.dest: s.name for s in SETTINGS if s.head_option and owner in s.heads} for owner in OPTION_OWNERS})
+
+
+def heads_taking(name: str) -> tuple[str, ...]:
+    """The head kinds that take setting ``name`` (every head for a name the table does not hold).
+
+    Example:
+        >>> heads_taking("dim"), heads_taking("n_models")
+        (('hrr', 'xr'), ('hrr', 'dense'))
+    """
+    return SETTING[name].heads if name in SETTING else ALL_HEADS
+
+
+def for_head(head: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``XMCClassifier`` keywords of ``params`` that ``head`` takes (:func:`heads_taking`):
+    one set of settings shared by several heads, cut for one of them.
+
+    Example:
+        >>> for_head("dense", {"dim": 64, "hidden": (8,), "seed": 1})
+        {'hidden': (8,), 'seed': 1}
+        >>> sorted(for_head("linear", {"dim": 64, "epochs": 2, "refit": True}))
+        ['refit']
+    """
+    return {name: value for name, value in params.items() if head in heads_taking(name)}
+
+
+def untaken_defaults(head: Any) -> dict[str, Any]:
+    """The defaults of the :data:`HEAD_SETTINGS` that ``head`` does not take: what a candidate
+    of ``head="auto"`` gets for them, and a saved model of ``head`` (a value there never
+    changed the model; ``head="auto"`` saves its winner with its own ``time_budget``).
+
+    Example:
+        >>> untaken_defaults("linear")["dim"], "refit" in untaken_defaults("linear")
+        (400, False)
+    """
+    return {name: DEFAULTS[name] for name in HEAD_SETTINGS if head not in heads_taking(name)}
 
 
 def option_default(head: str, name: str) -> Any:

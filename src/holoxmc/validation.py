@@ -26,6 +26,7 @@ from holoxmc.constraints import Integer, is_integer, is_real
 from holoxmc.errors import InputError
 from holoxmc.limits import check_allocation, check_size
 from holoxmc.presets import BACKBONE_OPTIONS
+from holoxmc.settings import heads_taking
 
 # NotFittedError, made on first use (not_fitted_error), is read through the module's __getattr__.
 __all__ = ["not_fitted_error", "check_finite_options", "check_X", "check_Y", "check_fitted", "check_batch_size",
@@ -327,7 +328,8 @@ def check_head_settings(params: Mapping[str, Any], defaults: Mapping[str, Any], 
                         specific: Sequence[str]) -> None:
     """Refuse settings that do not apply to the head's family ``kind``: a backbone it does not
     take, a ``specific`` setting (:data:`holoxmc.models.registry.HEAD_SPECIFIC`) changed from
-    its default that it or the backbone does not use, and a setting given under both its
+    its default that it or the backbone does not use (the settings table's rows say which heads
+    take each, :func:`holoxmc.settings.heads_taking`), and a setting given under both its
     scikit-learn name and holoxmc's (:data:`SKLEARN_NAMES`). Nothing is ever ignored silently.
 
     Args:
@@ -348,9 +350,10 @@ def check_head_settings(params: Mapping[str, Any], defaults: Mapping[str, Any], 
     check_backbone_settings(backbone, given)
     changed = [name for name in given if name not in kind.settings]
     if changed:
-        raise InputError(f"{changed} do not apply to head {kind.head!r}: they configure or train a network it "
-                         f"does not have, or another head's (its settings: {sorted(kind.settings)}, head_options, "
-                         "val_fraction, seed, workers, ray_address)")
+        owners = "; ".join(f"{name} applies to head{'s' * (len(heads_taking(name)) > 1)} "
+                           f"{', '.join(map(repr, heads_taking(name)))}" for name in changed)
+        raise InputError(f"{changed} do not apply to head {kind.head!r}: {owners} (head {kind.head!r} takes "
+                         f"{sorted(kind.settings)} besides the settings of every head)")
     for alias, (name, compatible) in SKLEARN_NAMES.items():
         if params[alias] is not None and not compatible(params[name], params[alias]):
             raise InputError(f"{alias} is scikit-learn's name for {name}: give one of them, not "

@@ -3,11 +3,14 @@ written by one process at a time.
 
 - A folder is resumed (or trained into when not empty) only if it holds :data:`MARKER`,
   which ``train`` writes first: a user's own folder is never overwritten.
-- :func:`run_lock` holds an exclusive ``flock`` on that marker for the whole run (the file is
-  created in place, never replaced, so every process locks the same file); a second ``train``
-  into the same folder is refused at once (exit 2) and names the holder's pid.
+- :func:`run_lock` holds an exclusive ``flock`` on that marker for the whole run; a second
+  ``train`` into the same folder is refused at once (exit 2) and names the holder's pid. The
+  record is written to a new file beside the marker, locked, and renamed over it (a kill leaves
+  the old record or the new one, never a part); a lock taken on a marker that was replaced
+  meanwhile is taken again on the new one.
 - The marker is opened without following a link and must be a regular file: a link planted
-  there is refused, never written through.
+  there is refused, never written through. A marker that is not holoxmc's record (cut short by
+  an older holoxmc, or edited) is one error: the folder is left alone.
 - The marker records the run's model (``settings``: the model name, head, backbone and
   ensemble size); ``--resume`` with another model is refused before anything is touched.
 """
@@ -16,8 +19,10 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import glob
 import json
 import os
+import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +38,8 @@ __all__ = ["MARKER", "check_run_dir", "claim_run_dir", "run_lock", "recorded_set
 MARKER = ".holoxmc-run"
 #: The most bytes of a marker read back (holoxmc writes about 200).
 _MARKER_BYTES = 1 << 16
+#: Times a lock is taken again on a marker another writer replaced meanwhile.
+_LOCK_TRIES = 20
 
 
 def _is_marker(path: Path) -> bool:
@@ -44,7 +51,8 @@ def _is_marker(path: Path) -> bool:
 
 
 def _contents(run_dir: Path) -> list[Path]:
-    return [p for p in run_dir.iterdir() if p.name != MARKER] if run_dir.is_dir() else []
+    """What ``run_dir`` holds besides its marker (and a temporary marker a killed write left)."""
+    return [p for p in run_dir.iterdir() if p.name != MARKER and not _is_marker_temp(p)] if run_dir.is_dir() else []
 
 
 def check_run_dir(run_dir: Path, *, resume: bool) -> None:
@@ -111,13 +119,22 @@ def _open_marker(path: Path) -> int:
 
 
 def _record(content: bytes, where: Path) -> dict:
-    """The marker's JSON record; ``{}`` for an empty marker or one of an older holoxmc."""
+    """The marker's JSON record; ``{}`` for an empty marker (created, and the run killed before
+    its record was written).
+
+    Raises:
+        InputError: a marker that is not such a record (cut short, or edited): holoxmc cannot
+            tell which run the folder holds, so it neither resumes nor replaces it.
+    """
     if not content.strip():
         return {}
     try:
         record = parse_json(content, str(where), what="run marker")
-    except InputError:
-        return {}
+        if not isinstance(record.get("settings", {}), (dict, type(None))):
+            raise InputError(f"{where}: the run marker's 'settings' must hold a JSON object")
+    except InputError as exc:
+        raise InputError(f"{exc}; holoxmc cannot tell which run this folder holds and leaves it alone: choose "
+                         "another --out") from None
     return record
 
 
@@ -156,6 +173,103 @@ def check_same_settings(run_dir: Path, recorded: dict | None, settings: dict) ->
                          "resume it, or choose another --out")
 
 
+def _locked_marker(path: Path, run_dir: Path) -> int:
+    """The marker opened (:func:`_open_marker`) and ``flock``ed, still the file at ``path``: a
+    writer replaces the marker whole (:func:`_replace_marker`), so a lock taken on a file that was
+    replaced meanwhile is no lock, and the new one is opened again.
+
+    Raises:
+        InputError: another process holds the lock (its pid is named), or the marker keeps changing.
+    """
+    for _ in range(_LOCK_TRIES):
+        fd = _open_marker(path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            content = os.pread(fd, 4096, 0)
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+                raise
+            holder = _holder(content)
+            raise InputError(f"{run_dir}: another holoxmc process (pid {holder}) is writing this run folder; "
+                             "wait for it, or choose another --out") from None
+        if _same_file(fd, path):
+            return fd
+        os.close(fd)  # replaced (or removed) between the open and the lock: open the marker there now
+    raise InputError(f"{path}: the run folder's marker kept changing while holoxmc locked it; is another process "
+                     "writing this folder?")
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``fd`` is the file at ``path`` (not a link to it)."""
+    try:
+        there = os.lstat(path)
+    except OSError:
+        return False
+    here = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _is_marker_temp(path: Path) -> bool:
+    """A temporary file of :func:`_replace_marker` (left behind by a killed write)."""
+    return path.name.startswith(MARKER + ".") and path.name.endswith(".tmp") and _is_marker(path)
+
+
+def _replace_marker(path: Path, content: bytes, locked: int) -> int:
+    """Replace the marker, whose locked descriptor is ``locked``, with ``content`` whole: a
+    temporary file beside it (created new, ``O_EXCL | O_NOFOLLOW``), written, fsynced and locked,
+    then renamed over the marker. A kill at any point leaves the old record or the new one,
+    never a part; a temporary file it leaves is removed by the next lock's holder. Nothing is
+    written through a link: the marker must still be the regular file locked, and a rename
+    replaces a path, never what a link there points to.
+
+    Returns:
+        The new marker's descriptor, locked (the caller closes ``locked``).
+
+    Raises:
+        InputError: the marker is no longer the file that was locked, or the folder cannot be written.
+    """
+    for stale in path.parent.glob(f"{glob.escape(MARKER)}.*.tmp"):  # of a killed write: this process holds the lock
+        if _is_marker_temp(stale):
+            stale.unlink(missing_ok=True)
+    temp = path.with_name(f"{MARKER}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(temp, flags, 0o644)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the run folder's marker ({exc.strerror or exc})") from None
+    try:
+        written = 0
+        while written < len(content):
+            written += os.write(fd, content[written:])
+        os.fsync(fd)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new: no one else can hold it
+        if not _same_file(locked, path):
+            raise InputError(f"{path}: the run folder's marker was replaced while this run held it "
+                             f"({_kind(path)}); holoxmc does not write over it")
+        os.replace(temp, path)
+    except BaseException:
+        os.close(fd)
+        temp.unlink(missing_ok=True)
+        raise
+    _sync_folder(path.parent)
+    return fd
+
+
+def _sync_folder(folder: Path) -> None:
+    """fsync ``folder`` so that a rename in it survives a crash (where the system allows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 @contextmanager
 def run_lock(run_dir: Path, settings: dict | None = None, *, resume: bool = False) -> Iterator[dict | None]:
     """Mark ``run_dir`` as a holoxmc run folder and hold its lock while the block runs; the
@@ -170,25 +284,17 @@ def run_lock(run_dir: Path, settings: dict | None = None, *, resume: bool = Fals
             (:func:`check_same_settings`): nothing is written then.
     """
     path = run_dir / MARKER
-    fd = _open_marker(path)
+    fd = _locked_marker(path, run_dir)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
-                raise
-            holder = _holder(os.pread(fd, 4096, 0))
-            raise InputError(f"{run_dir}: another holoxmc process (pid {holder}) is writing this run folder; "
-                             "wait for it, or choose another --out") from None
         recorded = _record(os.pread(fd, _MARKER_BYTES, 0), path).get("settings")
         recorded = recorded if isinstance(recorded, dict) else None
         if settings is not None and resume:
             check_same_settings(run_dir, recorded, settings)
         record = {"format": "holoxmc-run/1", "holoxmc": __version__, "pid": os.getpid(),
                   "settings": settings if settings is not None else recorded}
-        content = to_json(record).encode()
-        os.pwrite(fd, content, 0)  # written whole, then cut: a kill leaves the old or the new record
-        os.ftruncate(fd, len(content))
+        replaced = _replace_marker(path, to_json(record).encode(), fd)  # whole: a kill leaves the old or the new
+        os.close(fd)
+        fd = replaced
         yield recorded
     finally:
         os.close(fd)  # closing releases the lock

@@ -361,13 +361,10 @@ def run_settings(model: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def _check_feature_memory(params: dict[str, Any], n_features: int, data: str) -> None:
     """Refuse, before training, a feature count (a data file's header claims it) that the
-    model's per-feature memory cannot hold (:func:`holoxmc.limits.check_feature_memory`)."""
-    from holoxmc.limits import check_feature_memory
+    model's per-feature memory cannot hold (:func:`holoxmc.limits.check_fit_memory`)."""
+    from holoxmc.limits import check_fit_memory
 
-    head_options = params.get("head_options") or {}
-    check_feature_memory(params["head"], n_features, n_chunks=int(head_options.get("n_chunks") or 8),
-                         workers=int(params.get("workers") or 1),
-                         hashed=head_options.get("feature_dim") is not None or n_features > 2**17, where=str(data))
+    check_fit_memory(params, n_features, where=str(data))  # as fit does: before the features are built
 
 
 def _finished(run_dir: Path) -> bool:

@@ -217,8 +217,33 @@ def scratch_folder() -> Iterator[str]:
         yield folder
 
 
+#: The ``-W`` option multiprocessing's resource tracker starts with (:func:`_start_resource_tracker`).
+_TRACKER_WARNING = "ignore:resource_tracker:UserWarning:multiprocessing.resource_tracker"
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker, if this process has none running yet, with its
+    "leaked semaphore objects" warning off. A pool's queues hold semaphores that the tracker
+    removes once every process using them has died; when the pool's owner was killed
+    (``kill -9``), the tracker outlives it, removes them and warns: a warning about nothing left
+    behind, which the killed run's terminal showed, often during the ``--resume`` that followed.
+    The tracker reads its warning filters from the ``-W`` options it inherits (here that one
+    alone); a tracker started earlier by the caller is left as it is."""
+    from multiprocessing import resource_tracker
+
+    added = _TRACKER_WARNING not in sys.warnoptions
+    if added:
+        sys.warnoptions.append(_TRACKER_WARNING)
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        if added:
+            sys.warnoptions.remove(_TRACKER_WARNING)
+
+
 def _run_local(fn, jobs, shared, workers, threads) -> tuple[list[Any], list[JobFailure]]:
     context = multiprocessing.get_context("spawn")  # fork is unsafe with torch threads
+    _start_resource_tracker()
     with scratch_folder() as folder:  # removed once the pool is down
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_local_worker,
                                    initargs=(threads, _map_out(shared, folder), os.getpid()))

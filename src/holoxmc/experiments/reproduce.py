@@ -237,7 +237,8 @@ def model_settings(ctx: Context, name: str, model: str, preset: str, **changes: 
     if cap is not None:
         params["hidden"] = tuple(min(h, cap) for h in params.get("hidden") or HEAD_DEFAULTS[params["head"]]["hidden"])
     if ctx.tiny:
-        params["dim"] = min(int(params.get("dim", 400)), 32)
+        if kind.code_dim:  # d' is the label code's: a head without one refuses it
+            params["dim"] = min(int(params.get("dim", 400)), 32)
         if params["backbone"] == "fc" and "hidden" in kind.settings:
             params["hidden"] = tuple(min(h, 32) for h in params.get("hidden") or (32,))
         if params["backbone"] in _TINY_TEXT:

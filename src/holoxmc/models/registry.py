@@ -32,7 +32,7 @@ from holoxmc.models.linear.config import LinearConfig
 from holoxmc.models.linear.model import LinearModel
 from holoxmc.models.rerank.model import RerankModel
 from holoxmc.presets import HEAD_DEFAULTS, network_defaults, setting_defaults
-from holoxmc.settings import ESTIMATOR_CONSTRAINTS, SETTING_NAMES
+from holoxmc.settings import ESTIMATOR_CONSTRAINTS, HEAD_SETTINGS, SETTING_NAMES, heads_taking
 from holoxmc.validation import check_head_settings
 
 if TYPE_CHECKING:
@@ -47,12 +47,18 @@ if TYPE_CHECKING:
 __all__ = ["Family", "Families", "FitData", "FAMILIES", "HEADS", "NETWORK_SETTINGS", "family", "streaming_heads",
            "check_settings", "head_setting", "random_seed", "n_workers", "train_config", "fit_settings"]
 
-#: Estimator keywords that configure or train a network (and ``refit``): each head kind
-#: names those that apply to it; changing another is refused.
+#: Estimator keywords that configure or train a network.
 NETWORK_SETTINGS = ("dim", "hidden", "dropout", "linear_width", "epochs", "batch_size", "lr", "weight_decay",
                     "sparse_updates", "schedule", "warmup_epochs", "grad_clip", "patience", "time_limit", "n_models",
                     "precision")
-HEAD_SPECIFIC = (*NETWORK_SETTINGS, "refit", "warm_start")
+#: Estimator keywords that some heads only take: the settings table says which
+#: (:data:`holoxmc.settings.HEAD_SETTINGS`); changing one for another head is refused.
+HEAD_SPECIFIC = HEAD_SETTINGS
+
+
+def _takes(head: str) -> frozenset[str]:
+    """The settings of :data:`HEAD_SPECIFIC` that the settings table gives ``head``."""
+    return frozenset(name for name in HEAD_SPECIFIC if head in heads_taking(name))
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,8 @@ class Family:
     Attributes:
         head: its name.
         defaults: values of the settings the estimator leaves at ``None``.
-        settings: which of :data:`HEAD_SPECIFIC` apply to it.
+        settings: which of :data:`HEAD_SPECIFIC` apply to it (the settings table's rows that
+            name it, :func:`holoxmc.settings.heads_taking`).
         backbones: the backbones it takes.
         attribute: the fitted attribute that serves its model (``network_``, ``solar_``, ``linear_``).
         plan: ``(settings, n_labels, n_features) -> plan``: its settings (a frozen
@@ -173,10 +180,10 @@ def _network_report(results: list[FitResult]) -> dict[str, Any]:
     return report_fields(results)
 
 
-def _network_family(head: str, settings: frozenset[str]) -> Family:
+def _network_family(head: str) -> Family:
     from holoxmc.models.network.model import takes_code_dim
 
-    return Family(head, HEAD_DEFAULTS[head], settings, ("fc", "cnn", "lstm"), "network_", _network_plan,
+    return Family(head, HEAD_DEFAULTS[head], _takes(head), ("fc", "cnn", "lstm"), "network_", _network_plan,
                   _fit_networks, _load_network, lambda model: model.network, _network_report,
                   code_dim=takes_code_dim(head), refit_from=_network_refit, streams=True)
 
@@ -386,13 +393,10 @@ def _load_rerank(s: FitSettings, path: Path, config: dict[str, Any], tensors: di
 
 
 # ---------------------------------------------------------------------------- the table
-_ALL = frozenset(HEAD_SPECIFIC)
-
-
 def _solar_family() -> Family:
     from holoxmc.models.solar.model import SolarModel
 
-    return Family("solar", HEAD_DEFAULTS["solar"], _ALL - {"linear_width", "n_models", "refit", "warm_start"}, ("fc",),
+    return Family("solar", HEAD_DEFAULTS["solar"], _takes("solar"), ("fc",),
                   "solar_",
                   _solar_plan, _fit_solar, lambda s, path, config, tensors: SolarModel.load(path),
                   lambda model: model, _solar_report, jobs_apart=True)
@@ -402,7 +406,7 @@ def _xr_family() -> Family:
     """A text network, then a linear model on its text embedding and the tokens' TF-IDF."""
     from holoxmc.models.network.fusion import fusion_report
 
-    return Family("xr", HEAD_DEFAULTS["xr"], _ALL - {"n_models", "refit", "hidden", "linear_width", "warm_start"},
+    return Family("xr", HEAD_DEFAULTS["xr"], _takes("xr"),
                   ("cnn", "lstm"),
                   "network_", _fusion_plan, _fit_fusion, _load_fusion, lambda model: model.network, fusion_report,
                   code_dim=True)
@@ -433,14 +437,14 @@ class Families(Mapping[str, Family]):
 
 
 FAMILIES: Mapping[str, Family] = Families({
-    "hrr": lambda: _network_family("hrr", _ALL),
-    "dense": lambda: _network_family("dense", _ALL),  # dim is the HRR head's; dense and SOLAR ignore it
+    "hrr": lambda: _network_family("hrr"),
+    "dense": lambda: _network_family("dense"),
     "solar": _solar_family,
-    "linear": lambda: Family("linear", HEAD_DEFAULTS["linear"], frozenset({"refit"}), ("fc",), "linear_",
+    "linear": lambda: Family("linear", HEAD_DEFAULTS["linear"], _takes("linear"), ("fc",), "linear_",
                              _linear_plan, _fit_linear, _load_linear, lambda model: model, _linear_report,
                              jobs_apart=True, refit_from=_linear_refit, kept_from_selection=("calibration",),
                              arrays=True, add_labels=_add_linear_labels),
-    "rerank": lambda: Family("rerank", HEAD_DEFAULTS["rerank"], frozenset(), ("fc",), "rerank_", _rerank_plan,
+    "rerank": lambda: Family("rerank", HEAD_DEFAULTS["rerank"], _takes("rerank"), ("fc",), "rerank_", _rerank_plan,
                              _fit_rerank, _load_rerank, lambda model: model,
                              lambda results: {"best_epoch": None, "sparse_updates": None, "epoch_seconds": []},
                              jobs_apart=True, refit_from=_rerank_refit, holds_out=False, arrays=True,

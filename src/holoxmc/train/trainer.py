@@ -79,6 +79,36 @@ class TrainableNetwork(Protocol):
     def topk(self, x: SparseBatch | Tensor, k: int) -> tuple[Tensor, Tensor]: ...
 
 
+#: The largest value of each setting that scales the loss or the steps that is still within
+#: any sane use (the defaults and presets: lr at most 1e-2, weight decay 0, the HRR ranking
+#: weight 1): a diverged run names those above theirs as the likely cause, else the learning rate.
+SANE_MAGNITUDES: dict[str, float] = {"lr": 1.0, "weight_decay": 1.0, "ranking": 100.0}
+
+
+def divergence_hint(config: "TrainConfig", network: Any) -> str:
+    """What to change after the loss turned non-finite: the settings past their
+    :data:`SANE_MAGNITUDES` (the HRR head's ``ranking`` read from ``network.head``), else a
+    smaller learning rate or gradient clipping.
+
+    Example:
+        >>> divergence_hint(TrainConfig(lr=1e-3, weight_decay=1e308), None)
+        'weight_decay 1e+308 is far above any sane value (at most 1): lower it'
+        >>> divergence_hint(TrainConfig(lr=1e-3), None)
+        'lr 0.001: try a smaller learning rate, or grad_clip'
+    """
+    given = {"lr": config.lr, "weight_decay": config.weight_decay,
+             "ranking": getattr(getattr(network, "head", None), "ranking", None)}
+    values = {name: float(value) for name, value in given.items() if isinstance(value, (int, float))}
+    extreme = [name for name, value in values.items() if not abs(value) <= SANE_MAGNITUDES[name]]
+    if not extreme:
+        return f"lr {config.lr}: try a smaller learning rate, or grad_clip"
+    if len(extreme) == 1:
+        name = extreme[0]
+        return f"{name} {values[name]:g} is far above any sane value (at most {SANE_MAGNITUDES[name]:g}): lower it"
+    named = " and ".join(f"{name} {values[name]:g} (at most {SANE_MAGNITUDES[name]:g})" for name in extreme)
+    return f"{named} are far above any sane value: lower them"
+
+
 #: Cut-offs of the per-epoch validation metrics, and the metrics model selection can use.
 VALIDATION_KS = (1, 3, 5)
 SELECT_METRICS = tuple(f"{name}@{k}" for name in ("P", "nDCG") for k in VALIDATION_KS)
@@ -765,7 +795,7 @@ class Trainer:
         mean_loss = float(total_loss) / max(len(order), 1)
         if not math.isfinite(mean_loss):
             raise TrainingDiverged(f"training diverged in epoch {epoch + 1}: the loss is {mean_loss} "
-                                   f"(lr {cfg.lr}: try a smaller learning rate, or grad_clip)")
+                                   f"({divergence_hint(cfg, plan.network)})")
         seconds = time.perf_counter() - start
         bar.close()
         return mean_loss, seconds

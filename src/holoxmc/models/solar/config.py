@@ -24,7 +24,7 @@ from holoxmc.backbones.fc import FCBackbone
 from holoxmc.backbones.network import Network
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.io import read_json as read_side_file
-from holoxmc.limits import check_allocation, check_size
+from holoxmc.limits import SOLAR_HASH_ABOVE, check_allocation, check_size
 from holoxmc.models.solar.codes import CodeMethod, FeatureHash, SolarLabelCode, chunk_seed
 from holoxmc.data.batch import LabelBatch, SparseBatch
 from holoxmc.models.solar.head import LOSSES, Loss, MinFreqMode, Scoring, SolarChunkHead
@@ -160,7 +160,7 @@ class SolarConfig:
         return replace(
             self,
             n_buckets=self.n_buckets or max(1, min(-(-n_labels // 2), 20_000)),
-            feature_dim=self.feature_dim or (None if n_features <= 2**17 else 2**17),
+            feature_dim=self.feature_dim or (None if n_features <= SOLAR_HASH_ABOVE else SOLAR_HASH_ABOVE),
             min_freq=self.min_freq or max(1, self.n_chunks // 2),
         )
 
