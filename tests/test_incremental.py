@@ -121,3 +121,11 @@ def test_partial_fit_passes_scikit_learn_s_own_check():
     from sklearn.utils.estimator_checks import check_estimators_partial_fit_n_features
 
     check_estimators_partial_fit_n_features("XMCClassifier", XMCClassifier(head="dense", hidden=(8,), progress=False))
+
+
+def test_labels_are_added_to_the_re_rank_winner_of_the_default(data):
+    X, Y, Xt, Yt = data
+    clf = XMCClassifier(progress=False, time_budget=0.0).fit(X, Y[:, :30])  # the first candidate alone: re-rank
+    assert clf.head_ == "rerank"
+    clf.add_labels(X, Y[:, 30:])
+    assert clf.n_labels_ == 40 and clf.predict_topk(Xt, 5)[0].max() < 40

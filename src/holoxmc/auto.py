@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -167,8 +167,9 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
     winner.fit(X_all, Y_all, groups=groups if X_val is None else None)  # not found again
     for name in family(winner.head).kept_from_selection:  # as a linear model's Platt scaling
         setattr(winner.model_, name, getattr(chosen.model_, name))
-    winner.label_rule_ = chosen.label_rule_  # chosen on the held-out rows, which the refit trained on
-    winner.validation_ = chosen.validation_  # what those rows scored
+    source = "X_val" if X_val is not None else "val_fraction"  # the candidates saw auto's own split as X_val
+    winner.label_rule_ = replace(chosen.label_rule_, source=source)  # chosen on the held-out rows, which the
+    winner.validation_ = chosen.validation_ | {"source": source}  # refit trained on; what those rows scored
     best.note = "; ".join(note for note in (best.note, "chosen, refit on every row") if note)
     return winner, trials
 

@@ -304,7 +304,10 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         if word_vectors is not None:  # rows of a text backbone's embedding table
             plan = with_word_vectors(plan, word_vectors)
         warm = self._warm_model(n_features, n_labels)
-        codes = None if streamed else self._row_groups(X, X_val, groups)
+        if streamed and groups is not None:
+            raise InputError("groups keep rows of one group on one side of a split carved in memory; a fit streamed "
+                             "from a shard store carves none: give X_val, Y_val, or load the rows")
+        codes = None if streamed else self._row_groups(X, X_val, groups, registry.carves_split(self.fit_settings()))
         self.n_features_, self.n_labels_, self.n_features_in_ = n_features, n_labels, int(X.shape[1])
         self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
         model, results = kind.fit(self.fit_settings(), plan, FitData(X, Y, X_val, Y_val, run_dir, resume, warm, codes))
@@ -425,14 +428,18 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         self.classes_ = np.arange(self.n_labels_) if names is None else np.concatenate([self.classes_, names])
         return self
 
-    def _row_groups(self, X: Any, X_val: Any, groups: Any) -> np.ndarray | None:
-        """The group codes of the training rows that a carved validation split keeps apart:
-        ``groups`` when given; else, where a split is carved from sparse features, the
-        near-duplicate groups of ``duplicate_cosine``; else ``None``. Sets ``groups_``."""
-        if groups is not None:
-            codes, source = check_groups(groups, X.shape[0]), "groups"
-        elif X_val is None and self.duplicate_cosine is not None and float(self.val_fraction) > 0 \
-                and self.backbone == "fc":
+    def _row_groups(self, X: Any, X_val: Any, groups: Any, carves: bool) -> np.ndarray | None:
+        """The group codes of the training rows that the fit's carved validation split keeps
+        apart: ``groups`` (checked) when given; else, on sparse features, the near-duplicate
+        groups of ``duplicate_cosine``; ``None`` where the fit carves no split (``X_val``
+        given, or ``carves`` false: the re-rank model, a fixed ``C``). Sets ``groups_``."""
+        codes = None if groups is None else check_groups(groups, X.shape[0])
+        if X_val is not None or not carves:
+            self.groups_ = summarise(np.arange(X.shape[0]), "none: no validation split carved")
+            return None
+        if codes is not None:
+            source = "groups"
+        elif self.duplicate_cosine is not None and self.backbone == "fc":
             codes, source = near_duplicate_groups(X, float(self.duplicate_cosine)), "near-duplicates"
         else:
             self.groups_ = summarise(np.arange(X.shape[0]), "none")
@@ -448,7 +455,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         check_auto_params(self)
         X, Y, X_val, Y_val = check_fit_data(X, Y, X_val, Y_val, self.backbone)
         check_fit_memory(self.get_params(), input_size(X))  # its first candidate's, before the split
-        codes = self._row_groups(X, X_val, groups)
+        codes = self._row_groups(X, X_val, groups, carves=True)  # auto draws its own split
         winner, self.selection_ = SELECTORS[self.head].fit(self, X, Y, X_val, Y_val, groups=codes)
         for name in ("n_features_", "n_labels_", "n_features_in_", "inv_prop_", "label_rule_", "validation_"):
             setattr(self, name, getattr(winner, name))
@@ -509,10 +516,9 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         self.validation_ = None
         if streamed:
             return label_sets.LabelRule(source="streamed fit: top-1")
-        held_out = family(self.head).holds_out and not self.refit  # else the model trained on those rows too
         if X_val is not None:
             rows, source = (X_val, Y_val), "X_val"
-        elif held_out and 0.0 < float(self.val_fraction) < 1.0 and X.shape[0] >= 2:
+        elif registry.holds_rows_out(self.fit_settings()) and X.shape[0] >= 2:
             _, held = split_validation(X.shape[0], float(self.val_fraction), self.random_seed, groups)
             rows, source = (X[held], Y[held]), "val_fraction"
         else:

@@ -28,8 +28,9 @@ from holoxmc.io import atomic_write_bytes, parse_json
 __all__ = ["save_npz", "load_npz", "FORMAT_VERSION"]
 
 #: Version of the cache layout; 2 stores strings as UTF-8 bytes plus offsets and holds
-#: tokens of the tokenizer fitted on truncated texts. Other versions are not read.
-FORMAT_VERSION = 2
+#: tokens of the tokenizer fitted on truncated texts; 3 adds the rows' groups. Other versions
+#: are not read.
+FORMAT_VERSION = 3
 
 
 def save_npz(dataset: Dataset, path: str | os.PathLike) -> None:
@@ -57,6 +58,8 @@ def save_npz(dataset: Dataset, path: str | os.PathLike) -> None:
         arrays["tokens"] = dataset.tokens
     if dataset.encoder is not None:
         arrays["encoder"] = np.array(json.dumps(dataset.encoder.to_dict()))
+    if dataset.groups is not None:
+        arrays["groups"] = np.array(json.dumps(dataset.groups))
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
     atomic_write_bytes(path, buffer.getvalue())
@@ -81,6 +84,7 @@ def load_npz(path: str | os.PathLike) -> Dataset:
                 tokens=npz["tokens"] if "tokens" in npz else None,
                 encoder=TextEncoder.from_dict(parse_json(str(npz["encoder"]), f"{path} (encoder)", what="text encoder"))
                 if "encoder" in npz else None,
+                groups=_stored_groups(npz, matrices[0].shape[0], path),
             )
     except HoloxmcError as exc:
         if isinstance(exc, DataFormatError):
@@ -116,6 +120,17 @@ def _check_members(archive: zipfile.ZipFile, path: str | os.PathLike) -> None:
                                               f"({dtype}, shape {shape}), the member holds {info.file_size}")
         total += info.file_size
     check_allocation(total, "its arrays", where=os.fspath(path))
+
+
+def _stored_groups(npz: Any, n_rows: int, path: str | os.PathLike) -> list[Any] | None:
+    """The rows' groups (``None`` when the cache holds none): one string, integer or null per row."""
+    if "groups" not in npz:
+        return None
+    groups = parse_json(str(npz["groups"]), f"{path} (groups)", expect=list, what="groups")
+    if len(groups) != n_rows or not all(g is None or (isinstance(g, (str, int)) and not isinstance(g, bool))
+                                        for g in groups):
+        raise DataFormatError(path, None, f"groups must hold one string, integer or null per row ({n_rows})")
+    return groups
 
 
 def _stored_matrix(npz: Any, key: str) -> sp.csr_matrix:

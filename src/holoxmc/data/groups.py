@@ -33,8 +33,10 @@ __all__ = ["check_groups", "near_duplicate_groups", "GroupSummary", "summarise",
 SIGNATURE_FEATURES = 8
 #: A signature feature held by more rows than this proposes no pairs (it is no evidence of a copy).
 MAX_POSTINGS = 64
-#: Candidate pairs whose exact cosine is computed at once.
-_PAIR_BLOCK = 1 << 20
+#: Rows whose candidate pairs are found at once (memory: this many rows' signature products).
+_ROW_BLOCK = 4096
+#: Candidate pairs whose exact cosine is computed at once (memory: two rows of X a pair).
+_PAIR_BLOCK = 1 << 16
 
 
 def check_groups(groups: Any, n_rows: int) -> np.ndarray:
@@ -73,8 +75,8 @@ def near_duplicate_groups(X: Any, cosine: float) -> np.ndarray:
     Candidate pairs share half of their :data:`SIGNATURE_FEATURES` largest weights, counted
     over features held by at most :data:`MAX_POSTINGS` signatures (a common feature is no
     evidence of a copy, and would make the pairs quadratic); each candidate's exact cosine
-    decides. Cost: at most ``n · SIGNATURE_FEATURES · MAX_POSTINGS`` candidate pairs, one
-    sparse product, no ``n × n`` matrix. A hand-written pass because no library here finds
+    decides. Cost: at most ``n · SIGNATURE_FEATURES · MAX_POSTINGS`` candidate pairs, found
+    :data:`_ROW_BLOCK` rows at a time (memory bounded whatever ``n``), no ``n × n`` matrix. A hand-written pass because no library here finds
     sparse near-duplicates without an ``n × n`` product (scikit-learn's radius neighbours
     are brute force on sparse rows).
 
@@ -88,20 +90,19 @@ def near_duplicate_groups(X: Any, cosine: float) -> np.ndarray:
     norms = np.sqrt(np.asarray(X.multiply(X).sum(1)).ravel())
     X = sp.csr_matrix(sp.diags(np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1), 0.0)) @ X, dtype=np.float32)
     S = _signatures(X)
-    shared = sp.coo_matrix(S @ S.T)  # signature features two rows share
-    upper = shared.row < shared.col
-    shared = sp.coo_matrix((shared.data[upper], (shared.row[upper], shared.col[upper])), shape=shared.shape)
+    ST = sp.csr_matrix(S.T)
     need = max(1, SIGNATURE_FEATURES // 2)
     sizes = np.diff(S.indptr)
-    keep = (shared.data >= np.minimum(need, np.minimum(sizes[shared.row], sizes[shared.col]))) & (shared.data > 0)
-    rows, cols = shared.row[keep], shared.col[keep]
-    linked = np.zeros(len(rows), bool)
-    for lo in range(0, len(rows), _PAIR_BLOCK):
-        a, b = rows[lo:lo + _PAIR_BLOCK], cols[lo:lo + _PAIR_BLOCK]
-        linked[lo:lo + len(a)] = np.asarray(X[a].multiply(X[b]).sum(1)).ravel() >= cosine - 1e-6
+    pairs: list[tuple[np.ndarray, np.ndarray]] = []
+    for lo in range(0, n, _ROW_BLOCK):  # at most _ROW_BLOCK · SIGNATURE_FEATURES · MAX_POSTINGS products a block
+        shared = sp.coo_matrix(S[lo:lo + _ROW_BLOCK] @ ST)  # signature features two rows share
+        rows, cols = shared.row + lo, shared.col
+        keep = (rows < cols) & (shared.data >= np.minimum(need, np.minimum(sizes[rows], sizes[cols])))
+        pairs.append(_linked(X, rows[keep], cols[keep], cosine))
     copies, originals = _exact_copies(X)  # copies whose features are all too common for a signature
-    graph = sp.csr_matrix((np.ones(int(linked.sum()) + len(copies), bool),
-                           (np.concatenate([rows[linked], copies]), np.concatenate([cols[linked], originals]))),
+    pairs.append((copies, originals))
+    graph = sp.csr_matrix((np.ones(sum(len(a) for a, _ in pairs), bool),
+                           (np.concatenate([a for a, _ in pairs]), np.concatenate([b for _, b in pairs]))),
                           shape=(n, n))
     _, labels = connected_components(graph, directed=False)
     _, first = np.unique(labels, return_index=True)  # codes in order of each group's first row
@@ -110,13 +111,24 @@ def near_duplicate_groups(X: Any, cosine: float) -> np.ndarray:
     return order[labels]
 
 
+def _linked(X: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray, cosine: float) -> tuple[np.ndarray, np.ndarray]:
+    """The candidate pairs ``(rows[i], cols[i])`` of unit rows whose cosine reaches ``cosine``,
+    computed :data:`_PAIR_BLOCK` pairs at a time."""
+    linked = np.zeros(len(rows), bool)
+    for lo in range(0, len(rows), _PAIR_BLOCK):
+        a, b = rows[lo:lo + _PAIR_BLOCK], cols[lo:lo + _PAIR_BLOCK]
+        linked[lo:lo + len(a)] = np.asarray(X[a].multiply(X[b]).sum(1)).ravel() >= cosine - 1e-6
+    return rows[linked], cols[linked]
+
+
 def _exact_copies(X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
-    """``(rows, their first identical row)`` for every row that repeats an earlier one exactly."""
+    """``(rows, their first identical row)`` for every row with features that repeats an
+    earlier one exactly (rows without features are no copies: their cosine is 0)."""
     keys = np.array([hash((X.indices[a:b].tobytes(), X.data[a:b].tobytes()))
                      for a, b in zip(X.indptr[:-1], X.indptr[1:])], dtype=np.int64)
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     original = first[inverse]
-    repeats = np.flatnonzero(original != np.arange(len(keys)))
+    repeats = np.flatnonzero((original != np.arange(len(keys))) & (np.diff(X.indptr) > 0))
     return repeats, original[repeats]
 
 

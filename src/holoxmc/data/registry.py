@@ -56,7 +56,7 @@ from holoxmc.data.readers import (
 )
 from holoxmc.data.realistic import REALISTIC_PRESETS, make_realistic
 from holoxmc.data.synthetic import SYNTHETIC_PRESETS, make_synthetic
-from holoxmc.data.text import TextEncoder, build_label_vocabulary, labels_to_csr, read_label_vocabulary
+from holoxmc.data.text import TEXT_DEFAULTS, TextEncoder, build_label_vocabulary, labels_to_csr, read_label_vocabulary
 from holoxmc.errors import DataFormatError, InputError
 
 __all__ = [
@@ -189,8 +189,6 @@ def _only_file(candidates: list[Path], role: str) -> Path | None:
 Widths = tuple[int | None, int | None]
 
 #: ``load`` options each kind of source takes; any other option is an error, never ignored.
-TEXT_DEFAULTS: dict[str, int | None] = {"min_df": 2, "max_vocab": 50_000, "max_length": 256, "ngrams": 2,
-                                        "max_features": None}
 TEXT_OPTIONS = frozenset(TEXT_DEFAULTS)
 SPLIT_FILE_OPTIONS = frozenset({"split_column"})
 SYNTHETIC_OPTIONS = frozenset({"preset"} | set(inspect.signature(make_synthetic).parameters))
@@ -258,28 +256,34 @@ def _load_text(
     **text_options: Any,
 ) -> Dataset:
     """A raw-text split: TF-IDF (and token ids) fitted on the train file only."""
-    group_field = text_options.pop("group_field", GROUP_FIELD)
-    train, encoder = _text_encoder(train_path, labels_path, _sibling(train_path, "test"), features, group_field,
-                                   text_options)
+    group_field = _group_field(text_options)
+    test_path = _sibling(train_path, "test")
+    other = read_jsonl(test_path, group_field=group_field) if test_path and labels_path is None else None
+    train, encoder = _text_encoder(train_path, labels_path, other, features, group_field, text_options)
     records = train if split_path == train_path else read_jsonl(split_path, group_field=group_field)
     return _encoded(records, encoder, split_path, name, features)
 
 
-def _text_encoder(train_path: Path, labels_path: Path | None, other_path: Path | None, features: str,
+def _group_field(text_options: dict[str, Any]) -> str:
+    """The ``group_field`` option of a raw-text set, taken out of ``text_options``."""
+    group_field = text_options.pop("group_field", GROUP_FIELD)
+    if not isinstance(group_field, str):
+        raise InputError(f"group_field must be a JSON field name, got {group_field!r}")
+    return group_field
+
+
+def _text_encoder(train_path: Path, labels_path: Path | None, other: Any, features: str,
                   group_field: Any, text_options: dict[str, Any]) -> tuple[Any, TextEncoder]:
     """The training file's records and the :class:`TextEncoder` fitted on its texts, with the
     label vocabulary of ``labels_path``, else every label of the training file and of
-    ``other_path`` (the test texts)."""
+    ``other`` (the test texts' records, if any)."""
     _check_options(text_options, TEXT_OPTIONS, f"{train_path} (raw texts)")
     if features not in ("tfidf", "tokens"):
         raise InputError(f"features must be 'tfidf' or 'tokens', got {features!r}")
-    if not isinstance(group_field, str):
-        raise InputError(f"group_field must be a JSON field name, got {group_field!r}")
     train = read_jsonl(train_path, group_field=group_field)
     if labels_path is not None:
         vocabulary = read_label_vocabulary(labels_path)
     else:
-        other = read_jsonl(other_path) if other_path else None
         vocabulary = build_label_vocabulary(train.labels, *([other.labels] if other else []))
     encoder = TextEncoder.fit(train.texts, vocabulary, tokens=features == "tokens",
                               **(TEXT_DEFAULTS | text_options))
@@ -308,13 +312,13 @@ def load_text_pair(train_path: str | os.PathLike, test_path: str | os.PathLike, 
         True
     """
     train_path, test_path = Path(train_path), Path(test_path)
-    group_field = text_options.pop("group_field", GROUP_FIELD)
+    group_field = _group_field(text_options)
     labels = train_path.with_name("labels.txt")
-    records, encoder = _text_encoder(train_path, labels if labels.exists() else None, test_path, features,
+    test = read_jsonl(test_path, group_field=group_field)
+    records, encoder = _text_encoder(train_path, labels if labels.exists() else None, test, features,
                                      group_field, text_options)
     name = train_path.name.split(".")[0]
-    return (_encoded(records, encoder, train_path, name, features),
-            _encoded(read_jsonl(test_path, group_field=group_field), encoder, test_path, name, features))
+    return (_encoded(records, encoder, train_path, name, features), _encoded(test, encoder, test_path, name, features))
 
 
 def _exists(path: Path) -> bool:
@@ -451,8 +455,8 @@ def load(
     if cache_dir is None:
         return _check_widths(build(), key, split, widths)
     fingerprint = hashlib.sha256(
-        repr((FORMAT_VERSION, key.lower(), split, features, sorted(options.items()), _fingerprint(source),
-              widths)).encode()
+        repr((FORMAT_VERSION, key.lower(), split, features, sorted(options.items()), sorted(TEXT_DEFAULTS.items()),
+              _fingerprint(source), widths)).encode()
     ).hexdigest()[:16]
     cached = Path(cache_dir) / f"{Path(key).name.lower()}-{split}-{features}-{fingerprint}.npz"
     if cached.exists():

@@ -20,8 +20,17 @@ if TYPE_CHECKING:  # scikit-learn is imported where a TF-IDF or tokenizer is bui
 
 __all__ = [
     "read_label_vocabulary", "build_label_vocabulary", "labels_to_csr", "fit_tfidf", "Tokenizer", "TextEncoder",
-    "token_counts", "fit_token_idf", "token_tfidf",
+    "token_counts", "fit_token_idf", "token_tfidf", "TEXT_DEFAULTS",
 ]
+
+#: How raw texts become features unless told otherwise (the ``load`` options of raw-text
+#: sets): TF-IDF over words and word pairs (``ngrams=2``, chosen leave-one-set-out on three
+#: grouped real text sets, docs/tuning.md "Text features") of terms in at least ``min_df``
+#: training texts (all, or the ``max_features`` most frequent), and a tokenizer of
+#: ``max_vocab`` words cutting texts at ``max_length`` tokens.
+DEFAULT_NGRAMS = 2
+TEXT_DEFAULTS: dict[str, int | None] = {"min_df": 2, "max_vocab": 50_000, "max_length": 256, "ngrams": DEFAULT_NGRAMS,
+                                        "max_features": None}
 
 T = TypeVar("T")
 
@@ -78,13 +87,13 @@ def labels_to_csr(records: JsonlRecords, vocabulary: list[str], path: str | os.P
 
 
 def fit_tfidf(
-    train_texts: list[str], *, min_df: int = 2, max_features: int | None = None, ngrams: int = 1
+    train_texts: list[str], *, min_df: int = 2, max_features: int | None = None, ngrams: int = DEFAULT_NGRAMS
 ) -> TfidfVectorizer:
     """A ``TfidfVectorizer`` (sublinear tf, L2 rows, float32) fitted on the training texts only,
-    over words and, with ``ngrams`` n > 1, runs of up to n consecutive words.
+    over words and runs of up to ``ngrams`` consecutive words (1: words alone).
 
     Example:
-        >>> v = fit_tfidf(["red apple", "green apple", "red car"], min_df=1)
+        >>> v = fit_tfidf(["red apple", "green apple", "red car"], min_df=1, ngrams=1)
         >>> v.transform(["apple car"]).shape
         (1, 4)
         >>> fit_tfidf(["red apple", "green apple", "red car"], min_df=1, ngrams=2).get_feature_names_out().tolist()
@@ -255,7 +264,7 @@ class TextEncoder:
     Example:
         >>> enc = TextEncoder.fit(["red apple", "green apple", "red car"], ["fruit", "car"], min_df=1)
         >>> enc.features(["apple car"]).shape, enc.tokenizer is None
-        ((1, 4), True)
+        ((1, 7), True)
         >>> restored = TextEncoder.from_dict(enc.to_dict())
         >>> (restored.features(["apple car"]) != enc.features(["apple car"])).nnz
         0
@@ -269,7 +278,8 @@ class TextEncoder:
     @classmethod
     def fit(
         cls, texts: list[str], labels: list[str], *, min_df: int = 2, tokens: bool = False,
-        max_vocab: int = 50_000, max_length: int = 256, ngrams: int = 1, max_features: int | None = None,
+        max_vocab: int = 50_000, max_length: int = 256, ngrams: int = DEFAULT_NGRAMS,
+        max_features: int | None = None,
     ) -> "TextEncoder":
         """Fit TF-IDF over words and runs of up to ``ngrams`` words (the ``max_features`` most
         frequent terms; ``None``: all) and, with ``tokens``, a :class:`Tokenizer` of single

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from holoxmc.train import FitResult, TrainConfig
 
 __all__ = ["Family", "Families", "FitData", "FAMILIES", "HEADS", "NETWORK_SETTINGS", "family", "streaming_heads",
-           "check_settings", "head_setting", "random_seed", "n_workers", "train_config", "fit_settings"]
+           "check_settings", "carves_split", "holds_rows_out", "head_setting", "random_seed", "n_workers",
+           "train_config", "fit_settings"]
 
 #: Estimator keywords that configure or train a network.
 NETWORK_SETTINGS = ("dim", "hidden", "dropout", "linear_width", "epochs", "batch_size", "lr", "weight_decay",
@@ -480,6 +481,29 @@ def family(head: Any) -> Family:
 # Functions of ``params``, an estimator's ``get_params()`` (every keyword, a default where none
 # was given): the estimator's methods of the same names call them, and loading a saved model
 # (:func:`holoxmc.persist.read_saved`) resolves its settings with them, without an estimator.
+def carves_split(s: FitSettings) -> bool:
+    """Whether a fit of these settings, given no ``X_val``, draws the seeded ``val_fraction``
+    share of its rows to choose on: the networks' epoch, SOLAR's chunks, the linear model's
+    ``C`` when it chooses one (a fixed ``C`` trains on every row); the re-rank model draws none.
+
+    Example:
+        >>> from holoxmc.settings import DEFAULTS
+        >>> carves_split(fit_settings(DEFAULTS | {"head": "rerank"})), carves_split(fit_settings(DEFAULTS | {"head": "dense"}))
+        (False, True)
+    """
+    if not family(s.head).holds_out or not 0.0 < float(s.val_fraction) < 1.0:
+        return False
+    return s.head != "linear" or _linear_plan(s, 0, 0).C is None
+
+
+def holds_rows_out(s: FitSettings) -> bool:
+    """Whether that share is also left out of the served model, so that ``predict``'s rule and
+    ``validation_`` are chosen and scored on rows it never trained on: not after a ``refit``,
+    nor for an ensemble (each member draws its own share with its own seed), nor for ``xr``
+    (its linear stage is refit on those rows)."""
+    return carves_split(s) and not s.refit and s.n_models == 1 and s.head != "xr"
+
+
 def check_settings(params: Mapping[str, Any], defaults: Mapping[str, Any]) -> Family:
     """Every setting against :data:`~holoxmc.settings.ESTIMATOR_CONSTRAINTS` and the head's
     family (:func:`~holoxmc.validation.check_head_settings`), before any data is read.

@@ -697,7 +697,8 @@ def add_labels(model: RerankModel, X: Any, Y: Any, config: RerankConfig = Rerank
     X = sp.csr_matrix((X.data, X.indices.astype(np.int32, copy=False), X.indptr.astype(np.int32, copy=False)),
                       shape=X.shape)
     old, new = model.n_labels, Y.shape[1]
-    config = replace(config, shortlist=model.shortlist, label_weights=config.label_weights or label_weights_rule(old),
+    config = replace(config, shortlist=model.shortlist,
+                     label_weights=config.label_weights or label_weights_rule(old + new),
                      train_shortlist=min(config.train_shortlist or train_shortlist_rule(model.shortlist, X.shape[0]),
                                          model.shortlist))
     index = sp.csr_matrix(sp.hstack([model.centroids_t, pifa_index(X, Y)], format="csr"), dtype=np.float32)
