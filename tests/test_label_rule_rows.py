@@ -19,11 +19,15 @@ def data():
 def test_auto_keeps_the_rule_its_selection_chose_on_held_out_rows(data) -> None:
     X, Y = data
     clf = XMCClassifier(time_budget=0.0, progress=False).fit(X, Y)  # the re-rank candidate alone, then its refit
-    assert clf.label_rule_.source == "X_val"
+    assert clf.label_rule_.source == "val_fraction"  # auto's own split, given to its candidates as X_val
     assert clf.predict(X[:5]).shape == (5, Y.shape[1])
 
 
-@pytest.mark.parametrize("params", [{"head": "rerank"}, {"head": "linear", "refit": True}])
+@pytest.mark.parametrize("params", [
+    {"head": "rerank"}, {"head": "linear", "refit": True},
+    {"head": "linear", "head_options": {"C": 0.3}},  # a fixed C trains on every row
+    {"head": "dense", "n_models": 2, "hidden": (8,), "epochs": 1},  # each member holds out its own share
+])
 def test_a_fit_that_trained_on_every_row_says_its_rule_came_from_training_rows(data, params) -> None:
     X, Y = data
     clf = XMCClassifier(progress=False, **params).fit(X, Y)

@@ -270,12 +270,12 @@ def test_a_saved_linear_model_with_broken_weights_is_one_error(data, tmp_path):
 @pytest.mark.parametrize(
     "params, message",
     [
-        ({"epochs": 3}, "configure or train a network"),
-        ({"hidden": (16,)}, "configure or train a network"),
-        ({"n_models": 2}, "configure or train a network"),
+        ({"epochs": 3}, "do not apply to head 'linear': epochs applies to heads"),
+        ({"hidden": (16,)}, "do not apply to head 'linear'"),
+        ({"n_models": 2}, "do not apply to head 'linear'"),
         ({"backbone": "cnn"}, "takes sparse features"),
-        ({"device": "cuda"}, "on the CPU"),
-        ({"device": "gpu"}, "on the CPU"),
+        ({"device": "cuda"}, "on the CPU|CUDA is not available here"),
+        ({"device": "gpu"}, "on the CPU|device 'gpu'"),
         ({"val_fraction": "0.1"}, "val_fraction must be a finite number"),
         ({"head_options": {"C_grid": 1.0}}, "C_grid must be a non-empty list"),
         ({"head_options": {"dim": 3}}, "not accepted by head 'linear'"),

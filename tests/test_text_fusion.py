@@ -47,7 +47,7 @@ def _fit(backbone: str = "cnn", **options: object) -> tuple[XMCClassifier, np.nd
 # ---------------------------------------------------------------------------- TF-IDF of token ids
 def test_the_tfidf_of_token_ids_is_the_text_encoders_tfidf():
     texts = ["the cat sat on the mat", "the dog ate the cat", "a bird sang", "cat cat dog", "a dog sat"]
-    encoder = TextEncoder.fit(texts, ["x"], min_df=2, tokens=True)
+    encoder = TextEncoder.fit(texts, ["x"], min_df=2, tokens=True, ngrams=1)  # token ids are single words
     ids = encoder.tokens(texts)
     ours = token_tfidf(ids, fit_token_idf(ids, encoder.tokenizer.n_tokens, min_df=2)).toarray()
     columns = [encoder.tokenizer.vocabulary.index(term) + 2 for term in encoder.tfidf.get_feature_names_out()]

@@ -18,6 +18,7 @@ from holoxmc.cli import main
 from holoxmc.data.embeddings import read_word_vectors
 from holoxmc.data.text import Tokenizer
 from holoxmc.errors import DataFormatError, InputError
+from holoxmc.settings import for_head
 from holoxmc.estimator import XMCClassifier
 from holoxmc.presets import BACKBONE_DEFAULTS, BACKBONE_OPTIONS, preset_params
 
@@ -285,7 +286,7 @@ def test_a_saved_lstm_loads_and_scores_as_it_was(tmp_path, head):
     """``max_length`` (96 by default) caps the tokens read; it is no tensor size, and a saved
     LSTM used to be refused at load ("network size 96 matches no stored tensor")."""
     X, Y = _tokens()
-    clf = XMCClassifier(head=head, backbone="lstm", dim=16, epochs=1, progress=False,
+    clf = XMCClassifier(**for_head(head, {"head": head, "backbone": "lstm", "dim": 16}), epochs=1, progress=False,
                         head_options={"embed_dim": 8, "hidden_size": 6, "fc_size": 16}).fit(X, Y)
     assert clf.network_.config["max_length"] == BACKBONE_OPTIONS["lstm"]["max_length"]
     loaded = XMCClassifier.load(clf.save(tmp_path / "model"))
