@@ -156,9 +156,7 @@ Indexes read:
 | --- | --- | --- |
 {index_rows}
 """
-    s = write_outputs(out, NAME, train, test, header)
-    print(f"{NAME}: {s['train']} train / {s['test']} test documents, {s['labels']} labels, "
-          f"{s['groups']} groups -> {out}")
+    write_outputs(out, NAME, train, test, header)
     return 0
 
 

@@ -156,9 +156,7 @@ def main(argv: list[str] | None = None) -> int:
   `people:`, `org:`, `exchange:`; group = story slug (`BC-...`, trailing `-N` removed) joined with
   identical normalised text (5 words or more); about 20 % of the groups to test by a seeded shuffle (seed {args.seed}).
 """
-    s = write_outputs(out, NAME, train, test, header)
-    print(f"{NAME}: {s['train']} train / {s['test']} test documents, {s['labels']} labels, "
-          f"{s['groups']} groups -> {out}")
+    write_outputs(out, NAME, train, test, header)
     return 0
 
 

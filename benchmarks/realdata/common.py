@@ -128,7 +128,7 @@ def stats_table(s: dict) -> str:
 
 def write_outputs(out: Path, name: str, train: list[dict], test: list[dict], header: str) -> dict:
     """The two JSONL files (and ``train.jsonl`` / ``test.jsonl`` links to them, the names ``holoxmc train
-    FOLDER`` pairs), ``stats.json`` and ``SOURCES.md`` (``header`` + counts + checksums)."""
+    FOLDER`` pairs), ``stats.json`` and ``SOURCES.md`` (``header`` + counts + checksums); prints a summary line."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}_train.jsonl", out / f"{name}_test.jsonl"]
     write_jsonl(paths[0], train)
@@ -142,6 +142,7 @@ def write_outputs(out: Path, name: str, train: list[dict], test: list[dict], hea
     (out / "stats.json").write_text(json.dumps(s, indent=1) + "\n")
     text = f"{header.rstrip()}\n\n## Counts\n\n{stats_table(s)}\n\n## Files\n\n{file_table(paths)}\n"
     (out / "SOURCES.md").write_text(text)
+    print(f"{name}: {s['train']} train / {s['test']} test documents, {s['labels']} labels, {s['groups']} groups -> {out}")
     return s
 
 

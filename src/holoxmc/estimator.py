@@ -300,19 +300,21 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         n_features, n_labels = int(X.shape[1]) if streamed else input_size(X), int(Y.shape[1])
         check_fit_memory(self.get_params(), n_features)  # D's per-feature memory, before any of it is allocated
         check_label_statistics(n_labels)
-        plan = kind.plan(self.fit_settings(), n_labels, n_features)
+        settings = self.fit_settings()
+        plan = kind.plan(settings, n_labels, n_features)
         if word_vectors is not None:  # rows of a text backbone's embedding table
             plan = with_word_vectors(plan, word_vectors)
         warm = self._warm_model(n_features, n_labels)
         if streamed and groups is not None:
             raise InputError("groups keep rows of one group on one side of a split carved in memory; a fit streamed "
                              "from a shard store carves none: give X_val, Y_val, or load the rows")
-        codes = None if streamed else self._row_groups(X, X_val, groups, registry.carves_split(self.fit_settings()))
+        codes = None if streamed else self._row_groups(X, X_val, groups, registry.carves_split(settings))
         self.n_features_, self.n_labels_, self.n_features_in_ = n_features, n_labels, int(X.shape[1])
         self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
-        model, results = kind.fit(self.fit_settings(), plan, FitData(X, Y, X_val, Y_val, run_dir, resume, warm, codes))
+        model, results = kind.fit(settings, plan, FitData(X, Y, X_val, Y_val, run_dir, resume, warm, codes))
         self._set_model(model, results)
-        self.label_rule_ = self._choose_rule(X, Y, X_val, Y_val, streamed is not None, codes)
+        self.label_rule_ = self._choose_rule(X, Y, X_val, Y_val, streamed is not None, codes,
+                                             registry.holds_rows_out(settings))
         return self._with_labels(names)
 
     def _warm_model(self, n_features: int, n_labels: int) -> FittedModel | None:
@@ -505,10 +507,10 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         return serving.label_names(self)
 
     def _choose_rule(self, X: Any, Y: Any, X_val: Any, Y_val: Any, streamed: bool,
-                     groups: np.ndarray | None = None) -> label_sets.LabelRule:
+                     groups: np.ndarray | None = None, held_out: bool = False) -> label_sets.LabelRule:
         """The rule of :meth:`predict`, chosen on validation rows: ``(X_val, Y_val)`` when
-        given, else the ``val_fraction`` share drawn with the seed where the fit held it out
-        (the networks' trainer and the linear model's choice of ``C`` without ``refit``), else
+        given, else the ``val_fraction`` share drawn with the seed and ``groups`` where the fit
+        held it out (``held_out``: :func:`~holoxmc.models.registry.holds_rows_out`), else
         every training row (``label_rule_.source`` says which; ``head="auto"`` keeps the rule
         its selection run chose on held-out rows).
         A fit streamed from a shard store keeps the top-1 rule. Sets ``validation_``: the
@@ -518,7 +520,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
             return label_sets.LabelRule(source="streamed fit: top-1")
         if X_val is not None:
             rows, source = (X_val, Y_val), "X_val"
-        elif registry.holds_rows_out(self.fit_settings()) and X.shape[0] >= 2:
+        elif held_out and X.shape[0] >= 2:
             _, held = split_validation(X.shape[0], float(self.val_fraction), self.random_seed, groups)
             rows, source = (X[held], Y[held]), "val_fraction"
         else:
