@@ -40,6 +40,7 @@ from holoxmc.models.rerank.matcher import ClusterMatcher
 from holoxmc.models.rerank.model import RerankModel
 from holoxmc.sparse import cost_chunks, in_threads, l2_rows
 from holoxmc.settings import option_default
+from holoxmc.timing import Stopwatch
 from holoxmc.presets import RERANK_BUDGETS, RERANK_SHORTLIST
 from holoxmc.train.checkpoint import data_digest, load_state_dict_file, save_state_dict
 from holoxmc.models.linear.fit import LinearConfig, direct_liblinear_works, fit_label, fit_label_sklearn, \
@@ -594,6 +595,7 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     """
     if not isinstance(config, RerankConfig):
         raise InputError(f"config must be a RerankConfig, got {type(config).__name__}")
+    watch = Stopwatch("rerank")  # the stages' seconds, as the model's fit_seconds
     X, Y = training_rows(X, Y, dtype=np.float32)  # each label's own rows become float64
     if (X_val is None) != (Y_val is None):
         raise InputError("give both X_val and Y_val, or neither")
@@ -614,8 +616,10 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
                      label_weights=config.label_weights or label_weights_rule(n_labels))
     if config.retriever == "clusters":  # the fingerprint gets the resolved count too
         config = replace(config, clusters=min(config.clusters or default_clusters(n_labels), n_labels))
+    watch.lap("prepare")
     # the PIFA retriever's centroids are the (L, D) view of its pruned (D, L) index: one copy
     centroids = pifa_index(X, Y, config.postings).T if config.retriever == "pifa" else pifa_centroids(X, Y)
+    watch.lap("pifa_index")
     knn: dict[str, Any] = {"neighbours": X, "neighbour_labels": Y, "knn": min(config.knn, X.shape[0] - 1),
                            "knn_weight": config.knn_weight} if config.knn and X.shape[0] > 1 else {}
     if X.nnz >= np.iinfo(np.int32).max:
@@ -629,10 +633,13 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     empty = sp.csc_matrix((X.shape[1], n_labels), dtype=np.float32)
     retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), shortlist, 0.0, **knn)
     del centroids  # the retriever holds the index (in column blocks past INDEX_BLOCK_LABELS labels)
+    watch.lap("retriever")
     shortlists = training_shortlists(retriever, X, size=config.train_shortlist, workers=workers,
                                      ray_address=ray_address)
+    watch.lap("training_shortlists")
     rows = _membership(shortlists, Y, config.negatives, config.seed)
     del shortlists
+    watch.lap("memberships")
     fingerprint = data_digest(X, Y) + json.dumps(asdict(config) | {"alpha": None}, sort_keys=True)
     if run_dir is not None:
         Path(run_dir).mkdir(parents=True, exist_ok=True)
@@ -646,9 +653,12 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
         del problem, rows  # memory for the weights and the choice of alpha
         weights, bias = _weights(parts, blocks, folder, X.shape[1], n_labels)
         del parts
+    watch.lap("label_fits")
     model = retriever.with_scorers(weights, bias, DEFAULT_ALPHA if config.alpha is None else config.alpha)
     if config.alpha is None and X_val is not None and Y_val is not None:
         model.alpha = _choose_alpha(model, X_val, Y_val)
+    watch.lap("alpha")
+    model.fit_seconds = watch.done()
     return model
 
 

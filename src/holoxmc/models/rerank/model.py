@@ -90,6 +90,12 @@ class RerankModel:
             a row's candidates are the labels of its best clusters and a label's retriever
             score adds its cluster's score (:mod:`holoxmc.models.rerank.matcher`); no kNN with it.
 
+    Attributes:
+        fit_seconds: wall seconds of each stage of the fit that made it
+            (:func:`~holoxmc.models.rerank.fit.fit_rerank`: ``prepare``, ``pifa_index``,
+            ``retriever``, ``training_shortlists``, ``memberships``, ``label_fits``, ``alpha``);
+            empty for a model built otherwise or loaded (not saved).
+
     Raises:
         InputError: arrays whose sizes disagree, or settings out of range.
     """
@@ -99,6 +105,7 @@ class RerankModel:
                  knn: int = 0, knn_weight: float = 0.0, prior: np.ndarray | None = None,
                  matcher: ClusterMatcher | None = None) -> None:
         self.n_labels, self.n_features = centroids.shape
+        self.fit_seconds: dict[str, float] = {}
         if not 1 <= shortlist or not 0.0 <= alpha <= 1.0 or knn < 0 or not np.isfinite(knn_weight) or knn_weight < 0:
             raise InputError(f"rerank needs shortlist >= 1, alpha in [0, 1], knn >= 0 and knn_weight >= 0, "
                              f"not {shortlist}, {alpha}, {knn}, {knn_weight}")
