@@ -26,6 +26,16 @@ def _torch_threads_restored():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _data_cache_of_the_session(tmp_path_factory):
+    """The command line keeps prepared data in ``$HOLOXMC_CACHE``: a folder of this test
+    session (set before any fixture runs a command), so that no test writes into the home
+    folder or reads what an earlier session prepared."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOLOXMC_CACHE", str(tmp_path_factory.mktemp("prepared")))
+        yield
+
+
 @pytest.fixture
 def map_every_array(monkeypatch):
     """Every array of ``run_jobs``' shared data reaches local workers mapped read-only from a

@@ -57,6 +57,7 @@ from holoxmc.validation import (
 )
 from holoxmc.constraints import check_params
 from holoxmc.settings import DEFAULTS, ESTIMATOR_CONSTRAINTS, SETTING_NAMES
+from holoxmc.timing import Stopwatch
 
 __all__ = ["XMCClassifier", "NotFittedError", "MODELS", "DATASET_PRESETS", "HEAD_DEFAULTS", "NETWORK_SETTINGS",
            "MEMBER_DIR", "model_params", "preset_params", "FORMAT", "CONFIG_FILE", "MODEL_FILE", "CONFIG_KEYS"]
@@ -311,10 +312,14 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         codes = None if streamed else self._row_groups(X, X_val, groups, registry.carves_split(settings))
         self.n_features_, self.n_labels_, self.n_features_in_ = n_features, n_labels, int(X.shape[1])
         self.inv_prop_ = np.asarray(inverse_propensity(Y, *self.propensity), dtype=np.float64)
+        watch = Stopwatch(f"fit {self.head}")  # the model's fit and predict's rule (holoxmc.timing.recording)
         model, results = kind.fit(settings, plan, FitData(X, Y, X_val, Y_val, run_dir, resume, warm, codes))
         self._set_model(model, results)
+        watch.lap("model")
         self.label_rule_ = self._choose_rule(X, Y, X_val, Y_val, streamed is not None, codes,
                                              registry.holds_rows_out(settings))
+        watch.lap("label_rule")
+        watch.done()
         return self._with_labels(names)
 
     def _warm_model(self, n_features: int, n_labels: int) -> FittedModel | None:

@@ -16,15 +16,20 @@ Example:
 
 from __future__ import annotations
 
+import math
 import numbers
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from holoxmc.errors import InputError
+from holoxmc.presets import HEAD_DEFAULTS, RERANK_BUDGETS, RERANK_SHORTLIST
+from holoxmc.settings import DEFAULTS
 
 __all__ = ["MAX_SIZE", "check_size", "physical_memory_bytes", "address_space_left", "check_allocation",
-           "FEATURE_BYTES", "check_feature_memory", "SOLAR_HASH_ABOVE", "check_fit_memory"]
+           "FEATURE_BYTES", "check_feature_memory", "SOLAR_HASH_ABOVE", "check_fit_memory", "FIT_SECONDS",
+           "FIT_BYTES", "ANNOUNCE_SECONDS", "FitEstimate", "estimate_fit", "rerank_shortlists"]
 
 #: The largest row, feature or label count (and so index + 1) accepted anywhere: indices are
 #: int32 in scipy's CSR matrices and in the label codes.
@@ -153,3 +158,173 @@ def check_fit_memory(params: Mapping[str, Any], n_features: int, *, where: str |
     check_feature_memory(str(params.get("head", "auto")), n_features, n_chunks=int(head_options.get("n_chunks") or 8),
                          workers=workers, hashed=head_options.get("feature_dim") is not None
                          or n_features > SOLAR_HASH_ABOVE, where=where)
+
+
+# ---------------------------------------------------------------------------- the default fit's cost
+#: Seconds per unit of each term of :func:`estimate_fit`'s time model (how they were
+#: calibrated: :func:`estimate_fit`). ``retrieval``: a training or validation row scored
+#: against one label by the PIFA retriever; ``label_fits``: a stored feature of a row in one
+#: label's problem; ``per_label``: a label's own fit; ``rule``: one entry (row x label) of
+#: the confidences that ``predict``'s rule reads; ``fc_epoch``: a row x (its features +
+#: hidden width + L) of one FC epoch; ``fixed``: what every re-rank fit costs.
+FIT_SECONDS: dict[str, float] = {"fixed": 0.5, "retrieval": 2e-9, "label_fits": 3e-8, "per_label": 2e-4,
+                                 "rule": 1e-7, "fc_epoch": 1e-8}
+#: Bytes of the peak resident memory per unit: ``base`` (the interpreter, NumPy, SciPy and
+#: torch loaded), per stored feature of X (its copies), per training-shortlist entry, per FC
+#: parameter (weights, gradients and Adam's two moments, float32), per label.
+FIT_BYTES: dict[str, float] = {"base": 3.2e8, "nnz": 80.0, "shortlist": 16.0, "fc_param": 16.0, "label": 200.0}
+#: Fits expected to take longer than this many seconds are announced before they start.
+ANNOUNCE_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class FitEstimate:
+    """What :func:`estimate_fit` expects of a fit.
+
+    Attributes:
+        seconds: wall seconds when the re-rank model wins (the usual case at large L).
+        high_seconds: when the FC network candidate runs and wins (its refit on top).
+        peak_bytes: the process's peak resident memory.
+    """
+
+    seconds: float
+    high_seconds: float
+    peak_bytes: float
+
+    def summary(self) -> str:
+        """One line for the command line.
+
+        Example:
+            >>> FitEstimate(95.0, 200.0, 1.5 * 2**30).summary()
+            'about 1.6 min (3.3 min if the FC network wins), peak memory about 1.5 GiB'
+        """
+        high = f" ({_duration(self.high_seconds)} if the FC network wins)" if self.high_seconds > self.seconds else ""
+        return f"about {_duration(self.seconds)}{high}, peak memory about {self.peak_bytes / 2**30:.1f} GiB"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min" if seconds < 5400 \
+        else f"{seconds / 3600:.1f} h"
+
+
+def estimate_fit(rows: int, features: int, nnz: int, labels: int, label_nnz: int, *,
+                 head: str = "auto") -> FitEstimate | None:
+    """The fit time and peak memory expected of model ``head`` from the shape of the training
+    data alone: ``auto`` (the library default: the re-rank candidate on the rows less the
+    validation share, the FC candidate while the time budget lasts, the winner refit on every
+    row) and ``rerank``; ``None`` for other models.
+
+    The time is a sum of terms, each a count of work units times a coefficient of
+    :data:`FIT_SECONDS`: the retriever's rows x labels scored (the labels a row's features
+    post to past 30,000 labels), the label problems' stored features (rows x the training
+    shortlist, plus positives and random negatives), a cost per label, the confidences that
+    ``predict``'s rule reads, and FC epochs. The coefficients were fitted (least squares on
+    relative error, one stage at a time) to the stage seconds that ``benchmarks/fit_profile.py``
+    measured on realistic-generator variants at L = 1K to 30K on this project's 2-core machine;
+    Bibtex, Delicious and an L = 100K variant were held out: the estimate was within 2x of
+    their measured fits (docs/results/speed.md). Machines, load and the data's difficulty
+    (liblinear's iterations) move the real time: it is an order of magnitude, not a promise.
+
+    Args:
+        rows, features: ``n`` and ``D`` of the training rows; nnz: X's stored entries.
+        labels, label_nnz: ``L`` and Y's stored entries.
+        head: the model trained.
+
+    Returns:
+        The :class:`FitEstimate`, or ``None`` for a model it has no model of.
+
+    Example:
+        >>> small = estimate_fit(5_000, 2_000, 300_000, 160, 12_000)
+        >>> large = estimate_fit(50_000, 2_000, 3_000_000, 160, 120_000)
+        >>> 0 < small.seconds < large.seconds and 0 < small.peak_bytes < large.peak_bytes
+        True
+        >>> estimate_fit(10, 5, 20, 3, 10, head="solar") is None
+        True
+    """
+    if head not in ("auto", "rerank") or rows < 1 or labels < 1:
+        return None
+    shape = _Shape(rows, features, nnz, labels, label_nnz)
+    if head == "rerank":
+        seconds = _rerank_seconds(shape, rows, 0) + _rule_seconds(rows, labels)
+        return FitEstimate(seconds, seconds, _peak_bytes(shape, fc=False))
+    held = max(1, int(round(rows * DEFAULTS["val_fraction"])))
+    fit_rows = max(rows - held, 1)
+    candidate = _rerank_seconds(shape, fit_rows, min(held, _ALPHA_ROWS)) + _rule_seconds(held, labels)
+    budget, epochs = float(DEFAULTS["time_budget"]), int(HEAD_DEFAULTS["dense"]["epochs"])
+    refit = _rerank_seconds(shape, rows, 0) + _rule_seconds(rows, labels)
+    if 2 * candidate > budget:  # the FC candidate does not start
+        return FitEstimate(candidate + refit, candidate + refit, _peak_bytes(shape, fc=False))
+    epoch = _fc_epoch_seconds(shape, fit_rows)
+    network = min(epochs * epoch, max(budget - candidate, 0.0) + epoch) + _rule_seconds(held, labels)
+    network_refit = network * rows / fit_rows
+    return FitEstimate(candidate + network + refit, candidate + network + network_refit, _peak_bytes(shape, fc=True))
+
+
+@dataclass(frozen=True)
+class _Shape:
+    rows: int
+    features: int
+    nnz: int
+    labels: int
+    label_nnz: int
+
+
+#: Validation rows that choose the re-rank mix weight at most
+#: (:data:`holoxmc.models.rerank.fit.ALPHA_ROWS`), and the label count past which its
+#: retriever reads each feature's postings, not every label
+#: (:data:`holoxmc.models.rerank.model.DENSE_UP_TO`): ``tests/test_fit_estimate.py`` checks
+#: these copies (this module imports no model).
+_ALPHA_ROWS, _DENSE_UP_TO, _POSTINGS, _NEGATIVES = 10_000, 30_000, 1_000, 30
+#: ``predict``'s rule reads at most this many rows and row x label entries (its floor:
+#: ``_RULE_MIN_ROWS``): :mod:`holoxmc.models.thresholds`' ``RULE_ROWS``, ``RULE_ENTRIES``, ``RULE_MIN_ROWS``.
+_RULE_ROWS, _RULE_ENTRIES, _RULE_MIN_ROWS = 20_000, 1 << 26, 100
+
+
+def rerank_shortlists(rows: int, labels: int, label_nnz: int) -> tuple[int, int]:
+    """``(shortlist, train_shortlist)`` the re-rank fit resolves for this shape: the rules of
+    :func:`holoxmc.models.rerank.fit.shortlist_rule` and ``train_shortlist_rule`` from the same
+    constants (:data:`holoxmc.presets.RERANK_SHORTLIST`, ``RERANK_BUDGETS``).
+
+    Example:
+        >>> rerank_shortlists(490_449, 670_091, 2_673_000)
+        (88, 88)
+    """
+    wanted = math.ceil(RERANK_SHORTLIST["per_row"] * label_nnz / max(rows, 1))
+    shortlist = int(min(labels, RERANK_SHORTLIST["cap"], max(RERANK_SHORTLIST["floor"], wanted)))
+    return shortlist, int(max(1, min(shortlist, RERANK_BUDGETS["train_entries"] // max(1, rows))))
+
+
+def _rerank_seconds(shape: _Shape, rows: int, alpha_rows: int) -> float:
+    """One re-rank fit on ``rows`` of the data's rows (its entries in proportion), the mix
+    weight chosen on ``alpha_rows`` validation rows."""
+    share = rows / shape.rows
+    _, train_shortlist = rerank_shortlists(rows, shape.labels, int(shape.label_nnz * share))
+    per_row = shape.nnz / shape.rows
+    scored = shape.labels if shape.labels <= _DENSE_UP_TO else min(shape.labels, _POSTINGS * per_row)
+    problems = rows * train_shortlist + shape.label_nnz * share + _NEGATIVES * shape.labels
+    c = FIT_SECONDS
+    return (c["fixed"] + c["retrieval"] * (rows + alpha_rows) * scored + c["label_fits"] * per_row * problems
+            + c["per_label"] * shape.labels)
+
+
+def _rule_seconds(rows: int, labels: int) -> float:
+    """``predict``'s rule chosen on ``rows`` rows (at most what it reads)."""
+    read = min(rows, _RULE_ROWS, max(_RULE_MIN_ROWS, _RULE_ENTRIES // labels))
+    return FIT_SECONDS["rule"] * read * labels
+
+
+def _fc_width() -> int:
+    return int(HEAD_DEFAULTS["dense"]["hidden"][0])
+
+
+def _fc_epoch_seconds(shape: _Shape, rows: int) -> float:
+    return FIT_SECONDS["fc_epoch"] * rows * (shape.nnz / shape.rows + _fc_width() + shape.labels)
+
+
+def _peak_bytes(shape: _Shape, *, fc: bool) -> float:
+    _, train_shortlist = rerank_shortlists(shape.rows, shape.labels, shape.label_nnz)
+    width = _fc_width()
+    params = (shape.features * width + width * width + width * shape.labels) if fc else 0
+    b = FIT_BYTES
+    return (b["base"] + b["nnz"] * shape.nnz + b["shortlist"] * shape.rows * train_shortlist
+            + b["fc_param"] * params + b["label"] * shape.labels)

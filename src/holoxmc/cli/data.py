@@ -9,6 +9,7 @@ writes each split as a shard store (:mod:`holoxmc.data.shards`).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -19,7 +20,10 @@ from holoxmc.data import REGISTRY, Dataset, DatasetStats, load
 from holoxmc.data.readers import MAX_GZIP_RATIO
 from holoxmc.errors import InputError
 
-__all__ = ["register", "add_data_options", "data_options"]
+__all__ = ["register", "add_data_options", "data_options", "add_cache_options", "cache_dir", "CACHE_ENV"]
+
+#: The environment variable naming the folder of prepared ``.npz`` splits (``--cache-dir``).
+CACHE_ENV = "HOLOXMC_CACHE"
 
 
 def add_data_options(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +33,47 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
                              "and make_synthetic's arguments (n_labels=20000, ...), raw-text sets min_df, "
                              "max_vocab, max_length, ngrams (default 2: words and word pairs; 1: words), max_features, "
                              "split-file sets split_column")
+
+
+def add_cache_options(parser: argparse.ArgumentParser) -> None:
+    """``--cache-dir DIR`` / ``--no-cache``: where the prepared splits of DATA are kept."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                       help="keep each prepared split of DATA as .npz here and read it instead of parsing DATA again "
+                            "while DATA's files (names, sizes, modification times) and the options are unchanged "
+                            f"(default: ${CACHE_ENV}, else ~/.cache/holoxmc/prepared)")
+    group.add_argument("--no-cache", action="store_true", help="parse DATA, keeping no prepared copy")
+
+
+def cache_dir(args: argparse.Namespace) -> Path | None:
+    """The folder of prepared splits (:func:`holoxmc.data.load`'s ``cache_dir``): ``--cache-dir``,
+    else ``$HOLOXMC_CACHE``, else ``~/.cache/holoxmc/prepared``; ``None`` with ``--no-cache`` or
+    where the folder cannot be made or written (a warning says so: the data are parsed instead).
+
+    Example:
+        >>> import argparse, tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> cache_dir(argparse.Namespace(cache_dir=folder, no_cache=False)) == folder
+        True
+        >>> cache_dir(argparse.Namespace(cache_dir=None, no_cache=True)) is None
+        True
+    """
+    if getattr(args, "no_cache", False):
+        return None
+    folder = getattr(args, "cache_dir", None) or Path(os.environ.get(CACHE_ENV) or
+                                                     Path.home() / ".cache" / "holoxmc" / "prepared")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        writable = os.access(folder, os.W_OK | os.X_OK)
+    except OSError as exc:
+        writable, reason = False, exc.strerror or type(exc).__name__
+    else:
+        reason = "not writable"
+    if not writable:
+        print(f"holoxmc: warning: cannot keep prepared data in {folder} ({reason}); parsing DATA without a cache "
+              "(--cache-dir DIR chooses another folder)", file=sys.stderr)
+        return None
+    return folder
 
 
 def data_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -69,6 +114,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     info.add_argument("data", metavar="DATA", help="registry name, folder or file")
     add_data_options(info)
+    add_cache_options(info)
     info.set_defaults(run=run_info)
     shard = commands.add_parser(
         "shard",
@@ -89,30 +135,49 @@ def run_shard(args: argparse.Namespace) -> int:
     """Write every split of ``args.data`` as a shard store under ``args.out``."""
     from holoxmc.data.shards import write_shards
 
-    for split, dataset in _splits_of(args.data, data_options(args)):
+    for split, dataset in _splits_of(args.data, data_options(args), None):
         folder = write_shards(dataset, args.out / split, args.rows_per_shard)
         print(f"{split}: {len(dataset)} rows -> {folder}")
     return 0
 
 
-def _splits_of(data: str, options: dict[str, Any]) -> list[tuple[str, Dataset]]:
+def _splits_of(data: str, options: dict[str, Any], cache: Path | None) -> list[tuple[str, Dataset]]:
     """``(split, dataset)`` for every split ``data`` has (one entry for a single text file);
-    the test split is read at the train split's widths, as ``holoxmc train`` reads it."""
+    the test split is read at the train split's widths, as ``holoxmc train`` reads it (both
+    kept in, or read from, the folder ``cache`` of prepared splits, as ``holoxmc train`` does)."""
     path = Path(data)
     try:
         single_file = path.is_file() and not path.name.lower().endswith(".mat")
     except OSError:  # e.g. a path it may not look at: load names the fault
         single_file = False
     if single_file:
-        return [("file", load(path, **options))]
-    train = load(data, "train", **options)
-    return [("train", train), ("test", load(data, "test", widths=(train.n_features, train.n_labels), **options))]
+        return [("file", load(path, cache_dir=cache, **options))]
+    train = load(data, "train", cache_dir=cache, **options)
+    return [("train", train), ("test", load(data, "test", widths=(train.n_features, train.n_labels), cache_dir=cache,
+                                            **options))]
+
+
+def _fit_estimate_line(split: str, train: Dataset) -> str:
+    """The default model's expected fit on the rows of ``split`` (:func:`holoxmc.limits.estimate_fit`).
+
+    Example:
+        >>> import scipy.sparse as sp
+        >>> _fit_estimate_line("train", Dataset(sp.csr_matrix((0, 3)), sp.csr_matrix((0, 2)), "empty"))
+        "default model's fit on the train split (estimated from its shape): -"
+    """
+    from holoxmc.limits import estimate_fit
+    from holoxmc.settings import DEFAULTS
+
+    estimate = estimate_fit(train.X.shape[0], train.X.shape[1], int(train.X.nnz), train.Y.shape[1],
+                            int(train.Y.nnz), head=str(DEFAULTS["head"]))
+    return (f"default model's fit on the {split} split (estimated from its shape): "
+            + ("-" if estimate is None else estimate.summary()))
 
 
 def run_info(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        splits = _splits_of(args.data, data_options(args))
+        splits = _splits_of(args.data, data_options(args), cache_dir(args))
     for warning in caught:
         print(f"holoxmc: warning: {warning.message}", file=sys.stderr)
     print(f"{args.data}")
@@ -133,4 +198,5 @@ def run_info(args: argparse.Namespace) -> int:
             f"{'published':<10}{f'{info.train_points}+{info.test_points}':>10}{features:>10}{info.n_labels:>10}"
             f"{info.labels_per_point:>14.2f}{info.points_per_label:>14.2f}  (train+test)"
         )
+    print(_fit_estimate_line(*splits[0]))
     return 0

@@ -12,6 +12,7 @@ removed once the run is complete. Every file is written atomically.
 from __future__ import annotations
 
 import argparse
+import logging
 import json
 import os
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from holoxmc.cli import finite_float, positive_int
-from holoxmc.cli.data import add_data_options, data_options
+from holoxmc.cli.data import add_cache_options, add_data_options, cache_dir, data_options
 from holoxmc.cli.rundir import MARKER, check_run_dir, check_same_settings, claim_run_dir, recorded_settings, run_lock
 from holoxmc.errors import InputError
 from holoxmc.cli.options import add_setting_options
@@ -85,6 +86,7 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--plot", action="store_true",
                        help=f"also draw RUN_DIR/{PLOT_FILE}, the curves of RUN_DIR/{HISTORY_FILE} (needs matplotlib)")
     add_data_options(train)
+    add_cache_options(train)
     train.set_defaults(run=run_train)
 
 
@@ -321,6 +323,8 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     load_options = data_options(args) | ({} if args.group_field is None else {"group_field": args.group_field})
     train, test, evaluation = _splits(args, features, load_options, seed=int(params.get("seed", 0)))
     _check_feature_memory(params, train.n_features, args.data)
+    if rank == 0:
+        _announce_estimate(params, train)
     X_train, X_test = train.inputs_for(params["backbone"]), test.inputs_for(params["backbone"])
     fit_params: dict[str, Any] = {} if train.groups is None else {"groups": train.groups}
     if args.word_vectors is not None:
@@ -365,6 +369,24 @@ def _check_feature_memory(params: dict[str, Any], n_features: int, data: str) ->
     from holoxmc.limits import check_fit_memory
 
     check_fit_memory(params, n_features, where=str(data))  # as fit does: before the features are built
+
+
+def _announce_estimate(params: dict[str, Any], train: Any) -> None:
+    """Say, before it starts, what a fit expected to take over
+    :data:`~holoxmc.limits.ANNOUNCE_SECONDS` will cost (:func:`holoxmc.limits.estimate_fit`
+    of the training split's shape; hidden by ``--quiet``)."""
+    from holoxmc.limits import ANNOUNCE_SECONDS, estimate_fit
+
+    estimate = estimate_fit(*_data_shape(train), head=str(params["head"]))
+    if estimate is not None and estimate.seconds > ANNOUNCE_SECONDS:
+        logging.getLogger("holoxmc").info(f"holoxmc: this fit is expected to take {estimate.summary()} "
+                                          "(an estimate from the data's shape)")
+
+
+def _data_shape(dataset: Any) -> tuple[int, int, int, int, int]:
+    """``(rows, features, nnz, labels, label nnz)`` of a split's sparse features and labels."""
+    X = dataset.X
+    return X.shape[0], X.shape[1], int(X.nnz), dataset.Y.shape[1], int(dataset.Y.nnz)
 
 
 def _finished(run_dir: Path) -> bool:
@@ -423,16 +445,17 @@ def _splits(args: argparse.Namespace, features: str, load_options: dict[str, Any
         train, test = load_text_pair(train_texts, test_texts, features=features, **load_options)
         evaluation: dict[str, Any] = {"split": "test file", "file": str(args.test)}
         return _nonempty(args, train, test, evaluation)
-    train = load(args.data, "train", features=features, **load_options)
+    cache = cache_dir(args)  # a second run on the same files reads them prepared, not parsed again
+    train = load(args.data, "train", features=features, cache_dir=cache, **load_options)
     widths = (train.n_features, train.n_labels)
     if args.test is not None:
-        test = load(args.test, "test", features=features, widths=widths, **load_options)
+        test = load(args.test, "test", features=features, widths=widths, cache_dir=cache, **load_options)
         evaluation = {"split": "test file", "file": str(args.test)}
     elif args.test_fraction is not None:
         train, test = holdout_split(train, args.test_fraction, seed)
         evaluation = {"split": "test fraction", "fraction": args.test_fraction, "seed": seed}
     else:
-        test = load(args.data, "test", features=features, widths=widths, **load_options)
+        test = load(args.data, "test", features=features, widths=widths, cache_dir=cache, **load_options)
         evaluation = {"split": "test split", "source": str(args.data)}
     return _nonempty(args, train, test, evaluation)
 
