@@ -145,12 +145,22 @@ def _units(record: dict[str, Any]) -> dict[str, list[tuple[list[float], float]]]
     rule_rows = [held] * (len(fits) - 1) + [n] if record["head"] == "auto" else [n]
     for (name, laps), rows in zip(fits, rule_rows):
         read = min(rows, 20_000, max(100, (1 << 26) // labels))
-        out["rule"].append(([read * labels], laps["label_rule"]))
+        out["rule"].append(([read * labels, min(read * labels, 1_000_000)], laps["label_rule"]))
         if name == "fit dense" and rows == held:
             trial = next(t for t in record["trials"] if t["model"] == "fc")
             epochs = int(trial["note"].split("epoch ")[1].split()[0]) if "epoch" in trial["note"] else 20
             out["fc_epoch"].append(([(n - held) * (per_row + 512 + labels)], laps["model"] / epochs))
     return out
+
+
+def _memory_units(record: dict[str, Any]) -> list[float]:
+    """The units of :func:`holoxmc.limits.estimate_fit`'s memory model for ``record``."""
+    from holoxmc.limits import rerank_shortlists
+
+    _, train_shortlist = rerank_shortlists(record["rows"], record["labels"], record["label_nnz"])
+    fc = any(t["model"] == "fc" and t["val_p1"] is not None for t in record["trials"])
+    params = (record["features"] * 512 + 512 * 512 + 512 * record["labels"]) if fc else 0
+    return [1.0, record["nnz"], record["rows"] * train_shortlist, params, record["labels"]]
 
 
 def calibrate(path: Path, held_out: list[str]) -> None:
@@ -163,8 +173,8 @@ def calibrate(path: Path, held_out: list[str]) -> None:
     from holoxmc.limits import estimate_fit
 
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    names = {"retrieval": ["retrieval"], "label_fits": ["fixed", "label_fits", "per_label"], "rule": ["rule"],
-             "fc_epoch": ["fc_epoch"]}
+    names = {"retrieval": ["retrieval"], "label_fits": ["fixed", "label_fits", "per_label"],
+             "rule": ["rule", "rule_pairs"], "fc_epoch": ["fc_epoch"]}
     points: dict[str, list[tuple[list[float], float]]] = {key: [] for key in names}
     for record in records:
         if record["set"] not in held_out:
@@ -175,6 +185,10 @@ def calibrate(path: Path, held_out: list[str]) -> None:
             A = np.array([u for u, _ in values]) / np.array([[t] for _, t in values])
             coefficients, _ = nnls(A, np.ones(len(values)))
             print(key, dict(zip(names[key], coefficients.tolist())))
+    fitted = [r for r in records if r["set"] not in held_out]
+    A = np.array([_memory_units(r) for r in fitted]) / np.array([[r["peak_rss_bytes"]] for r in fitted])
+    coefficients, _ = nnls(A, np.ones(len(fitted)))
+    print("memory", dict(zip(["base", "nnz", "shortlist", "fc_param", "label"], coefficients.tolist())))
     for record in records:
         shape = {k: record[k] for k in ("rows", "features", "nnz", "labels", "label_nnz")}
         estimate = estimate_fit(**shape, head=record["head"])
@@ -185,6 +199,29 @@ def calibrate(path: Path, held_out: list[str]) -> None:
               f"estimate {estimate.peak_bytes / 2**30:.2f}  winner {record['head_']}")
 
 
+def table(path: Path) -> None:
+    """Markdown rows of the records of ``path``: seconds per stage of the default fit."""
+    print("| set | rows | D | L | fit s | re-rank candidate: retrieval / label fits / rest / rule | FC candidate "
+          "| refit: model / rule | other | first load (parse + cache) | second load (cache) | peak GiB | load avg |")
+    print("|---|---:|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|")
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        rerank = [laps for name, laps in r["rerank_fits"] if name == "rerank"]
+        fits = [laps for name, laps in r["rerank_fits"] if name.startswith("fit ")]
+        candidate, refit = rerank[0], fits[-1]
+        retrieval = candidate["training_shortlists"] + candidate["alpha"]
+        rest = fits[0]["model"] - retrieval - candidate["label_fits"]
+        fc = next((t for t in r["trials"] if t["model"] == "fc"), None)
+        fc_text = "skipped" if fc is None or fc["val_p1"] is None else f"{fc['seconds']:.1f}" + (
+            f" ({fc['note'].split('chosen')[0].strip('; ') or '20 epochs'})")
+        other = r["fit_s"] - sum(t["seconds"] for t in r["trials"]) - refit["model"] - refit["label_rule"]
+        print(f"| {r['set']} | {r['rows']:,} | {r['features']:,} | {r['labels']:,} | {r['fit_s']:.1f} "
+              f"| {retrieval:.1f} / {candidate['label_fits']:.1f} / {rest:.1f} / {fits[0]['label_rule']:.1f} "
+              f"| {fc_text} | {refit['model']:.1f} / {refit['label_rule']:.1f} | {other:.1f} "
+              f"| {r['first_cached_s']:.2f} | {r['second_cached_s']:.3f} | {r['peak_rss_bytes'] / 2**30:.2f} "
+              f"| {r['load_avg_before']:.1f}-{r['load_avg_after']:.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sets", nargs="+", default=["bibtex", "var-10k"], choices=[*FILES, *VARIANTS])
@@ -193,6 +230,7 @@ def main() -> None:
     parser.add_argument("--no-loads", action="store_true", help="skip timing the loads")
     parser.add_argument("--calibrate", type=Path, metavar="JSONL",
                         help="fit the estimate's coefficients on the records of JSONL (no fits run) and compare")
+    parser.add_argument("--table", type=Path, metavar="JSONL", help="print JSONL's records as a Markdown table")
     parser.add_argument("--held-out", nargs="*", default=["bibtex", "delicious", "var-100k"],
                         help="sets --calibrate only checks on")
     parser.add_argument("--child", choices=["load", "fit"], help=argparse.SUPPRESS)
@@ -201,6 +239,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         return child(args)
+    if args.table:
+        return table(args.table)
     if args.calibrate:
         return calibrate(args.calibrate, args.held_out)
     with tempfile.TemporaryDirectory() as folder:

@@ -58,8 +58,8 @@ def test_the_estimate_reads_the_models_own_rules_and_constants():
     config = rerank_fit.RerankConfig()
     assert (limits._ALPHA_ROWS, limits._DENSE_UP_TO, limits._POSTINGS, limits._NEGATIVES) == \
         (rerank_fit.ALPHA_ROWS, rerank_model.DENSE_UP_TO, config.postings, config.negatives)
-    assert (limits._RULE_ROWS, limits._RULE_ENTRIES, limits._RULE_MIN_ROWS) == \
-        (thresholds.RULE_ROWS, thresholds.RULE_ENTRIES, thresholds.RULE_MIN_ROWS)
+    assert (limits._RULE_ROWS, limits._RULE_ENTRIES, limits._RULE_MIN_ROWS, limits._RULE_PAIRS) == \
+        (thresholds.RULE_ROWS, thresholds.RULE_ENTRIES, thresholds.RULE_MIN_ROWS, thresholds.RULE_PAIRS)
     for rows, labels, label_nnz in itertools.product((10, 4_880, 490_449, 3_000_000), (5, 159, 670_091),
                                                      (10, 11_684, 2_673_000, 60_000_000)):
         shortlist = rerank_fit.shortlist_rule(labels, label_nnz / rows)

@@ -165,10 +165,11 @@ def check_fit_memory(params: Mapping[str, Any], n_features: int, *, where: str |
 #: calibrated: :func:`estimate_fit`). ``retrieval``: a training or validation row scored
 #: against one label by the PIFA retriever; ``label_fits``: a stored feature of a row in one
 #: label's problem; ``per_label``: a label's own fit; ``rule``: one entry (row x label) of
-#: the confidences that ``predict``'s rule reads; ``fc_epoch``: a row x (its features +
+#: the confidences that ``predict``'s rule reads, ``rule_pairs`` one of those its calibration fits
+#: on (at most ``_RULE_PAIRS``); ``fc_epoch``: a row x (its features +
 #: hidden width + L) of one FC epoch; ``fixed``: what every re-rank fit costs.
 FIT_SECONDS: dict[str, float] = {"fixed": 0.5, "retrieval": 2e-9, "label_fits": 3e-8, "per_label": 2e-4,
-                                 "rule": 1e-7, "fc_epoch": 1e-8}
+                                 "rule": 1e-7, "rule_pairs": 1e-6, "fc_epoch": 1e-8}
 #: Bytes of the peak resident memory per unit: ``base`` (the interpreter, NumPy, SciPy and
 #: torch loaded), per stored feature of X (its copies), per training-shortlist entry, per FC
 #: parameter (weights, gradients and Adam's two moments, float32), per label.
@@ -255,8 +256,9 @@ def estimate_fit(rows: int, features: int, nnz: int, labels: int, label_nnz: int
     if 2 * candidate > budget:  # the FC candidate does not start
         return FitEstimate(candidate + refit, candidate + refit, _peak_bytes(shape, fc=False))
     epoch = _fc_epoch_seconds(shape, fit_rows)
-    network = min(epochs * epoch, max(budget - candidate, 0.0) + epoch) + _rule_seconds(held, labels)
-    network_refit = network * rows / fit_rows
+    trained = min(float(epochs), max(budget - candidate, 0.0) / epoch + 1.0)  # it stops past the budget
+    network = trained * epoch + _rule_seconds(held, labels)
+    network_refit = trained * _fc_epoch_seconds(shape, rows) + _rule_seconds(rows, labels)  # its last epoch the best
     return FitEstimate(candidate + network + refit, candidate + network + network_refit, _peak_bytes(shape, fc=True))
 
 
@@ -276,8 +278,9 @@ class _Shape:
 #: these copies (this module imports no model).
 _ALPHA_ROWS, _DENSE_UP_TO, _POSTINGS, _NEGATIVES = 10_000, 30_000, 1_000, 30
 #: ``predict``'s rule reads at most this many rows and row x label entries (its floor:
-#: ``_RULE_MIN_ROWS``): :mod:`holoxmc.models.thresholds`' ``RULE_ROWS``, ``RULE_ENTRIES``, ``RULE_MIN_ROWS``.
-_RULE_ROWS, _RULE_ENTRIES, _RULE_MIN_ROWS = 20_000, 1 << 26, 100
+#: ``_RULE_MIN_ROWS``) and calibrates on about ``_RULE_PAIRS`` of them:
+#: :mod:`holoxmc.models.thresholds`' ``RULE_ROWS``, ``RULE_ENTRIES``, ``RULE_MIN_ROWS``, ``RULE_PAIRS``.
+_RULE_ROWS, _RULE_ENTRIES, _RULE_MIN_ROWS, _RULE_PAIRS = 20_000, 1 << 26, 100, 1_000_000
 
 
 def rerank_shortlists(rows: int, labels: int, label_nnz: int) -> tuple[int, int]:
@@ -309,8 +312,8 @@ def _rerank_seconds(shape: _Shape, rows: int, alpha_rows: int) -> float:
 
 def _rule_seconds(rows: int, labels: int) -> float:
     """``predict``'s rule chosen on ``rows`` rows (at most what it reads)."""
-    read = min(rows, _RULE_ROWS, max(_RULE_MIN_ROWS, _RULE_ENTRIES // labels))
-    return FIT_SECONDS["rule"] * read * labels
+    entries = min(rows, _RULE_ROWS, max(_RULE_MIN_ROWS, _RULE_ENTRIES // labels)) * labels
+    return FIT_SECONDS["rule"] * entries + FIT_SECONDS["rule_pairs"] * min(entries, _RULE_PAIRS)
 
 
 def _fc_width() -> int:
