@@ -153,14 +153,15 @@ def _units(record: dict[str, Any]) -> dict[str, list[tuple[list[float], float]]]
     return out
 
 
-def _memory_units(record: dict[str, Any]) -> list[float]:
-    """The units of :func:`holoxmc.limits.estimate_fit`'s memory model for ``record``."""
-    from holoxmc.limits import rerank_shortlists
+def _memory_units(record: dict[str, Any]) -> tuple[list[float], float]:
+    """``([1, nnz], bytes of the set terms)`` of :func:`holoxmc.limits.estimate_fit`'s memory
+    model for ``record``: the fitted terms' units and what the set ones add up to."""
+    from holoxmc.limits import FIT_BYTES, rerank_shortlists
 
     _, train_shortlist = rerank_shortlists(record["rows"], record["labels"], record["label_nnz"])
     fc = any(t["model"] == "fc" and t["val_p1"] is not None for t in record["trials"])
     params = (record["features"] * 512 + 512 * 512 + 512 * record["labels"]) if fc else 0
-    return [1.0, record["nnz"], record["rows"] * train_shortlist, params, record["labels"]]
+    return [1.0, record["nnz"]], FIT_BYTES["shortlist"] * record["rows"] * train_shortlist + FIT_BYTES["fc_param"] * params
 
 
 def calibrate(path: Path, held_out: list[str]) -> None:
@@ -186,9 +187,10 @@ def calibrate(path: Path, held_out: list[str]) -> None:
             coefficients, _ = nnls(A, np.ones(len(values)))
             print(key, dict(zip(names[key], coefficients.tolist())))
     fitted = [r for r in records if r["set"] not in held_out]
-    A = np.array([_memory_units(r) for r in fitted]) / np.array([[r["peak_rss_bytes"]] for r in fitted])
-    coefficients, _ = nnls(A, np.ones(len(fitted)))
-    print("memory", dict(zip(["base", "nnz", "shortlist", "fc_param", "label"], coefficients.tolist())))
+    units = [_memory_units(r) for r in fitted]
+    A = np.array([u for u, _ in units]) / np.array([[r["peak_rss_bytes"]] for r in fitted])
+    coefficients, _ = nnls(A, np.array([1 - set_bytes / r["peak_rss_bytes"] for (_, set_bytes), r in zip(units, fitted)]))
+    print("memory", dict(zip(["base", "nnz"], coefficients.tolist())))
     for record in records:
         shape = {k: record[k] for k in ("rows", "features", "nnz", "labels", "label_nnz")}
         estimate = estimate_fit(**shape, head=record["head"])

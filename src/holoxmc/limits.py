@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,12 +168,15 @@ def check_fit_memory(params: Mapping[str, Any], n_features: int, *, where: str |
 #: the confidences that ``predict``'s rule reads, ``rule_pairs`` one of those its calibration fits
 #: on (at most ``_RULE_PAIRS``); ``fc_epoch``: a row x (its features +
 #: hidden width + L) of one FC epoch; ``fixed``: what every re-rank fit costs.
-FIT_SECONDS: dict[str, float] = {"fixed": 0.5, "retrieval": 2e-9, "label_fits": 3e-8, "per_label": 2e-4,
-                                 "rule": 1e-7, "rule_pairs": 1e-6, "fc_epoch": 1e-8}
+FIT_SECONDS: dict[str, float] = {"fixed": 1.1, "retrieval": 6.8e-8, "label_fits": 2.4e-8, "per_label": 1.0e-3,
+                                 "rule": 4.5e-7, "rule_pairs": 3.3e-6, "fc_epoch": 6.2e-7}
 #: Bytes of the peak resident memory per unit: ``base`` (the interpreter, NumPy, SciPy and
-#: torch loaded), per stored feature of X (its copies), per training-shortlist entry, per FC
-#: parameter (weights, gradients and Adam's two moments, float32), per label.
-FIT_BYTES: dict[str, float] = {"base": 3.2e8, "nnz": 80.0, "shortlist": 16.0, "fc_param": 16.0, "label": 200.0}
+#: torch loaded) and ``nnz``, per stored entry of X (a proxy for all that grows with the data:
+#: X's copies, the retriever's index and scoring blocks, the label problems), both fitted;
+#: set from the arrays' types: ``shortlist``, per training-shortlist entry (its int32 label,
+#: the memberships' index and flag), and ``fc_param``, per FC parameter when that candidate
+#: runs (float32 weights, gradients and Adam's two moments).
+FIT_BYTES: dict[str, float] = {"base": 2.9e8, "nnz": 1.2e3, "shortlist": 24.0, "fc_param": 16.0}
 #: Fits expected to take longer than this many seconds are announced before they start.
 ANNOUNCE_SECONDS = 30.0
 
@@ -242,12 +245,19 @@ def estimate_fit(rows: int, features: int, nnz: int, labels: int, label_nnz: int
         >>> estimate_fit(10, 5, 20, 3, 10, head="solar") is None
         True
     """
-    if head not in ("auto", "rerank") or rows < 1 or labels < 1:
-        return None
-    shape = _Shape(rows, features, nnz, labels, label_nnz)
-    if head == "rerank":
-        seconds = _rerank_seconds(shape, rows, 0) + _rule_seconds(rows, labels)
-        return FitEstimate(seconds, seconds, _peak_bytes(shape, fc=False))
+    model = _MODELS.get(head)
+    return None if model is None or rows < 1 or labels < 1 else model(_Shape(rows, features, nnz, labels, label_nnz))
+
+
+def _rerank_estimate(shape: _Shape) -> FitEstimate:
+    """One re-rank fit on every row, then ``predict``'s rule on them."""
+    seconds = _rerank_seconds(shape, shape.rows, 0) + _rule_seconds(shape.rows, shape.labels)
+    return FitEstimate(seconds, seconds, _peak_bytes(shape, fc=False))
+
+
+def _auto_estimate(shape: _Shape) -> FitEstimate:
+    """``head="auto"``: the re-rank candidate, the FC candidate within the budget, the refit."""
+    rows, labels = shape.rows, shape.labels
     held = max(1, int(round(rows * DEFAULTS["val_fraction"])))
     fit_rows = max(rows - held, 1)
     candidate = _rerank_seconds(shape, fit_rows, min(held, _ALPHA_ROWS)) + _rule_seconds(held, labels)
@@ -271,6 +281,8 @@ class _Shape:
     label_nnz: int
 
 
+#: The models :func:`estimate_fit` has a model of: ``head -> estimate of a shape``.
+_MODELS: dict[str, Callable[[_Shape], FitEstimate]] = {"auto": _auto_estimate, "rerank": _rerank_estimate}
 #: Validation rows that choose the re-rank mix weight at most
 #: (:data:`holoxmc.models.rerank.fit.ALPHA_ROWS`), and the label count past which its
 #: retriever reads each feature's postings, not every label
@@ -329,5 +341,4 @@ def _peak_bytes(shape: _Shape, *, fc: bool) -> float:
     width = _fc_width()
     params = (shape.features * width + width * width + width * shape.labels) if fc else 0
     b = FIT_BYTES
-    return (b["base"] + b["nnz"] * shape.nnz + b["shortlist"] * shape.rows * train_shortlist
-            + b["fc_param"] * params + b["label"] * shape.labels)
+    return b["base"] + b["nnz"] * shape.nnz + b["shortlist"] * shape.rows * train_shortlist + b["fc_param"] * params
