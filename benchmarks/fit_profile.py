@@ -153,15 +153,16 @@ def _units(record: dict[str, Any]) -> dict[str, list[tuple[list[float], float]]]
     return out
 
 
-def _memory_units(record: dict[str, Any]) -> tuple[list[float], float]:
-    """``([1, nnz], bytes of the set terms)`` of :func:`holoxmc.limits.estimate_fit`'s memory
-    model for ``record``: the fitted terms' units and what the set ones add up to."""
+def _set_bytes(record: dict[str, Any]) -> float:
+    """The terms of :func:`holoxmc.limits.estimate_fit`'s memory model set from the arrays'
+    types (X's entries, the training shortlists, the FC parameters when that candidate ran)."""
     from holoxmc.limits import FIT_BYTES, rerank_shortlists
 
     _, train_shortlist = rerank_shortlists(record["rows"], record["labels"], record["label_nnz"])
     fc = any(t["model"] == "fc" and t["val_p1"] is not None for t in record["trials"])
     params = (record["features"] * 512 + 512 * 512 + 512 * record["labels"]) if fc else 0
-    return [1.0, record["nnz"]], FIT_BYTES["shortlist"] * record["rows"] * train_shortlist + FIT_BYTES["fc_param"] * params
+    return (FIT_BYTES["nnz"] * record["nnz"] + FIT_BYTES["shortlist"] * record["rows"] * train_shortlist
+            + FIT_BYTES["fc_param"] * params)
 
 
 def calibrate(path: Path, held_out: list[str]) -> None:
@@ -171,7 +172,7 @@ def calibrate(path: Path, held_out: list[str]) -> None:
     import numpy as np
     from scipy.optimize import nnls
 
-    from holoxmc.limits import estimate_fit
+    from holoxmc.limits import FIT_BYTES, estimate_fit
 
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     names = {"retrieval": ["retrieval"], "label_fits": ["fixed", "label_fits", "per_label"],
@@ -187,10 +188,10 @@ def calibrate(path: Path, held_out: list[str]) -> None:
             coefficients, _ = nnls(A, np.ones(len(values)))
             print(key, dict(zip(names[key], coefficients.tolist())))
     fitted = [r for r in records if r["set"] not in held_out]
-    units = [_memory_units(r) for r in fitted]
-    A = np.array([u for u, _ in units]) / np.array([[r["peak_rss_bytes"]] for r in fitted])
-    coefficients, _ = nnls(A, np.array([1 - set_bytes / r["peak_rss_bytes"] for (_, set_bytes), r in zip(units, fitted)]))
-    print("memory", dict(zip(["base", "nnz"], coefficients.tolist())))
+    base = FIT_BYTES["base"]  # the rest: peak - base - set terms = labels x L ** exponent, fitted in logs
+    exponent, log_scale = np.polyfit(np.log([r["labels"] for r in fitted]),
+                                     np.log([r["peak_rss_bytes"] - base - _set_bytes(r) for r in fitted]), 1)
+    print("memory", {"base": base, "labels": float(np.exp(log_scale)), "exponent": float(exponent)})
     for record in records:
         shape = {k: record[k] for k in ("rows", "features", "nnz", "labels", "label_nnz")}
         estimate = estimate_fit(**shape, head=record["head"])

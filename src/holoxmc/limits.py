@@ -29,7 +29,7 @@ from holoxmc.settings import DEFAULTS
 
 __all__ = ["MAX_SIZE", "check_size", "physical_memory_bytes", "address_space_left", "check_allocation",
            "FEATURE_BYTES", "check_feature_memory", "SOLAR_HASH_ABOVE", "check_fit_memory", "FIT_SECONDS",
-           "FIT_BYTES", "ANNOUNCE_SECONDS", "FitEstimate", "estimate_fit", "rerank_shortlists"]
+           "FIT_BYTES", "LABEL_BYTES_EXPONENT", "ANNOUNCE_SECONDS", "FitEstimate", "estimate_fit", "rerank_shortlists"]
 
 #: The largest row, feature or label count (and so index + 1) accepted anywhere: indices are
 #: int32 in scipy's CSR matrices and in the label codes.
@@ -170,13 +170,16 @@ def check_fit_memory(params: Mapping[str, Any], n_features: int, *, where: str |
 #: hidden width + L) of one FC epoch; ``fixed``: what every re-rank fit costs.
 FIT_SECONDS: dict[str, float] = {"fixed": 1.1, "retrieval": 6.8e-8, "label_fits": 2.4e-8, "per_label": 1.0e-3,
                                  "rule": 4.5e-7, "rule_pairs": 3.3e-6, "fc_epoch": 6.2e-7}
-#: Bytes of the peak resident memory per unit: ``base`` (the interpreter, NumPy, SciPy and
-#: torch loaded) and ``nnz``, per stored entry of X (a proxy for all that grows with the data:
-#: X's copies, the retriever's index and scoring blocks, the label problems), both fitted;
-#: set from the arrays' types: ``shortlist``, per training-shortlist entry (its int32 label,
-#: the memberships' index and flag), and ``fc_param``, per FC parameter when that candidate
-#: runs (float32 weights, gradients and Adam's two moments).
-FIT_BYTES: dict[str, float] = {"base": 2.9e8, "nnz": 1.2e3, "shortlist": 24.0, "fc_param": 16.0}
+#: Bytes of the peak resident memory: ``base`` (the interpreter, NumPy, SciPy and torch
+#: loaded) and ``labels`` x L ** :data:`LABEL_BYTES_EXPONENT` (the retriever's index, the
+#: weights and the scoring blocks, bounded in size, grow slower than L), both fitted; and, set
+#: from the arrays' types, ``nnz`` per stored entry of X (its float32 values and int32 indices
+#: in a few copies), ``shortlist`` per training-shortlist entry (its int32 label, the
+#: memberships' index and flag) and ``fc_param`` per FC parameter when that candidate runs
+#: (float32 weights, gradients and Adam's two moments).
+FIT_BYTES: dict[str, float] = {"base": 2.8e8, "labels": 1.8e7, "nnz": 40.0, "shortlist": 24.0, "fc_param": 16.0}
+#: The exponent of L in the memory model (fitted with ``FIT_BYTES["labels"]``).
+LABEL_BYTES_EXPONENT = 0.34
 #: Fits expected to take longer than this many seconds are announced before they start.
 ANNOUNCE_SECONDS = 30.0
 
@@ -341,4 +344,5 @@ def _peak_bytes(shape: _Shape, *, fc: bool) -> float:
     width = _fc_width()
     params = (shape.features * width + width * width + width * shape.labels) if fc else 0
     b = FIT_BYTES
-    return b["base"] + b["nnz"] * shape.nnz + b["shortlist"] * shape.rows * train_shortlist + b["fc_param"] * params
+    return (b["base"] + b["labels"] * shape.labels ** LABEL_BYTES_EXPONENT + b["nnz"] * shape.nnz
+            + b["shortlist"] * shape.rows * train_shortlist + b["fc_param"] * params)
