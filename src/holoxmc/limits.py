@@ -225,12 +225,15 @@ def estimate_fit(rows: int, features: int, nnz: int, labels: int, label_nnz: int
     :data:`FIT_SECONDS`: the retriever's rows x labels scored (the labels a row's features
     post to past 30,000 labels), the label problems' stored features (rows x the training
     shortlist, plus positives and random negatives), a cost per label, the confidences that
-    ``predict``'s rule reads, and FC epochs. The coefficients were fitted (least squares on
-    relative error, one stage at a time) to the stage seconds that ``benchmarks/fit_profile.py``
-    measured on realistic-generator variants at L = 1K to 30K on this project's 2-core machine;
-    Bibtex, Delicious and an L = 100K variant were held out: the estimate was within 2x of
-    their measured fits (docs/results/speed.md). Machines, load and the data's difficulty
-    (liblinear's iterations) move the real time: it is an order of magnitude, not a promise.
+    ``predict``'s rule reads, and FC epochs. The coefficients were fitted (non-negative least
+    squares on relative error, one stage at a time; memory: :data:`FIT_BYTES`) to the stage
+    seconds and peak memory that ``benchmarks/fit_profile.py`` measured on four variants of the
+    realistic generator at L = 1K to 30K, on this project's 2-core machine shared with other
+    jobs (load average 5-10). Held out, the estimate was 0.81x Bibtex's measured fit,
+    0.73x Delicious' (1.26x with the FC network winning, as it did) and 0.68x an L = 100K
+    variant's; its memory 0.81x, 0.82x and 1.00x (docs/results/speed.md). Machines, load and
+    the data's difficulty (liblinear's iterations) move the real time: it is an order of
+    magnitude, not a promise.
 
     Args:
         rows, features: ``n`` and ``D`` of the training rows; nnz: X's stored entries.
