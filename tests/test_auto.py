@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from holoxmc.cli import main
 from holoxmc.data import make_synthetic
@@ -40,17 +41,30 @@ def test_the_winner_is_refit_on_every_row(chosen):
     assert result.refit is None and not any("val" in entry for entry in result.history)
 
 
-def test_the_refit_reuses_the_chosen_alpha_on_every_row_without_choosing_again():
-    """The re-rank winner retrains on every row with the mix weight its validation rows chose
-    (not a second choice): it is the fixed-alpha model on all rows, weight for weight."""
+def test_the_rerank_winner_keeps_its_selection_scorers_and_the_alpha_it_chose():
+    """The re-rank winner is not trained again: a label without a positive among the
+    validation rows keeps the selection run's scorer weight for weight (a re-rank fit of the
+    training rows with the mix weight chosen), a label with one trains again, and the index
+    is every row's."""
+    from holoxmc.models.rerank.fit import RerankConfig, pifa_index
+    from holoxmc.sparse import l2_rows
+
     train = DATA[0]
-    auto = XMCClassifier(head="auto", time_budget=0.0, progress=False).fit(train.X, train.Y)
-    assert auto.head_ == "rerank"
+    X, Y = sp.csr_matrix(train.X), sp.csr_matrix(train.Y)
+    n = X.shape[0] - 4
+    auto = XMCClassifier(head="auto", time_budget=0.0, progress=False).fit(X[:n], Y[:n], X[n:], Y[n:])
+    assert auto.head_ == "rerank" and "finished on every row" in auto.selection_[0].note
     direct = XMCClassifier(head="rerank", head_options={"alpha": auto.model_.alpha,
                                                         "shortlist": auto.model_.shortlist}, progress=False)
-    direct.fit(train.X, train.Y)
-    assert (auto.model_.weights != direct.model_.weights).nnz == 0
-    np.testing.assert_array_equal(auto.model_.bias, direct.model_.bias)
+    direct.fit(X[:n], Y[:n])
+    kept = np.asarray(Y[n:].getnnz(axis=0)) == 0
+    assert kept.any() and not kept.all()
+    mine, theirs = auto.model_.weights.tocsc(), direct.model_.weights.tocsc()
+    assert (mine[:, kept] != theirs[:, kept]).nnz == 0
+    np.testing.assert_array_equal(auto.model_.bias[kept], direct.model_.bias[kept])
+    assert (mine[:, ~kept] != theirs[:, ~kept]).nnz > 0  # trained again with the held rows
+    index = pifa_index(l2_rows(sp.csr_matrix(X, dtype=np.float32)), Y, RerankConfig().postings)
+    assert abs(auto.model_.centroids_t - index).max() < 1e-6
 
 
 def test_a_rerank_winner_is_refit_with_the_alpha_it_chose():
@@ -126,7 +140,7 @@ def test_the_cli_prints_what_it_tried(tmp_path, capsys, toy):
     run_dir = tmp_path / "auto"
     assert main(["train", str(toy), "--model", "auto", "--time-budget", "0", "--out", str(run_dir), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "val P@1" in out and "chosen, refit on every row" in out and "skipped (budget" in out
+    assert "val P@1" in out and "chosen, finished on every row" in out and "skipped (budget" in out
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert [trial["model"] for trial in metrics["selection"]] == [name for name, _ in CANDIDATES]
     assert main(["train", str(toy), "--model", "fc", "--time-budget", "3", "--out", str(tmp_path / "x")]) == 2
@@ -140,11 +154,11 @@ def test_a_network_candidate_trains_within_what_is_left_of_the_budget(monkeypatc
 
     given: list[dict] = []
 
-    def no_time_left(keywords, remaining):
+    def no_time_left(keywords, remaining, leader):
         given.append({"head": keywords["head"], "remaining": remaining})
         return {"time_limit": 0.0} if keywords["head"] == "dense" else {}
 
-    monkeypatch.setattr(auto, "_time_limit", no_time_left)
+    monkeypatch.setattr(auto, "_limits", no_time_left)
     train = DATA[0]
     clf = XMCClassifier(head="auto", time_budget=1e6, progress=False).fit(train.X, train.Y)
     assert [entry["head"] for entry in given] == ["rerank", "dense"]
@@ -153,12 +167,48 @@ def test_a_network_candidate_trains_within_what_is_left_of_the_budget(monkeypatc
     assert fc.val_p1 is not None and "stopped by the budget after epoch 1 of" in fc.note
 
 
-def test_only_network_candidates_get_a_time_limit():
-    from holoxmc.auto import _time_limit
+def test_only_network_candidates_get_a_time_limit_and_the_leaders_score():
+    from holoxmc.auto import Trial, _limits
 
-    assert _time_limit({"head": "dense"}, 12.0) == {"time_limit": 12.0}
-    assert _time_limit({"head": "dense"}, -3.0) == {"time_limit": 0.0}
-    assert _time_limit({"head": "rerank"}, 12.0) == {}
+    leader = Trial("rerank", 61.5, 1.0)
+    assert _limits({"head": "dense"}, 12.0, leader) == {"time_limit": 12.0, "abandon_below": 61.5}
+    assert _limits({"head": "dense"}, -3.0, None) == {"time_limit": 0.0}
+    assert _limits({"head": "rerank"}, 12.0, leader) == {}
+
+
+def test_a_network_candidate_that_cannot_catch_the_leader_is_abandoned(monkeypatch):
+    """The FC candidate told to reach a score no network reaches stops after its third
+    epoch (the first with two gains to extrapolate) and the trial says why."""
+    from holoxmc import auto
+
+    monkeypatch.setattr(auto, "_limits", lambda keywords, remaining, leader:
+                        {"abandon_below": 100.0} if keywords["head"] == "dense" else {})
+    train = DATA[0]
+    clf = XMCClassifier(head="auto", time_budget=1e6, progress=False).fit(train.X, train.Y)
+    fc = clf.selection_[1]
+    assert fc.val_p1 is not None and "abandoned after epoch 3 of" in fc.note, fc.note
+
+
+def test_the_rerank_winner_is_finished_on_every_row_not_fitted_twice(monkeypatch):
+    """A re-rank winner is its selection run's model finished on the held-out rows: its
+    scorers are the selection run's (one fit, not two), its index every row's, and a label
+    whose only positives were held out gets a scorer (it is predicted for its own rows)."""
+    from holoxmc.models.rerank import fit as rerank_fit
+
+    calls = []
+    original = rerank_fit.fit_rerank
+    monkeypatch.setattr(rerank_fit, "fit_rerank", lambda *a, **k: calls.append(1) or original(*a, **k))
+    train = DATA[0]
+    X, Y = sp.csr_matrix(train.X), sp.lil_matrix(train.Y)
+    n, last = X.shape[0] - 20, Y.shape[1] - 1
+    Y[:, last] = 0
+    Y[n:n + 3, last] = 1  # the last label: positives among the validation rows only
+    Y = sp.csr_matrix(Y)
+    clf = XMCClassifier(head="auto", time_budget=1e-9, progress=False)
+    clf.fit(X[:n], Y[:n], X[n:], Y[n:])
+    assert len(calls) == 1 and "finished on every row" in clf.selection_[0].note
+    assert clf.model_.weight_rows[last].nnz > 0  # it got a scorer
+    assert clf.model_.centroids_t[:, last].nnz > 0  # and is in the index
 
 
 @pytest.mark.parametrize("head", ["rerank", "linear"])

@@ -3,13 +3,22 @@
 The candidates train in :data:`CANDIDATES` order, each at its library defaults, on the
 training rows less a seeded validation share (or on a given validation set): the
 shortlist-and-re-rank model first (fast at any label count: each label trains on its
-shortlist's rows only), then the FC network while the time budget lasts. The best by validation P@1 (ties: the earlier) is trained again on
-every row (the validation rows included) with the setting its validation run chose
-(:func:`refit_settings`: the re-rank model's ``alpha``, a network's best epoch), and kept. A candidate starts only when the seconds spent plus its expected cost
-(:func:`expected_seconds`: the longest candidate measured so far) stay within the budget;
-the first candidate always runs. A network candidate trains with what is left of the budget
-as its ``time_limit`` (it stops after the epoch that crosses it and keeps its best epoch),
-so it overruns the budget by at most one epoch; the winner's refit comes on top.
+shortlist's rows only), then the FC network while the time budget lasts. A candidate starts
+only when the seconds spent plus its expected cost (:func:`expected_seconds`: the longest
+candidate measured so far) stay within the budget; the first candidate always runs. A
+network candidate trains with what is left of the budget as its ``time_limit`` (it stops
+after the epoch that crosses it and keeps its best epoch, so it overruns the budget by at
+most one epoch) and the leader's validation P@1 as its ``abandon_below`` (it stops as soon as
+its own curve, extrapolated optimistically, can no longer reach it:
+:func:`holoxmc.train.trainer.reachable`).
+
+The best by validation P@1 (ties: the earlier) is then made a model of every row, the
+validation rows included, without a second training where its family can
+(:attr:`holoxmc.models.registry.Family.finish`: the re-rank model's index is rebuilt from
+every row and only its labels with a positive among the held-out rows train again,
+:func:`holoxmc.models.rerank.fit.absorb_rows`), else trained again on every row with the
+setting its validation run chose (:func:`refit_settings`: a network's best epoch). That last
+step comes on top of the budget.
 
 Example:
     >>> [name for name, _ in CANDIDATES]
@@ -19,7 +28,8 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -97,8 +107,9 @@ def check_auto_params(clf: Any) -> None:
                          "choose the model with head= (--model) to set them")
 
 
-def _validation_split(clf: Any, X: Any, Y: sp.csr_matrix,
-                      groups: np.ndarray | None = None) -> tuple[Any, sp.csr_matrix, Any, sp.csr_matrix]:
+def _held_rows(clf: Any, X: Any, groups: np.ndarray | None = None) -> np.ndarray:
+    """``(n,)`` booleans: the rows of ``auto``'s own validation split (``val_fraction``,
+    seeded, whole ``groups`` to one side)."""
     from holoxmc.train.trainer import split_validation
 
     if clf.val_fraction <= 0:
@@ -108,8 +119,9 @@ def _validation_split(clf: Any, X: Any, Y: sp.csr_matrix,
         raise InputError(f"head='auto' chooses its model on held-out training rows, so it needs at least 2 rows; "
                          f"got {X.shape[0]}: give more rows, X_val and Y_val, or choose the model (head='rerank' or "
                          "'dense'; --model rerank or fc)")
-    train_rows, val_rows = split_validation(X.shape[0], clf.val_fraction, clf.random_seed, groups)
-    return X[train_rows], Y[train_rows], X[val_rows], Y[val_rows]
+    held = np.zeros(X.shape[0], bool)
+    held[split_validation(X.shape[0], clf.val_fraction, clf.random_seed, groups)[1]] = True
+    return held
 
 
 def expected_seconds(measured: list[float]) -> float:
@@ -139,8 +151,12 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
         per candidate in order.
     """
     started = time.perf_counter()
-    X_fit, Y_fit, X_check, Y_check = (X, Y, X_val, Y_val) if X_val is not None \
-        else _validation_split(clf, X, Y, groups)
+    if X_val is None:
+        held = _held_rows(clf, X, groups)
+        X_fit, Y_fit, X_check, Y_check = X[~held], Y[~held], X[held], Y[held]
+    else:
+        X_fit, Y_fit, X_check, Y_check = X, Y, X_val, Y_val
+        held = np.repeat([False, True], [X.shape[0], X_val.shape[0]])  # of the rows stacked for the winner
     shared = {key: value for key, value in clf.get_params().items() if key in SHARED_SETTINGS - {"time_budget"}}
     trials: list[Trial] = []
     best: Trial | None = None
@@ -152,10 +168,11 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
             trials.append(Trial(name, None, 0.0, f"skipped (budget: {spent:.1f} s spent, about {expected:.1f} s "
                                                  f"more expected, of {clf.time_budget:g} s)"))
             continue
-        limit = _time_limit(keywords, clf.time_budget - spent)
+        limit = _limits(keywords, clf.time_budget - spent, best)
         candidate = _candidate(clf, shared | keywords | limit)
         begun = time.perf_counter()
-        candidate.fit(X_fit, Y_fit, X_check, Y_check)
+        with keeping_fit_rows():
+            candidate.fit(X_fit, Y_fit, X_check, Y_check)
         p1 = candidate.score(X_check, Y_check)
         trials.append(Trial(name, p1, time.perf_counter() - begun, _stop_note(candidate, limit)))
         if best is None or p1 > (best.val_p1 or 0.0):  # ties: the earlier stays
@@ -163,15 +180,48 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
         del candidate
     assert best is not None  # the first candidate always runs
     X_all, Y_all = (X, Y) if X_val is None else (_stack(X, X_val), sp.vstack([Y, Y_val], format="csr"))
-    winner = _candidate(clf, shared | dict(CANDIDATES)[best.model] | refit_settings(chosen))
-    winner.fit(X_all, Y_all, groups=groups if X_val is None else None)  # not found again
-    for name in family(winner.head).kept_from_selection:  # as a linear model's Platt scaling
-        setattr(winner.model_, name, getattr(chosen.model_, name))
+    winner, how = _finish(clf, chosen, X_all, Y_all, held, shared | dict(CANDIDATES)[best.model],
+                          groups if X_val is None else None)
     source = "X_val" if X_val is not None else "val_fraction"  # the candidates saw auto's own split as X_val
     winner.label_rule_ = replace(chosen.label_rule_, source=source)  # chosen on the held-out rows, which the
     winner.validation_ = chosen.validation_ | {"source": source}  # refit trained on; what those rows scored
-    best.note = "; ".join(note for note in (best.note, "chosen, refit on every row") if note)
+    best.note = "; ".join(note for note in (best.note, f"chosen, {how}") if note)
     return winner, trials
+
+
+def _finish(clf: Any, chosen: Any, X_all: Any, Y_all: sp.csr_matrix, held: np.ndarray, params: dict[str, Any],
+            groups: np.ndarray | None) -> tuple[Any, str]:
+    """The winner on every row, and how it got there: its selection run finished on the
+    held-out rows without a second training where its family can
+    (:attr:`~holoxmc.models.registry.Family.finish`), else refit on every row with what its
+    validation rows chose (:func:`refit_settings`)."""
+    finish = family(chosen.head).finish
+    model = None if finish is None else finish(chosen, X_all, Y_all, held)
+    if model is not None:
+        from holoxmc.metrics import inverse_propensity
+
+        chosen.model_ = model
+        chosen.inv_prop_ = np.asarray(inverse_propensity(Y_all, *chosen.propensity), dtype=np.float64)
+        return chosen, "finished on every row (no second fit)"
+    winner = _candidate(clf, params | refit_settings(chosen))
+    winner.fit(X_all, Y_all, groups=groups)  # not found again
+    for name in family(winner.head).kept_from_selection:  # as a linear model's Platt scaling
+        setattr(winner.model_, name, getattr(chosen.model_, name))
+    return winner, "refit on every row"
+
+
+@contextmanager
+def keeping_fit_rows() -> Iterator[None]:
+    """Within it, a re-rank fit leaves the rows its labels trained on with its model, so that
+    the winner can be finished on the held-out rows without a second fit
+    (:data:`holoxmc.models.rerank.fit.KEEP_FIT_ROWS`)."""
+    from holoxmc.models.rerank.fit import KEEP_FIT_ROWS
+
+    token = KEEP_FIT_ROWS.set(True)
+    try:
+        yield
+    finally:
+        KEEP_FIT_ROWS.reset(token)
 
 
 def _candidate(clf: Any, params: dict[str, Any]) -> Any:
@@ -183,23 +233,32 @@ def _candidate(clf: Any, params: dict[str, Any]) -> Any:
     return clone(clf).set_params(**(params | untaken_defaults(params["head"])))
 
 
-def _time_limit(keywords: dict[str, Any], remaining: float) -> dict[str, Any]:
-    """A network candidate's ``time_limit``: what is left of the budget (``{}`` for a head
-    that trains no network).
+def _limits(keywords: dict[str, Any], remaining: float, leader: Trial | None) -> dict[str, Any]:
+    """A network candidate's ``time_limit`` (what is left of the budget) and ``abandon_below``
+    (the leader's validation P@1: it stops once it cannot catch up); ``{}`` for a head that
+    trains no network.
 
     Example:
-        >>> _time_limit({"head": "dense"}, 42.5), _time_limit({"head": "rerank"}, 42.5)
-        ({'time_limit': 42.5}, {})
+        >>> _limits({"head": "dense"}, 42.5, Trial("rerank", 61.0, 2.0)), _limits({"head": "rerank"}, 42.5, None)
+        ({'time_limit': 42.5, 'abandon_below': 61.0}, {})
     """
-    return {"time_limit": max(remaining, 0.0)} if "time_limit" in family(keywords["head"]).settings else {}
+    settings = family(keywords["head"]).settings
+    limits: dict[str, Any] = {"time_limit": max(remaining, 0.0)} if "time_limit" in settings else {}
+    if "abandon_below" in settings and leader is not None and leader.val_p1 is not None:
+        limits["abandon_below"] = min(max(leader.val_p1, 0.0), 100.0)
+    return limits
 
 
 def _stop_note(candidate: Any, limit: dict[str, Any]) -> str:
-    """``"stopped by the budget after epoch 6 of 20"`` when a network candidate ran out of time."""
+    """How a network candidate stopped early: ``"stopped by the budget after epoch 6 of 20"``,
+    ``"abandoned after epoch 5 of 20: it could not reach the leader"``."""
     results = getattr(candidate, "fit_results_", None) or []
     if not limit or not results or not results[0].stopped_early:
         return ""
-    return f"stopped by the budget after epoch {len(results[0].history)} of {candidate.setting('epochs')}"
+    epochs = f"epoch {len(results[0].history)} of {candidate.setting('epochs')}"
+    if results[0].stopped_by == "abandon_below":
+        return f"abandoned after {epochs}: it could not reach the leader"
+    return f"stopped by the budget after {epochs}"
 
 
 def _stack(X: Any, X_val: Any) -> Any:

@@ -78,7 +78,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
 
     Args:
         head: ``"auto"`` (the default: the re-rank model, then the FC network within
-            ``time_budget``, the best on validation P@1 refit on every row,
+            ``time_budget``, the best on validation P@1 finished on every row,
             :mod:`holoxmc.auto`; name a head to set its other settings), ``"hrr"``
             (``dim``-wide output, HRR loss), ``"dense"`` (``L`` logits, BCE), ``"solar"``
             (K chunk networks over B buckets, :mod:`holoxmc.models.solar.model`), ``"linear"``
@@ -91,7 +91,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
             :class:`holoxmc.models.solar.fit.SolarConfig` (``head="solar"``) or of
             :class:`holoxmc.models.linear.fit.LinearConfig` (``head="linear"``, ``{"C": 0.5}``).
         epochs, batch_size, lr, weight_decay, sparse_updates, schedule, warmup_epochs, grad_clip,
-        val_fraction, patience, time_limit, refit, precision: training settings, see
+        val_fraction, patience, time_limit, abandon_below, refit, precision: training settings, see
             :class:`holoxmc.train.TrainConfig` (``None``: the head's tuned default).
         n_models: ``hrr``/``dense``: an ensemble of this many networks (member ``m`` seeded
             ``seed + 100·m``), ranked by their mean score.
@@ -162,6 +162,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         val_fraction: float = DEFAULTS["val_fraction"],
         patience: int | None = DEFAULTS["patience"],
         time_limit: float | None = DEFAULTS["time_limit"],
+        abandon_below: float | None = DEFAULTS["abandon_below"],
         refit: bool = DEFAULTS["refit"],
         precision: Precision = DEFAULTS["precision"],
         n_models: int = DEFAULTS["n_models"],
@@ -195,6 +196,7 @@ class XMCClassifier(ClassifierMixin, BaseEstimator):
         self.val_fraction = val_fraction
         self.patience = patience
         self.time_limit = time_limit
+        self.abandon_below = abandon_below
         self.refit = refit
         self.precision = precision
         self.n_models = n_models

@@ -156,6 +156,10 @@ SETTINGS: tuple[Setting, ...] = (
     _network("time_limit", None, "stop each network's training (each ensemble member, each SOLAR chunk) after the "
              "epoch that ends past this many seconds, keeping its best epoch", (Real(0), None), shown="none",
              cli={"metavar": "SECONDS"}),
+    _network("abandon_below", None, "stop a network's training once its validation score can no longer reach this "
+             "value (in percent: the best so far plus its recent gain carried over the epochs left at their learning "
+             "rates, less the score's standard error); head auto gives a network candidate the leader's validation "
+             "P@1", (Real(0, 100), None), ("hrr", "dense"), shown="never", cli={"metavar": "SCORE"}),
     _network("refit", False, "after choosing the epoch (the linear model: C) on the validation split, retrain on "
              "every training row", (BOOL,), ("hrr", "dense", "linear")),
     _network("precision", "float32", "bfloat16: mixed-precision training steps (autocast; weights and scoring stay "

@@ -70,7 +70,7 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
                             "the rows held out are never trained on")
     train.add_argument("--model", choices=MODEL_NAMES, default="auto",
                        help="model (default auto: the re-rank model, then FC while "
-                            "--time-budget lasts, the best by validation P@1 refit on every row); "
+                            "--time-budget lasts, the best by validation P@1 finished on every row); "
                             "any other name trains exactly that model")
     train.add_argument("--preset", metavar="NAME",
                        help="start from a named preset (tuned on that data set: bibtex, delicious, debtags; or paper: "

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 import scipy.sparse as sp
 
 from holoxmc.constraints import check_params
@@ -50,7 +51,7 @@ __all__ = ["Family", "Families", "FitData", "FAMILIES", "HEADS", "NETWORK_SETTIN
 
 #: Estimator keywords that configure or train a network.
 NETWORK_SETTINGS = ("dim", "hidden", "dropout", "linear_width", "epochs", "batch_size", "lr", "weight_decay",
-                    "sparse_updates", "schedule", "warmup_epochs", "grad_clip", "patience", "time_limit", "n_models",
+                    "sparse_updates", "schedule", "warmup_epochs", "grad_clip", "patience", "time_limit", "abandon_below", "n_models",
                     "precision")
 #: Estimator keywords that some heads only take: the settings table says which
 #: (:data:`holoxmc.settings.HEAD_SETTINGS`); changing one for another head is refused.
@@ -110,6 +111,9 @@ class Family:
             those labels appended, the others untouched (``None``: it cannot).
         arrays: whether :attr:`load` takes the stored tensors as NumPy arrays (read without
             torch, :func:`holoxmc.persist.load_classifier`); else torch tensors.
+        finish: ``(selection run's estimator, every X, every Y, held-out rows) -> model | None``:
+            the model of a ``head="auto"`` selection run finished on every row without a second
+            training (``None``, or a ``None`` result: it is refit, :attr:`refit_from`).
     """
 
     head: str
@@ -130,6 +134,7 @@ class Family:
     holds_out: bool = True
     add_labels: Callable[[Any, Any, Any], FittedModel] | None = None
     arrays: bool = False
+    finish: Callable[[Any, Any, Any, np.ndarray], FittedModel | None] | None = None
 
 
 # ---------------------------------------------------------------------------- networks
@@ -377,6 +382,21 @@ def _add_rerank_labels(clf: Any, X: Any, Y: Any) -> FittedModel:
     return add_labels(clf.model_, X, Y, _rerank_plan(s, 0, 0), workers=s.workers, ray_address=s.ray_address)
 
 
+def _finish_rerank(candidate: Any, X: Any, Y: Any, held: np.ndarray) -> FittedModel | None:
+    """The selection run's model finished on the held-out rows
+    (:func:`~holoxmc.models.rerank.fit.absorb_rows`, with the rows its labels trained on when
+    its fit kept them); ``None`` (refit) for the clustered retriever or a kNN vote."""
+    from holoxmc.models.rerank.fit import absorb_rows
+
+    model = candidate.model_
+    fit_rows = vars(model).pop("fit_rows", None)  # never saved nor kept
+    if model.matcher is not None or model.knn:
+        return None
+    s = _grown_settings(candidate)
+    return absorb_rows(model, X, Y, held, _rerank_plan(s, 0, 0), fit_rows=fit_rows, workers=s.workers,
+                       ray_address=s.ray_address)
+
+
 def _rerank_refit(candidate: Any) -> dict[str, Any]:
     """The mix weight ``alpha`` the candidate's validation rows chose (no second choice on every
     row), with the shortlist it was validated with (not the rule again on more rows). The
@@ -449,7 +469,7 @@ FAMILIES: Mapping[str, Family] = Families({
                              _fit_rerank, _load_rerank, lambda model: model,
                              lambda results: {"best_epoch": None, "sparse_updates": None, "epoch_seconds": []},
                              jobs_apart=True, refit_from=_rerank_refit, holds_out=False, arrays=True,
-                             add_labels=_add_rerank_labels),
+                             add_labels=_add_rerank_labels, finish=_finish_rerank),
     "xr": _xr_family,
 })
 #: Every head kind.
@@ -563,7 +583,7 @@ def train_config(params: Mapping[str, Any], seed: int | None = None) -> TrainCon
         lr=head_setting(params, "lr"), weight_decay=params["weight_decay"], sparse_updates=params["sparse_updates"],
         schedule=params["schedule"], warmup_epochs=params["warmup_epochs"], grad_clip=params["grad_clip"],
         val_fraction=params["val_fraction"], patience=params["patience"], time_limit=params["time_limit"],
-        refit=params["refit"], precision=params["precision"], seed=random_seed(params) if seed is None else seed,
+        abandon_below=params["abandon_below"], refit=params["refit"], precision=params["precision"], seed=random_seed(params) if seed is None else seed,
         device=params["device"], progress=params["progress"],
     )
 

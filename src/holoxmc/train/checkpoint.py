@@ -225,6 +225,8 @@ def check_checkpoint_state(state: Any, where: str | os.PathLike) -> None:
             raise InputError(f"{where}: {key!r} must be a JSON object, got {state.get(key)!r}")
     if not isinstance(state.get("stopped_early"), bool):
         raise InputError(f"{where}: 'stopped_early' must be true or false, got {state.get('stopped_early')!r}")
+    if not isinstance(state.get("stopped_by", ""), str):
+        raise InputError(f"{where}: 'stopped_by' must be a string, got {state.get('stopped_by')!r}")
     score = state.get("best_score")
     if isinstance(score, bool) or not isinstance(score, (int, float)) or math.isnan(score) or score == math.inf:
         raise InputError(f"{where}: 'best_score' must be a number, got {score!r}")

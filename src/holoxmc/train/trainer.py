@@ -18,7 +18,7 @@ import logging
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -68,7 +68,7 @@ _PRECISIONS = ("float32", "bfloat16")
 #: Training settings added after runs were first recorded, with the value those runs trained
 #: with: :meth:`TrainConfig.record` leaves them out at that value, so older checkpoints and
 #: SOLAR folders still match.
-LATER_FIELDS: dict[str, Any] = {"precision": "float32", "time_limit": None}
+LATER_FIELDS: dict[str, Any] = {"precision": "float32", "time_limit": None, "abandon_below": None}
 
 
 class TrainableNetwork(Protocol):
@@ -140,6 +140,10 @@ class TrainConfig:
             (wall time, validation included) after this call to :meth:`Trainer.fit` began,
             keeping the best epoch so far; ``None`` never. The refit phase has no limit (it
             stops at the selected epoch).
+        abandon_below: stop once the validation ``select_metric`` can no longer reach this
+            value (:func:`reachable`, less the score's standard error on the validation rows:
+            a race closer than that is noise); ``None`` never. ``head="auto"`` gives a network
+            candidate the leading candidate's validation P@1.
         refit: after selecting the best epoch on the validation set, train the network
             again from its initial weights on every row (training and validation) with the
             same schedule, stop at that epoch (``stop_epoch``), and keep that model instead
@@ -179,6 +183,7 @@ class TrainConfig:
     val_fraction: float = 0.1
     patience: int | None = None
     time_limit: float | None = None
+    abandon_below: float | None = None
     refit: bool = False
     stop_epoch: int | None = None
     select_metric: str = "P@1"
@@ -207,6 +212,8 @@ class TrainConfig:
             raise InputError(f"patience must be >= 1 or None, got {self.patience}")
         if self.time_limit is not None and not 0.0 <= self.time_limit < math.inf:
             raise InputError(f"time_limit must be a finite number of seconds >= 0 or None, got {self.time_limit}")
+        if self.abandon_below is not None and not 0.0 <= self.abandon_below <= 100.0:
+            raise InputError(f"abandon_below must be a score in [0, 100] or None, got {self.abandon_below}")
         if not 0.0 <= self.weight_decay < math.inf:
             raise InputError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
         if not 0.0 <= self.warmup_epochs < math.inf:
@@ -255,7 +262,9 @@ class FitResult:
     ``refit`` is the result of the refit phase (``TrainConfig.refit``), if one ran;
     ``epoch_seconds`` is the optimisation time of every epoch run, selection phase then
     refit (validation excluded); ``sparse_updates`` is whether the run used them (what
-    ``TrainConfig.sparse_updates="auto"`` chose).
+    ``TrainConfig.sparse_updates="auto"`` chose); ``stopped_by`` is the setting that stopped
+    it early (``"patience"``, ``"time_limit"`` or ``"abandon_below"``; ``""``: none, or not
+    recorded by the checkpoint it resumed from).
     """
 
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -264,6 +273,7 @@ class FitResult:
     stopped_early: bool = False
     refit: "FitResult | None" = None
     sparse_updates: bool = False
+    stopped_by: str = ""
 
     @property
     def epoch_seconds(self) -> list[float]:
@@ -329,6 +339,42 @@ def lr_factor(schedule: Schedule, step: int, total_steps: int, warmup_steps: int
     if schedule == "linear":
         return 1.0 - progress
     return 1.0
+
+
+def reachable(scores: Sequence[float], factors: Sequence[float]) -> float:
+    """An optimistic bound on the best validation score a run can still reach, from its
+    ``scores`` after each epoch so far and the learning-rate ``factors`` at the end of each of
+    its epochs (all of them): the best so far plus, for every epoch left, the larger of its last
+    two gains scaled by that epoch's factor over the current one's (a gain per unit of
+    learning rate that does not grow: the library's networks learn on concave curves,
+    ``benchmarks/results/auto_curves.json``). ``inf`` before three epochs (two gains).
+
+    Example:
+        >>> reachable([10.0, 20.0, 25.0], [1.0, 1.0, 1.0, 1.0, 1.0])  # 25 + 10 * 2
+        45.0
+        >>> reachable([10.0, 20.0, 25.0], [1.0, 1.0, 0.5, 0.25, 0.0])  # 25 + 10 * 0.25 / 0.5
+        30.0
+        >>> reachable([10.0, 20.0], [1.0, 1.0, 1.0])
+        inf
+    """
+    done = len(scores)
+    if done < 3:
+        return math.inf
+    gain = max(scores[-1] - scores[-2], scores[-2] - scores[-3], 0.0)
+    now = factors[done - 1]
+    best = max(scores)
+    return best if now <= 0 else best + gain * sum(factors[done:]) / now
+
+
+def standard_error(score: float, rows: int) -> float:
+    """The standard error, in points, of a percentage ``score`` measured on ``rows`` rows.
+
+    Example:
+        >>> round(standard_error(50.0, 100), 2)
+        5.0
+    """
+    p = min(max(score / 100.0, 0.0), 1.0)
+    return 100.0 * math.sqrt(p * (1.0 - p) / max(rows, 1))
 
 
 def _epoch_seed(seed: int, epoch: int) -> int:
@@ -632,7 +678,8 @@ class Trainer:
             _check_like(checkpoint["best_model"], plan.network)
         except (RuntimeError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
             raise another from exc  # the optimizer states or weights do not fit this network
-        result = FitResult(state["history"], state["best_epoch"], state["best_score"], state["stopped_early"])
+        result = FitResult(state["history"], state["best_epoch"], state["best_score"], state["stopped_early"],
+                           stopped_by=str(state.get("stopped_by", "")))
         return _Selection(result, checkpoint["best_model"], since_best=state["since_best"], next_epoch=state["epoch"])
 
     def _run_epochs(self, plan: _Plan, selection: _Selection) -> None:
@@ -650,6 +697,7 @@ class Trainer:
             record = self._epoch(plan, loss_of, epoch, selection.result)
             self._select(plan, selection, record)
             self._stop_if_out_of_time(plan, selection.result, epoch)
+            self._stop_if_behind(plan, selection.result, epoch)
             if plan.run_dir is not None and plan.rank == 0:
                 self._save(plan.run_dir, plan, selection, epoch)
 
@@ -693,7 +741,7 @@ class Trainer:
         else:
             selection.since_best += 1
             if cfg.patience is not None and selection.since_best >= cfg.patience:
-                result.stopped_early = True
+                result.stopped_early, result.stopped_by = True, "patience"
 
     def _stop_if_out_of_time(self, plan: _Plan, result: FitResult, epoch: int) -> None:
         """Stop early after epoch ``epoch`` (0-based) when ``time_limit`` has passed and more
@@ -701,9 +749,28 @@ class Trainer:
         cfg = self.config
         last = epoch + 1 == (cfg.stop_epoch or cfg.epochs)
         if not (result.stopped_early or last) and _out_of_time(cfg.time_limit, plan.begun, plan.world):
-            result.stopped_early = True
+            result.stopped_early, result.stopped_by = True, "time_limit"
             if plan.rank == 0:
                 _LOG.info(f"stopped after epoch {epoch + 1}: time_limit {cfg.time_limit:g} s reached")
+
+    def _stop_if_behind(self, plan: _Plan, result: FitResult, epoch: int) -> None:
+        """Stop early after epoch ``epoch`` (0-based) when the validation score cannot reach
+        ``abandon_below`` any more (:func:`reachable`, less its standard error)."""
+        cfg = self.config
+        epochs = cfg.stop_epoch or cfg.epochs
+        if cfg.abandon_below is None or plan.X_val is None or result.stopped_early or epoch + 1 == epochs:
+            return
+        scores = [record["val"][cfg.select_metric] for record in result.history]
+        steps = plan.total_steps / max(cfg.epochs, 1)  # per epoch
+        factors = [lr_factor(cfg.schedule, max(int(steps * (e + 1)) - 1, 0), plan.total_steps, plan.warmup_steps)
+                   for e in range(epochs)]
+        bound = reachable(scores, factors)
+        noise = standard_error(cfg.abandon_below, plan.X_val.shape[0])
+        if bound < cfg.abandon_below - noise:
+            result.stopped_early, result.stopped_by = True, "abandon_below"
+            if plan.rank == 0:
+                _LOG.info(f"stopped after epoch {epoch + 1}: {cfg.select_metric} can reach about {bound:.2f}, "
+                          f"below abandon_below {cfg.abandon_below:g} less its standard error {noise:.2f}")
 
     def _save(self, run_dir: str | Path, plan: _Plan, selection: _Selection, epoch: int) -> None:
         """Checkpoint the run after epoch ``epoch`` (0-based) in ``run_dir``: weights, best
@@ -726,6 +793,7 @@ class Trainer:
                 "best_score": result.best_score,
                 "since_best": selection.since_best,
                 "stopped_early": result.stopped_early,
+                "stopped_by": result.stopped_by,
             },
         )
 

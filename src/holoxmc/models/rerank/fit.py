@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 from contextlib import AbstractContextManager, nullcontext
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,10 @@ _PIECE = 1 << 24
 RETRIEVERS = ("pifa", "clusters")
 #: File name of a finished label block in ``run_dir`` (first and last label + 1).
 BLOCK_FILE = "rerank_block_{start:08d}_{stop:08d}.safetensors"
+#: Whether :func:`fit_rerank` leaves the rows each label trained on with the model
+#: (``model.fit_rows``, for :func:`absorb_rows`; never saved): ``head="auto"`` sets it around
+#: its re-rank candidate, whose fit may then be finished on the held-out rows.
+KEEP_FIT_ROWS: ContextVar[bool] = ContextVar("KEEP_FIT_ROWS", default=False)
 
 
 @dataclass(frozen=True)
@@ -650,11 +655,14 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     with _block_folder(run_dir, ray_address) as folder:
         problem = _Problem(X, rows, sp.csc_matrix(Y), config, folder, fingerprint, on_disk=ray_address is None)
         parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
+        kept = rows if KEEP_FIT_ROWS.get() else None
         del problem, rows  # memory for the weights and the choice of alpha
         weights, bias = _weights(parts, blocks, folder, X.shape[1], n_labels)
         del parts
     watch.lap("label_fits")
     model = retriever.with_scorers(weights, bias, DEFAULT_ALPHA if config.alpha is None else config.alpha)
+    if kept is not None:
+        model.fit_rows = kept
     if config.alpha is None and X_val is not None and Y_val is not None:
         model.alpha = _choose_alpha(model, X_val, Y_val)
     watch.lap("alpha")
@@ -731,3 +739,94 @@ def add_labels(model: RerankModel, X: Any, Y: Any, config: RerankConfig = Rerank
         weights, bias = _weights(parts, blocks, folder, X.shape[1], new)
     return retriever.with_scorers(sp.hstack([model.weights, weights], format="csc"),
                                   np.concatenate([model.bias, bias]), model.alpha)
+
+
+def absorb_rows(model: RerankModel, X: Any, Y: Any, held: np.ndarray, config: RerankConfig = RerankConfig(), *,
+                fit_rows: sp.csc_matrix | None = None, workers: int = 1,
+                ray_address: str | None = None) -> RerankModel:
+    """``model``, fitted on the rows of ``X, Y`` outside ``held``, finished on every row
+    without a second fit (what ``head="auto"`` keeps instead of training its winner again):
+    the PIFA index is built from every row, and each label with a positive among the held
+    rows (only those learn something new) trains again on the rows it trained on
+    (``fit_rows``), the held rows that shortlist it with the new index and its held
+    positives. The other labels' scorers, the shortlist and the mix weight stay: what differs
+    from a fit on every row is that the held rows are no negatives of labels they do not
+    shortlist, and the old rows' hard negatives were mined with the old index.
+
+    Args:
+        model: fitted with the PIFA retriever and no kNN vote (the default) on ``X[~held]``.
+        X, Y: ``(n, D)`` and ``(n, L)``: every row.
+        held: ``(n,)`` booleans: the rows the fit held out.
+        config: the scorers' settings, as for :func:`add_labels`.
+        fit_rows: ``(n - held.sum(), L)`` the rows each label trained on (``model.fit_rows``
+            of a fit under :data:`KEEP_FIT_ROWS`); ``None``: its positives alone (and the
+            held rows), as a label that a fit never trained.
+        workers, ray_address: where the scorers train.
+
+    Returns:
+        A new model; ``model`` is unchanged.
+
+    Example:
+        >>> from holoxmc.data import make_realistic
+        >>> train, _ = make_realistic(300, 20, 200, seed=0)
+        >>> held = np.arange(300) >= 250
+        >>> part = fit_rerank(train.X[~held], train.Y[~held], RerankConfig(shortlist=5, alpha=0.5))
+        >>> absorb_rows(part, train.X, train.Y, held).n_labels
+        20
+    """
+    if model.matcher is not None or model.knn:
+        raise InputError("finishing on every row works with the PIFA retriever without a kNN vote (the default)")
+    X, Y = training_rows(X, Y, dtype=np.float32)
+    held = np.asarray(held, bool)
+    if X.shape[1] != model.n_features or Y.shape[1] != model.n_labels or held.shape != (X.shape[0],):
+        raise InputError(f"X, Y and held must describe {model.n_features} features and {model.n_labels} labels "
+                         "of the same rows")
+    if fit_rows is not None and fit_rows.shape != (int((~held).sum()), model.n_labels):
+        raise InputError("fit_rows must have a row per row outside held and a column per label")
+    X = l2_rows(X)
+    X = sp.csr_matrix((X.data, X.indices.astype(np.int32, copy=False), X.indptr.astype(np.int32, copy=False)),
+                      shape=X.shape)
+    config = replace(config, shortlist=model.shortlist,
+                     label_weights=config.label_weights or label_weights_rule(model.n_labels),
+                     train_shortlist=min(config.train_shortlist or train_shortlist_rule(model.shortlist, X.shape[0]),
+                                         model.shortlist))
+    retriever = RerankModel(pifa_index(X, Y, config.postings).T, sp.csc_matrix((X.shape[1], model.n_labels),
+                            dtype=np.float32), np.zeros(model.n_labels, np.float32), model.shortlist, 0.0,
+                            prior=model.prior)
+    labels = np.flatnonzero(np.asarray(Y[held].getnnz(axis=0)) > 0)
+    weights, bias = sp.csc_matrix(model.weights), model.bias
+    if len(labels):
+        rows = _every_row(retriever, X, Y, held, fit_rows, config, workers, ray_address)[:, labels]
+        new_weights, new_bias = _train_labels(X, sp.csc_matrix(rows), sp.csc_matrix(Y[:, labels]), config,
+                                              workers, ray_address)
+        order = np.arange(model.n_labels)
+        order[labels] = model.n_labels + np.arange(len(labels))
+        weights = sp.csc_matrix(sp.hstack([weights, new_weights], format="csc")[:, order])
+        bias = np.concatenate([bias, new_bias])[order]
+    return retriever.with_scorers(weights, bias, model.alpha)
+
+
+def _every_row(retriever: RerankModel, X: sp.csr_matrix, Y: sp.csr_matrix, held: np.ndarray,
+               fit_rows: sp.csc_matrix | None, config: RerankConfig, workers: int,
+               ray_address: str | None) -> sp.csr_matrix:
+    """``(n, L)`` CSR: the rows each label learns from, among every row: ``fit_rows`` (or the
+    positives) on the fitted rows, and on the held rows those that shortlist it (with
+    ``retriever``) and its positives."""
+    shortlists = training_shortlists(retriever, X[held], size=config.train_shortlist, workers=workers,
+                                     ray_address=ray_address)
+    on_held = sp.csr_matrix(_membership(shortlists, Y[held], 0, config.seed))
+    on_fit = sp.csr_matrix(Y[~held], dtype=bool) if fit_rows is None else sp.csr_matrix(fit_rows)
+    order = np.concatenate([np.flatnonzero(~held), np.flatnonzero(held)])
+    return sp.csr_matrix(sp.vstack([on_fit, on_held], format="csr")[np.argsort(order)])
+
+
+def _train_labels(X: sp.csr_matrix, rows: sp.csc_matrix, Y: sp.csc_matrix, config: RerankConfig, workers: int,
+                  ray_address: str | None) -> tuple[sp.csc_matrix, np.ndarray]:
+    """``(D, L')`` weights and ``(L',)`` biases of the labels that are the columns of ``rows``
+    (the rows each trains on) and ``Y`` (its positives)."""
+    n_labels = Y.shape[1]
+    blocks = [_Block(start, min(start + config.label_block, n_labels)) for start in range(0, n_labels, config.label_block)]
+    with _block_folder(None, ray_address) as folder:
+        problem = _Problem(X, rows, Y, config, folder, "", on_disk=ray_address is None)
+        parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
+        return _weights(parts, blocks, folder, X.shape[1], n_labels)

@@ -100,6 +100,10 @@ class RerankModel:
         InputError: arrays whose sizes disagree, or settings out of range.
     """
 
+    #: The rows each label trained on, left by a fit under
+    #: :data:`holoxmc.models.rerank.fit.KEEP_FIT_ROWS` (never saved).
+    fit_rows: sp.csc_matrix | None = None
+
     def __init__(self, centroids: sp.csr_matrix, weights: sp.spmatrix, bias: np.ndarray, shortlist: int,
                  alpha: float, *, neighbours: sp.spmatrix | None = None, neighbour_labels: sp.spmatrix | None = None,
                  knn: int = 0, knn_weight: float = 0.0, prior: np.ndarray | None = None,
