@@ -218,8 +218,8 @@ def estimate_fit(rows: int, features: int, nnz: int, labels: int, label_nnz: int
                  head: str = "auto") -> FitEstimate | None:
     """The fit time and peak memory expected of model ``head`` from the shape of the training
     data alone: ``auto`` (the library default: the re-rank candidate on the rows less the
-    validation share, the FC candidate while the time budget lasts, the winner refit on every
-    row) and ``rerank``; ``None`` for other models.
+    validation share, the FC candidate while the time budget lasts, the winner finished on every
+    row: :func:`_finish_seconds`, or a network's refit) and ``rerank``; ``None`` for other models.
 
     The time is a sum of terms, each a count of work units times a coefficient of
     :data:`FIT_SECONDS`: the retriever's rows x labels scored (the labels a row's features
@@ -262,20 +262,26 @@ def _rerank_estimate(shape: _Shape) -> FitEstimate:
 
 
 def _auto_estimate(shape: _Shape) -> FitEstimate:
-    """``head="auto"``: the re-rank candidate, the FC candidate within the budget, the refit."""
+    """``head="auto"``: the re-rank candidate, the FC candidate within the budget, the winner on every row."""
     rows, labels = shape.rows, shape.labels
     held = max(1, int(round(rows * DEFAULTS["val_fraction"])))
     fit_rows = max(rows - held, 1)
     candidate = _rerank_seconds(shape, fit_rows, min(held, _ALPHA_ROWS)) + _rule_seconds(held, labels)
     budget, epochs = float(DEFAULTS["time_budget"]), int(HEAD_DEFAULTS["dense"]["epochs"])
-    refit = _rerank_seconds(shape, rows, 0) + _rule_seconds(rows, labels)
+    finish = _finish_seconds(shape, held)
     if 2 * candidate > budget:  # the FC candidate does not start
-        return FitEstimate(candidate + refit, candidate + refit, _peak_bytes(shape, fc=False))
+        return FitEstimate(candidate + finish, candidate + finish, _peak_bytes(shape, fc=False))
     epoch = _fc_epoch_seconds(shape, fit_rows)
     trained = min(float(epochs), max(budget - candidate, 0.0) / epoch + 1.0)  # it stops past the budget
+    behind = min(trained, _ABANDONED_AFTER) * epoch + _rule_seconds(held, labels)  # it cannot reach the leader
     network = trained * epoch + _rule_seconds(held, labels)
     network_refit = trained * _fc_epoch_seconds(shape, rows) + _rule_seconds(rows, labels)  # its last epoch the best
-    return FitEstimate(candidate + network + refit, candidate + network + network_refit, _peak_bytes(shape, fc=True))
+    return FitEstimate(candidate + behind + finish, candidate + network + network_refit, _peak_bytes(shape, fc=True))
+
+
+#: Epochs after which an FC candidate that cannot reach the re-rank model's validation P@1
+#: usually stops (``abandon_below``: after 3 to 9 on the panel's sets, docs/tuning.md).
+_ABANDONED_AFTER = 5.0
 
 
 @dataclass(frozen=True)
@@ -313,6 +319,22 @@ def rerank_shortlists(rows: int, labels: int, label_nnz: int) -> tuple[int, int]
     wanted = math.ceil(RERANK_SHORTLIST["per_row"] * label_nnz / max(rows, 1))
     shortlist = int(min(labels, RERANK_SHORTLIST["cap"], max(RERANK_SHORTLIST["floor"], wanted)))
     return shortlist, int(max(1, min(shortlist, RERANK_BUDGETS["train_entries"] // max(1, rows))))
+
+
+def _finish_seconds(shape: _Shape, held: int) -> float:
+    """A re-rank winner finished on every row (:func:`holoxmc.models.rerank.fit.absorb_rows`):
+    the held rows retrieved, and the labels with a held positive (the share ``1 - (1 - f) **
+    positives a label`` of them, ``f`` the held share) trained again on every row. Derived
+    from :func:`_rerank_seconds`' terms, not fitted on its own."""
+    share = held / shape.rows
+    _, train_shortlist = rerank_shortlists(shape.rows, shape.labels, shape.label_nnz)
+    per_row = shape.nnz / shape.rows
+    scored = shape.labels if shape.labels <= _DENSE_UP_TO else min(shape.labels, _POSTINGS * per_row)
+    retrained = 1.0 - (1.0 - share) ** (shape.label_nnz / shape.labels)
+    problems = (shape.rows * train_shortlist + shape.label_nnz + _NEGATIVES * shape.labels) * retrained
+    c = FIT_SECONDS
+    return (c["fixed"] + c["retrieval"] * held * scored + c["label_fits"] * per_row * problems
+            + c["per_label"] * shape.labels * retrained)
 
 
 def _rerank_seconds(shape: _Shape, rows: int, alpha_rows: int) -> float:
