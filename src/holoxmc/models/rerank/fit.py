@@ -589,7 +589,10 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
         config: see :class:`RerankConfig` (without a ``shortlist``, :func:`shortlist_rule`
             of ``Y`` gives it).
         X_val, Y_val: the validation split that picks ``alpha`` when ``config.alpha`` is ``None``.
-        workers, ray_address: where the label blocks train (:func:`~holoxmc.distributed.run_jobs`).
+        workers, ray_address: where the label blocks train: with ``workers=1`` and no Ray, in
+            this process, each block's labels on every core (threads; ``torch.set_num_threads``
+            bounds them); else as jobs of :func:`~holoxmc.distributed.run_jobs`. The model is
+            the same either way.
         run_dir: a folder for finished label blocks (none kept when ``None``).
         resume: read the blocks a fit on the same data and settings left in ``run_dir``
             instead of training them (without it, they are trained and written again).
