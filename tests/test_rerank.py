@@ -187,14 +187,13 @@ def test_resume_trains_only_the_missing_blocks_and_gives_the_same_model(data, tm
     assert [f.name for f in files] == [BLOCK_FILE.format(start=s, stop=min(s + 16, 40)) for s in (0, 16, 32)]
     files[1].unlink()  # as if the fit had stopped before that block
     trained = []
-    fit_label = rerank_fit.fit_label
+    fit_labels = rerank_fit.fit_labels_dcd
 
-    def counting(X, y, C, linear):
-        trained.append(1)
-        return fit_label(X, y, C, linear)
+    def counting(*args):
+        trained.extend(args[8])  # the labels of the call
+        return fit_labels(*args)
 
-    monkeypatch.setattr(rerank_fit, "fit_label", counting)
-    monkeypatch.setattr(rerank_fit, "fit_label_sklearn", counting)
+    monkeypatch.setattr(rerank_fit, "fit_labels_dcd", counting)
     resumed = fit_rerank(train.X, train.Y, config, run_dir=tmp_path, resume=True)
     assert 0 < len(trained) <= 16
     assert (first.weights != resumed.weights).nnz == 0

@@ -124,8 +124,8 @@ def test_resume_with_clusters_gives_the_same_model(data, tmp_path, monkeypatch):
     assert (first.matcher.weights != resumed.matcher.weights).nnz == 0
     # other retriever settings: the kept blocks do not fit them, every block trains again
     trained = []
-    fit_label = rerank_fit.fit_label
-    monkeypatch.setattr(rerank_fit, "fit_label", lambda *a: trained.append(1) or fit_label(*a))
+    fit_labels = rerank_fit.fit_labels_dcd
+    monkeypatch.setattr(rerank_fit, "fit_labels_dcd", lambda *a: trained.extend(a[8]) or fit_labels(*a))
     fit_rerank(train.X, train.Y, RerankConfig(**{**vars(config), "beam": 3}), run_dir=tmp_path, resume=True)
     assert len(trained) > 20
 

@@ -319,8 +319,9 @@ def test_training_shortlists_on_threads_equal_one_thread_and_the_ray_task(data, 
         monkeypatch.setattr(rerank_model, "BLOCK_ENTRIES", 3 * 60 * 100)  # dense batches of 100 rows
     retriever = RerankModel(centroids, empty, np.zeros(Y.shape[1], np.float32), 8, 0.0, **knn)
     assert X.shape[0] > retriever.batch_rows()  # several batches
-    one = rerank_fit.training_shortlists(retriever, X, workers=1)
-    three = rerank_fit.training_shortlists(retriever, X, workers=3)
+    one = rerank_fit.training_shortlists(retriever, X, threads=1)
+    three = rerank_fit.training_shortlists(retriever, X, threads=3)
+    np.testing.assert_array_equal(rerank_fit.training_shortlists(retriever, X), one)  # every core by default
     task = rerank_fit._shortlist_block(rerank_fit._Block(0, X.shape[0]), (retriever, X, retriever.shortlist))
     assert one.dtype == three.dtype == task.dtype == np.int32 and one.shape == (X.shape[0], 8)
     np.testing.assert_array_equal(three, one)

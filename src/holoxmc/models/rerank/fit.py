@@ -4,8 +4,10 @@ left out of its neighbours), then one sparse linear scorer per label trained onl
 positives and the hard negatives its shortlist brings (training rows that shortlist the label
 without having it) — so the cost grows with ``N x train_shortlist``, not ``N x L`` as the one-vs-all
 linear model's (the recipe of PECOS / SLICE). Each scorer is liblinear's squared-hinge SVM
-through :mod:`holoxmc.models.linear.fit`'s direct binding, pruned; labels train in blocks, each a
-job of :func:`~holoxmc.distributed.run_jobs` (this process, local workers or Ray). With a
+(the same objective and stopping rule) trained by :mod:`holoxmc.models.linear.dcd`'s compiled
+solver, seeded per label, pruned; labels train in blocks, in this process on every core
+(threads; the same model at any thread count) or as jobs of
+:func:`~holoxmc.distributed.run_jobs` (local workers or Ray). With a
 ``run_dir``, every finished block is written there (safetensors, fingerprinted by the data
 and settings), and a fit with ``resume`` reads those blocks instead of training them again.
 The mix weight ``alpha`` is chosen on the validation split when one is given. Without a
@@ -39,13 +41,13 @@ from holoxmc.distributed.jobs import check_workers
 from holoxmc.errors import InputError, check_number_types
 from holoxmc.models.rerank.matcher import ClusterMatcher
 from holoxmc.models.rerank.model import RerankModel
-from holoxmc.sparse import cost_chunks, in_threads, l2_rows
+from holoxmc.sparse import cost_chunks, default_threads, in_threads, l2_rows
 from holoxmc.settings import option_default
 from holoxmc.timing import Stopwatch
 from holoxmc.presets import RERANK_BUDGETS, RERANK_SHORTLIST
 from holoxmc.train.checkpoint import data_digest, load_state_dict_file, save_state_dict
-from holoxmc.models.linear.fit import LinearConfig, direct_liblinear_works, fit_label, fit_label_sklearn, \
-    training_rows
+from holoxmc.models.linear.dcd import fit_labels_dcd, label_seed
+from holoxmc.models.linear.fit import training_rows
 from holoxmc.models.rerank.clusters import balanced_clusters, default_clusters
 
 __all__ = ["RerankConfig", "fit_rerank", "add_labels", "fit_matcher", "pifa_centroids", "pifa_index", "shortlist_rule",
@@ -62,6 +64,9 @@ ALPHA_ROWS = 10_000
 _PIECE = 1 << 24
 #: Retrievers of :class:`RerankConfig`.
 RETRIEVERS = ("pifa", "clusters")
+#: Labels of one call of the compiled solver at most (a block's labels are split into chunks
+#: for its threads: four per thread, at most this many labels each).
+_CHUNK_LABELS = 64
 #: File name of a finished label block in ``run_dir`` (first and last label + 1).
 BLOCK_FILE = "rerank_block_{start:08d}_{stop:08d}.safetensors"
 #: Whether :func:`fit_rerank` leaves the rows each label trained on with the model
@@ -93,9 +98,11 @@ class RerankConfig:
         knn_weight: weight of the neighbours' vote in the retriever score.
         negatives: random training rows added to each label's rows (seeded), so that a label
             no other row shortlists still learns against some negatives.
-        max_iter, tol: liblinear's iteration limit and stopping tolerance per label.
+        max_iter, tol: the solver's iteration limit and stopping tolerance per label (liblinear's
+            rule: the spread of the dual's projected gradients at most ``tol``).
         label_block: labels per training job.
-        seed: liblinear's coordinate order (and the clusters' initial centres).
+        seed: each label's coordinate order (seeded with it and the label's index) and the
+            clusters' initial centres.
         retriever: ``"pifa"``: every label scored by its PIFA centroid (``N x L`` work);
             ``"clusters"``: the clustered retriever (:mod:`holoxmc.models.rerank.matcher`): labels in
             balanced clusters of their PIFA vectors, a sparse linear scorer per cluster
@@ -298,13 +305,15 @@ def _keep_largest(M: sp.csr_matrix, k: int) -> None:
 
 
 def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, size: int | None = None, workers: int = 1,
-                        ray_address: str | None = None) -> np.ndarray:
+                        ray_address: str | None = None, threads: int | None = None) -> np.ndarray:
     """``(n, size)`` best labels the retriever proposes for each training row of unit rows
     ``X`` (``size``: at most its shortlist, ``None``: all of it); with kNN, a row is not its
-    own neighbour. Locally, batches of rows are scored on
-    ``workers`` threads of this process (:func:`~holoxmc.sparse.in_threads`: the
-    products release the GIL, and threads hold no copy of the index or the rows, as worker
-    processes would); with Ray, row blocks are tasks of :func:`~holoxmc.distributed.run_jobs`.
+    own neighbour. Locally, batches of rows are scored on ``threads`` threads of this process
+    (``None``: every core, :func:`~holoxmc.sparse.default_threads`; :func:`~holoxmc.sparse.in_threads`:
+    the products release the GIL, threads hold no copy of the index or the rows, as worker
+    processes would, and each batch is scored alone, so the result is the same at any count);
+    with Ray, row blocks are tasks of :func:`~holoxmc.distributed.run_jobs` (about four per
+    worker).
 
     Example:
         >>> C = sp.csr_matrix(np.eye(3, dtype=np.float32))
@@ -322,7 +331,7 @@ def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, size: int |
 
         def batch(start: int) -> None:
             out[start:start + step] = _shortlist_rows(retriever, X, start, min(start + step, X.shape[0]), size)
-        in_threads(batch, range(0, X.shape[0], step), workers)
+        in_threads(batch, range(0, X.shape[0], step), default_threads() if threads is None else threads)
         return out
     rows_per_job = step * max(1, -(-X.shape[0] // (step * max(1, workers) * 4)))
     starts = range(0, X.shape[0], rows_per_job)
@@ -358,11 +367,13 @@ class _Block:
 
 @dataclass(frozen=True)
 class _Problem:
-    """What every block trains from: float32 unit rows with int32 indices (liblinear's index type),
+    """What every block trains from: float32 unit rows with int32 indices,
     per label the rows it learns from (``rows``, CSC) and its positives (``Y``, CSC), the
-    settings, the folder finished blocks are written to (``None``: none), and whether their
+    settings, the folder finished blocks are written to (``None``: none), whether their
     weights stay there rather than being sent back (``on_disk``: not with Ray, whose workers
-    may not share this machine's disks)."""
+    may not share this machine's disks), the threads a block's labels train on, and the
+    model's index of the first label of ``Y`` (:func:`add_labels`' new labels come after the
+    old ones; each label's seed is of its index in the model)."""
 
     X: sp.csr_matrix
     rows: sp.csc_matrix
@@ -371,6 +382,8 @@ class _Problem:
     folder: str | None
     fingerprint: str
     on_disk: bool = False
+    threads: int = 1
+    first_label: int = 0
 
 
 #: A block's ``(nonzero weights per label, their feature indices, their values, biases)``;
@@ -420,38 +433,39 @@ def _fit_block(block: _Block, problem: _Problem) -> _Part:
 
 
 def _train_block(block: _Block, problem: _Problem) -> _Part:
-    """The block's labels trained: ``(nonzero weights per label, their feature indices, their
-    values, biases)``."""
-    config = problem.config
-    linear = LinearConfig(C=config.C, prune=config.prune, max_iter=config.max_iter, tol=config.tol, seed=config.seed)
-    fit = fit_label if direct_liblinear_works() else fit_label_sklearn
-    counts, indices, values = [], [], []
-    bias = np.zeros(block.stop - block.start, np.float32)
-    for j, label in enumerate(range(block.start, block.stop)):
-        rows = problem.rows.indices[problem.rows.indptr[label]:problem.rows.indptr[label + 1]]
-        positives = problem.Y.indices[problem.Y.indptr[label]:problem.Y.indptr[label + 1]]
-        y = np.isin(rows, positives).astype(np.float64)
-        if y.all() or not y.any():  # one class: a constant score
-            counts.append(0)
-            bias[j] = 4.0 if y.any() else -4.0
-            continue
-        w, bias[j], _ = fit(_float64_rows(problem.X, rows), y, config.C, linear)
-        keep = np.flatnonzero(np.abs(w) >= config.prune) if config.prune else np.flatnonzero(w)
-        if config.label_weights is not None and len(keep) > config.label_weights:  # its largest (ties: lower features)
-            keep = np.sort(keep[np.argsort(-np.abs(w[keep]), kind="stable")[:config.label_weights]])
-        counts.append(len(keep))
-        indices.append(keep.astype(np.int32))
-        values.append(w[keep].astype(np.float32))
-    return (np.asarray(counts, np.int64), np.concatenate(indices) if indices else np.zeros(0, np.int32),
-            np.concatenate(values) if values else np.zeros(0, np.float32), bias)
+    """The block's labels trained (:func:`~holoxmc.models.linear.dcd.fit_labels_dcd`, each label
+    seeded by its index in the model): ``(nonzero weights per label, their feature indices,
+    their values, biases)``. Its labels run in chunks on ``problem.threads`` threads; each
+    label's weights depend only on its rows and seed, so the block is the same at any count."""
+    config, m = problem.config, block.stop - block.start
+    X, rows, Y = problem.X, problem.rows, problem.Y
+    seeds = np.array([label_seed(config.seed, problem.first_label + label) for label in range(block.start, block.stop)],
+                     np.uint64)
+    step = max(1, min(_CHUNK_LABELS, -(-m // (4 * problem.threads))))
+    chunks: list[Any] = [None] * len(range(0, m, step))
+
+    def chunk(at: int) -> None:
+        labels = np.arange(block.start + at, min(block.start + at + step, block.stop), dtype=np.int64)
+        chunks[at // step] = fit_labels_dcd(X.data, X.indices, X.indptr, X.shape[1], rows.indptr, rows.indices, Y.indptr, Y.indices,
+                                            labels, seeds[at:at + len(labels)], float(config.C), 1.0, float(config.tol),
+                                            int(config.max_iter), float(config.prune), int(config.label_weights or 0))
+    in_threads(chunk, range(0, m, step), problem.threads)
+    classes = np.concatenate([c[0] for c in chunks])
+    bias = np.concatenate([c[4] for c in chunks]).astype(np.float32)
+    bias[classes != 0] = 4.0 * classes[classes != 0]  # one class: a constant score
+    return (np.concatenate([c[1] for c in chunks]), np.concatenate([c[2] for c in chunks]).astype(np.int32),
+            np.concatenate([c[3] for c in chunks]).astype(np.float32), bias)
 
 
-def _float64_rows(X: sp.csr_matrix, rows: np.ndarray) -> sp.csr_matrix:
-    """Rows ``rows`` of float32 CSR ``X`` as float64 with int32 indices (liblinear's types):
-    one label's few rows converted, not the whole matrix kept in float64."""
-    part = X[rows]
-    return sp.csr_matrix((part.data.astype(np.float64), part.indices.astype(np.int32, copy=False),
-                          part.indptr.astype(np.int32, copy=False)), shape=part.shape)
+def _run_blocks(blocks: list[_Block], problem: _Problem, workers: int, ray_address: str | None) -> list[_Part]:
+    """:func:`_fit_block` of every block: in this process one block after another, each
+    block's labels on every core (:func:`~holoxmc.sparse.default_threads`), with ``workers=1``
+    and no Ray; else as jobs of :func:`~holoxmc.distributed.run_jobs` (one thread each). The
+    model is the same either way."""
+    if ray_address is None and workers == 1:
+        threaded = replace(problem, threads=default_threads())
+        return [_fit_block(block, threaded) for block in blocks]
+    return run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
 
 
 def _weights(parts: list[_Part], blocks: list[_Block], folder: str | None, n_features: int,
@@ -540,7 +554,7 @@ def fit_matcher(X: sp.csr_matrix, Y: sp.csr_matrix, centroids: sp.csr_matrix,
     with _block_folder(None, ray_address) as folder:
         problem = _Problem(X, _membership(shortlists, Yc, config.negatives, config.seed), sp.csc_matrix(Yc), config,
                            folder, "", on_disk=ray_address is None)
-        parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
+        parts = _run_blocks(blocks, problem, workers, ray_address)
         del problem
         weights, bias = _weights(parts, blocks, folder, X.shape[1], n_clusters)
     return ClusterMatcher(assignment, cluster_centroids, weights, bias, config.beam, config.cluster_weight)
@@ -581,7 +595,10 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
         config: see :class:`RerankConfig` (without a ``shortlist``, :func:`shortlist_rule`
             of ``Y`` gives it).
         X_val, Y_val: the validation split that picks ``alpha`` when ``config.alpha`` is ``None``.
-        workers, ray_address: where the label blocks train (:func:`~holoxmc.distributed.run_jobs`).
+        workers, ray_address: where the label blocks train: with ``workers=1`` and no Ray, in
+            this process, each block's labels on every core (threads; ``torch.set_num_threads``
+            bounds them); else as jobs of :func:`~holoxmc.distributed.run_jobs`. The model is
+            the same either way.
         run_dir: a folder for finished label blocks (none kept when ``None``).
         resume: read the blocks a fit on the same data and settings left in ``run_dir``
             instead of training them (without it, they are trained and written again).
@@ -628,9 +645,9 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     knn: dict[str, Any] = {"neighbours": X, "neighbour_labels": Y, "knn": min(config.knn, X.shape[0] - 1),
                            "knn_weight": config.knn_weight} if config.knn and X.shape[0] > 1 else {}
     if X.nnz >= np.iinfo(np.int32).max:
-        raise InputError(f"rerank trains through liblinear, whose row pointers are 32-bit: {X.nnz} nonzeros "
+        raise InputError(f"the re-rank fit keeps 32-bit row pointers: {X.nnz} nonzeros "
                          "is too many (train on fewer rows)")
-    # liblinear's 32-bit indices; the rows stay float32 (each label's own rows become float64)
+    # 32-bit indices (half the memory of int64); the rows stay float32
     X = sp.csr_matrix((X.data, X.indices.astype(np.int32, copy=False), X.indptr.astype(np.int32, copy=False)),
                       shape=X.shape)
     if config.retriever == "clusters":
@@ -654,7 +671,7 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     blocks = [_Block(start, min(start + config.label_block, n_labels)) for start in range(0, n_labels, config.label_block)]
     with _block_folder(run_dir, ray_address) as folder:
         problem = _Problem(X, rows, sp.csc_matrix(Y), config, folder, fingerprint, on_disk=ray_address is None)
-        parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
+        parts = _run_blocks(blocks, problem, workers, ray_address)
         kept = rows if KEEP_FIT_ROWS.get() else None
         del problem, rows  # memory for the weights and the choice of alpha
         weights, bias = _weights(parts, blocks, folder, X.shape[1], n_labels)
@@ -709,7 +726,7 @@ def add_labels(model: RerankModel, X: Any, Y: Any, config: RerankConfig = Rerank
     if X.shape[1] != model.n_features:
         raise InputError(f"X has {X.shape[1]} features, the model expects {model.n_features}")
     if X.nnz >= np.iinfo(np.int32).max:
-        raise InputError(f"rerank trains through liblinear, whose row pointers are 32-bit: {X.nnz} nonzeros "
+        raise InputError(f"the re-rank fit keeps 32-bit row pointers: {X.nnz} nonzeros "
                          "is too many (train on fewer rows)")
     X = l2_rows(X)
     X = sp.csr_matrix((X.data, X.indices.astype(np.int32, copy=False), X.indptr.astype(np.int32, copy=False)),
@@ -733,8 +750,8 @@ def add_labels(model: RerankModel, X: Any, Y: Any, config: RerankConfig = Rerank
     del shortlists, grown
     blocks = [_Block(start, min(start + config.label_block, new)) for start in range(0, new, config.label_block)]
     with _block_folder(None, ray_address) as folder:
-        problem = _Problem(X, rows, sp.csc_matrix(Y), config, folder, "", on_disk=ray_address is None)
-        parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
+        problem = _Problem(X, rows, sp.csc_matrix(Y), config, folder, "", on_disk=ray_address is None, first_label=old)
+        parts = _run_blocks(blocks, problem, workers, ray_address)
         del problem, rows
         weights, bias = _weights(parts, blocks, folder, X.shape[1], new)
     return retriever.with_scorers(sp.hstack([model.weights, weights], format="csc"),
@@ -828,5 +845,5 @@ def _train_labels(X: sp.csr_matrix, rows: sp.csc_matrix, Y: sp.csc_matrix, confi
     blocks = [_Block(start, min(start + config.label_block, n_labels)) for start in range(0, n_labels, config.label_block)]
     with _block_folder(None, ray_address) as folder:
         problem = _Problem(X, rows, Y, config, folder, "", on_disk=ray_address is None)
-        parts = run_jobs(_fit_block, blocks, problem, workers=workers, ray_address=ray_address, gpu=False)
+        parts = _run_blocks(blocks, problem, workers, ray_address)  # seeded by their order here
         return _weights(parts, blocks, folder, X.shape[1], n_labels)
