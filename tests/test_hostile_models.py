@@ -4,6 +4,7 @@ allocation sized by a number the folder claims."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import subprocess
@@ -129,7 +130,7 @@ def test_a_bad_label_count_is_one_input_error(saved, tmp_path, value):
     _set(("network", "hidden"), "16"), _set(("network", "hidden"), [[16]]), _set(("network", "dim"), 31),
     _set(("network", "dropout"), {"p": 0}), _set(("network", "backbone"), "rnn"), _set(("network", "seed"), -1),
     _set(("network", "n_features"), 19), _set(("params",), []), _set(("params", "lr"), float("inf")),
-], ids=lambda edit: str(id(edit)))
+], ids=lambda edit, n=itertools.count(): f"edit{next(n)}")
 def test_wrong_types_in_config_json_are_one_input_error(saved, tmp_path, edit):
     with pytest.raises(InputError):
         XMCClassifier.load(edited(saved["hrr"], tmp_path, edit))
@@ -225,7 +226,7 @@ def checkpoint(data, tmp_path_factory):
     _set(("history",), {}), _set(("best_score",), float("nan")), _set(("stopped_early",), 0),
     lambda state: state.pop("best_epoch"), lambda state: state.pop("optimizers"), _set(("optimizers",), [1]),
     _set(("epoch",), 10**12),
-], ids=lambda edit: str(id(edit)))
+], ids=lambda edit, n=itertools.count(): f"edit{next(n)}")
 def test_a_tampered_checkpoint_state_is_one_input_error(checkpoint, edit):
     run_dir, original, fit = checkpoint
     (run_dir / "checkpoint.safetensors").write_bytes(original)
