@@ -32,7 +32,7 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
                              "split-file sets split_column")
     parser.add_argument("--text-features", metavar="NAME",
                         help="how raw texts become TF-IDF features: "
-                             + "; ".join(f"{name} ({row.help})" for name, row in TEXT_FEATURES.items())
+                             + "; ".join(f"{name}: {row.help}" for name, row in TEXT_FEATURES.items())
                              + f" (default {DEFAULT_TEXT_FEATURES}); --data-option min_df, ngrams, max_features "
                              "override its values")
 

@@ -57,9 +57,9 @@ class TextFeatures:
 #: until that cost is weighed. ``min_df``, ``ngrams`` and ``max_features`` given as options
 #: override the named row's values.
 TEXT_FEATURES: dict[str, TextFeatures] = {
-    "words": TextFeatures(1, help="words"),
+    "words": TextFeatures(1, help="words alone"),
     "words+pairs": TextFeatures(2, help="words and word pairs"),
-    "words+pairs+chars": TextFeatures(2, chars=(2, 5), help="words, word pairs and 2-5 character runs"),
+    "words+pairs+chars": TextFeatures(2, chars=(2, 5), help="words, word pairs and runs of 2-5 characters"),
 }
 DEFAULT_TEXT_FEATURES = "words+pairs"
 DEFAULT_NGRAMS = TEXT_FEATURES[DEFAULT_TEXT_FEATURES].ngrams
