@@ -26,6 +26,14 @@ times are those of ``baselines.measure``. PECOS pins numpy < 2, so its rows run 
 Python of ``--pecos-python`` (default ``.venv-pecos/bin/python``, made as baselines.py
 describes); without it they are recorded as not run, with the reason.
 
+Featurisations (``--features``, raw-text sets only): ``default`` reads the texts as
+holoxmc's default does (:data:`holoxmc.data.text.DEFAULT_TEXT_FEATURES`); ``words``
+(word TF-IDF), ``words+pairs-100k`` (words and word pairs, the 100,000 most frequent terms)
+and ``words+pairs+chars`` (adds 2-5 character runs) are the three standard ones a library
+is run on; every featurisation's rows are keyed ``MODEL [FEATURES]`` (``default``: ``MODEL``),
+and the goals check compares holoxmc's row with the best library row of any featurisation.
+``--cache-dir`` keeps each featurised split (``holoxmc.data.load``'s cache) for the next model.
+
 Results are merged (per set and model) into ``--out`` and printed as one table, followed by
 the issue-31 goals check for ``holoxmc-default``.
 
@@ -33,6 +41,7 @@ Usage:
     python benchmarks/panel.py --threads 2                  # the whole panel
     python benchmarks/panel.py --sets bibtex realistic-1k --models holoxmc-default napkinxc-plt
     python benchmarks/panel.py --quick --out /tmp/panel.json  # tiny sets, for the test suite
+    python benchmarks/panel.py --sets reuters --models omikuji --features words --cache-dir /tmp/panel-cache
 """
 
 from __future__ import annotations
@@ -67,6 +76,11 @@ QUICK_MODELS = ("holoxmc-linear", "napkinxc-plt")
 COLUMNS = ("P@1", "P@5", "PSP@5", "fit_seconds", "predict_ms_per_point", "peak_rss_mb")
 HEADER = "| set | N train / test | L | model | P@1 | P@5 | PSP@5 | fit s | top-5 ms/pt | peak MB |"
 
+#: --features: the load options of a raw-text set (issue 49's three standard featurisations, and holoxmc's default)
+FEATURISATIONS = {"default": {}, "words": {"text_features": "words"},
+                  "words+pairs-100k": {"text_features": "words+pairs", "max_features": 100_000},
+                  "words+pairs+chars": {"text_features": "words+pairs+chars"}}
+
 #: make_multilabel_classification arguments: (train rows, test rows, features, labels)
 MLC = {"mlc-tiny": (400, 100, 50, 20), "mlc-3k": (3_200, 800, 300, 120), "mlc-16k": (16_000, 4_000, 1_000, 500)}
 #: make_realistic arguments: (train rows, test rows, labels, features, seed)
@@ -74,8 +88,9 @@ REALISTIC = {"realistic-tiny": (600, 150, 60, 400, 5), "realistic-1k": (10_000, 
              "realistic-10k": (20_000, 5_000, 10_000, 20_000, 2)}
 
 
-def load_set(name: str) -> tuple[Any, Any]:
-    """The (train, test) :class:`holoxmc.data.Dataset` pair of a panel set.
+def load_set(name: str, features: str = "default", cache_dir: Path | None = None) -> tuple[Any, Any]:
+    """The (train, test) :class:`holoxmc.data.Dataset` pair of a panel set (a raw-text set
+    read as ``FEATURISATIONS[features]`` says, kept in ``cache_dir`` if given).
 
     Example:
         >>> train, test = load_set("mlc-tiny")
@@ -84,6 +99,8 @@ def load_set(name: str) -> tuple[Any, Any]:
     """
     from holoxmc.data import Dataset, load, make_realistic
 
+    if features != "default" and (name in MLC or name in REALISTIC or name in ("bibtex", "delicious")):
+        raise SystemExit(f"--features {features}: {name} has no raw text")
     if name in MLC:
         from sklearn.datasets import make_multilabel_classification
         from sklearn.preprocessing import normalize
@@ -100,8 +117,9 @@ def load_set(name: str) -> tuple[Any, Any]:
     source = REALDATA_ROOT / name if name in REALDATA_SETS else name
     if name in REALDATA_SETS and not (source / "train.jsonl").exists():
         raise SystemExit(f"{source}/train.jsonl not found: run benchmarks/realdata/build_{name}.py first")
-    train = load(source, "train")
-    return train, load(source, "test", widths=(train.n_features, train.n_labels))
+    options = FEATURISATIONS[features]
+    train = load(source, "train", cache_dir=cache_dir, **options)
+    return train, load(source, "test", widths=(train.n_features, train.n_labels), cache_dir=cache_dir, **options)
 
 
 def model_fit(model: str, threads: int) -> Callable:
@@ -138,7 +156,18 @@ def missing_head(model: str) -> str | None:
     return None if head in HEADS or head in SELECTORS else f"not run: holoxmc has no head={head!r} yet (heads: {', '.join(HEADS)})"
 
 
-def run_child(set_name: str, model: str, threads: int) -> None:
+def row_key(model: str, features: str) -> str:
+    """A result row's key: the model, with its featurisation unless the default.
+
+    Example:
+        >>> row_key("omikuji", "words"), row_key("omikuji", "default")
+        ('omikuji [words]', 'omikuji')
+    """
+    return model if features == "default" else f"{model} [{features}]"
+
+
+def run_child(set_name: str, model: str, threads: int, features: str = "default",
+              cache_dir: Path | None = None) -> None:
     """Fit and score one model on one set in this process; print the row as JSON."""
     import torch
 
@@ -146,13 +175,14 @@ def run_child(set_name: str, model: str, threads: int) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from baselines import measure
 
-    train, test = load_set(set_name)
-    row = measure(model_fit(model, threads), train, test)
+    train, test = load_set(set_name, features, cache_dir)
+    row = measure(model_fit(model, threads), train, test) | {"n_features": train.n_features}
     shape = {"n_train": len(train), "n_test": len(test), "n_labels": train.n_labels, "n_features": train.n_features}
     print(json.dumps({"row": row, "shape": shape}))
 
 
-def run_isolated(set_name: str, model: str, threads: int, pecos_python: Path, timeout: float) -> dict[str, Any]:
+def run_isolated(set_name: str, model: str, threads: int, pecos_python: Path, timeout: float,
+                 features: str = "default", cache_dir: Path | None = None) -> dict[str, Any]:
     """One (set, model) in a fresh process; its row, or ``{"error": ...}`` when it did not finish."""
     python = str(pecos_python) if model == "pecos-xrlinear" else sys.executable
     missing = missing_head(model)
@@ -162,7 +192,8 @@ def run_isolated(set_name: str, model: str, threads: int, pecos_python: Path, ti
         return {"error": f"not run: no PECOS environment at {pecos_python} (see benchmarks/baselines.py)"}
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
                OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    command = [python, str(Path(__file__).resolve()), "--child", set_name, model, "--threads", str(threads)]
+    command = [python, str(Path(__file__).resolve()), "--child", set_name, model, "--threads", str(threads),
+               "--features", features, *(["--cache-dir", str(cache_dir)] if cache_dir else [])]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
     except subprocess.TimeoutExpired:
@@ -202,7 +233,7 @@ def goals(results: dict[str, Any], sets: list[str], model: str = "holoxmc-defaul
     for name in sets:
         models = results["sets"].get(name, {}).get("models", {})
         ours = models.get(model, {})
-        theirs = {m: r for m, r in models.items() if m in BASELINE_MODELS and "error" not in r}
+        theirs = {m: r for m, r in models.items() if m.split(" [")[0] in BASELINE_MODELS and "error" not in r}
         if "error" in ours or not ours or not theirs:
             lines.append(f"- {name}: not comparable (missing rows)")
             continue
@@ -228,10 +259,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--pecos-python", type=Path, default=PECOS_PYTHON)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds for one model on one set")
+    parser.add_argument("--features", choices=list(FEATURISATIONS), default="default",
+                        help="how a raw-text set becomes features (default: holoxmc's default)")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="keep featurised splits here for the next model")
     parser.add_argument("--child", nargs=2, metavar=("SET", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        run_child(*args.child, args.threads)
+        run_child(*args.child, args.threads, args.features, args.cache_dir)
         return
     sets = args.sets or list(QUICK_SETS if args.quick else SETS)
     models = args.models or list(QUICK_MODELS if args.quick else MODELS)
@@ -243,12 +277,13 @@ def main(argv: list[str] | None = None) -> None:
     results["command"] = " ".join(["python benchmarks/panel.py", *(argv if argv is not None else sys.argv[1:])])
     for name in sets:
         for model in models:
-            outcome = run_isolated(name, model, args.threads, args.pecos_python, args.timeout)
+            outcome = run_isolated(name, model, args.threads, args.pecos_python, args.timeout, args.features,
+                                   args.cache_dir)
             entry = results["sets"].setdefault(name, {"models": {}})
-            entry.setdefault("models", {})[model] = outcome.get("row", outcome)
+            entry.setdefault("models", {})[row_key(model, args.features)] = outcome.get("row", outcome)
             if "shape" in outcome:
                 entry["shape"] = outcome["shape"]
-            print(json.dumps({"set": name, "model": model, **outcome}), flush=True)
+            print(json.dumps({"set": name, "model": model, "features": args.features, **outcome}), flush=True)
             args.out.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_json(args.out, results)
     print()

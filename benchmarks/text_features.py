@@ -29,11 +29,13 @@ from holoxmc.data.readers import JsonlRecords
 from holoxmc.estimator import XMCClassifier
 from holoxmc.train import split_validation
 
-#: name -> TextEncoder.fit keywords.
+#: name -> TextEncoder.fit keywords (featurisations of holoxmc.data.text.TEXT_FEATURES, and variants).
 CANDIDATES = {
-    "words": {"ngrams": 1, "min_df": 2},
-    "words 1-2": {"ngrams": 2, "min_df": 2},
-    "words 1-2, 100K": {"ngrams": 2, "min_df": 2, "max_features": 100_000},
+    "words": {"text_features": "words"},
+    "words+pairs": {"text_features": "words+pairs"},
+    "words+pairs, 100K": {"text_features": "words+pairs", "max_features": 100_000},
+    "words+pairs+chars": {"text_features": "words+pairs+chars"},
+    "words+pairs+chars, 100K": {"text_features": "words+pairs+chars", "max_features": 100_000},
 }
 
 
@@ -47,16 +49,19 @@ def main() -> None:
     parser.add_argument("--head", default="rerank")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--candidates", nargs="+", choices=list(CANDIDATES), default=list(CANDIDATES),
+                        help="the featurisations to run (the choice is among those run)")
     args = parser.parse_args()
     rows = []
     for name in args.datasets:
-        train = load(name, "train")
+        train = load(name, "train", text_features="words")  # groups found as in the first run (words)
         names = train.label_names
         labels = [[names[j] for j in row.indices] for row in train.Y]
         codes = check_groups(train.groups, len(train)) if train.groups is not None \
             else near_duplicate_groups(train.X, 0.9)
         fit_rows, val_rows = split_validation(len(train), 0.2, args.seed, codes)
-        for candidate, options in CANDIDATES.items():
+        for candidate in args.candidates:
+            options = CANDIDATES[candidate]
             started = time.perf_counter()
             encoder = TextEncoder.fit([train.texts[i] for i in fit_rows], names, **options)
             X_fit, X_val = (encoder.features([train.texts[i] for i in rows]) for rows in (fit_rows, val_rows))
@@ -67,7 +72,8 @@ def main() -> None:
             row = {"dataset": os.path.basename(os.path.normpath(name)), "candidate": candidate, "head": args.head,
                    "features": int(X_fit.shape[1]), "val_P@1": metrics["P@1"], "val_P@5": metrics["P@5"],
                    "val_rows": int(len(val_rows)), "groups": "field" if train.groups is not None else "near-duplicates",
-                   "seconds": time.perf_counter() - started, "load": os.getloadavg()[0]}
+                   "seconds": time.perf_counter() - started, "load": os.getloadavg()[0],
+                   "date": time.strftime("%Y-%m-%d")}
             rows.append(row)
             print(json.dumps(row), flush=True)
             if args.out:
@@ -77,7 +83,7 @@ def main() -> None:
     for held in sets:
         others = [s for s in sets if s != held]
         means = {c: np.mean([r["val_P@1"] for r in rows if r["candidate"] == c and r["dataset"] in others])
-                 for c in CANDIDATES}
+                 for c in args.candidates}
         print(f"leave out {held}: choose {max(means, key=means.get)!r} ({', '.join(f'{c} {m:.2f}' for c, m in means.items())})")
 
 

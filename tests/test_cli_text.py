@@ -91,7 +91,7 @@ def test_a_text_run_trained_with_data_options_evaluates_and_predicts_its_own_set
     assert main(["predict", str(run), str(text_set), "--top-k", "2"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 80
     assert main(["evaluate", str(run), str(text_set), "--data-option", "min_df=1"]) == 2
-    assert "--data-option does not apply" in capsys.readouterr().err
+    assert "--data-option and --text-features do not apply" in capsys.readouterr().err
 
 
 def test_a_run_on_word_pairs_encodes_new_texts_with_them(text_set, tmp_path, capsys):
@@ -104,6 +104,23 @@ def test_a_run_on_word_pairs_encodes_new_texts_with_them(text_set, tmp_path, cap
     assert main(["evaluate", str(run), str(text_set), "--output", str(tmp_path / "e.json")]) == 0
     expected = json.loads((run / "metrics.json").read_text())["test"]
     assert {k: v for k, v in json.loads((tmp_path / "e.json").read_text())["metrics"].items() if k in expected} == expected
+
+
+def test_text_features_flag_trains_on_character_runs_and_predicts_with_them(text_set, tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = ["train", str(text_set), "--model", "linear", "--out", str(run), "--text-features", "words+pairs+chars", "--quiet"]
+    assert main(argv) == 0
+    assert json.loads((run / "metrics.json").read_text())["data"]["options"] == {"text_features": "words+pairs+chars"}
+    encoder = TextEncoder.load(run / TEXT_ENCODER_FILE)
+    assert encoder.chars is not None and XMCClassifier.load(run).n_features_ == encoder.n_features
+    assert main(["evaluate", str(run), str(text_set), "--output", str(tmp_path / "e.json")]) == 0
+    expected = json.loads((run / "metrics.json").read_text())["test"]
+    assert {k: v for k, v in json.loads((tmp_path / "e.json").read_text())["metrics"].items() if k in expected} == expected
+    capsys.readouterr()
+    assert main(["predict", str(run), str(text_set / "test.jsonl"), "--top-k", "1"]) == 0
+    test = read_jsonl(text_set / "test.jsonl")
+    predicted = [int(line.split(":")[0]) for line in capsys.readouterr().out.splitlines()]
+    assert predicted == XMCClassifier.load(run).predict_topk(encoder.features(test.texts), k=1)[0][:, 0].tolist()
 
 
 def test_text_encoder_is_the_one_the_dataset_was_made_with(text_set, tmp_path):
@@ -123,7 +140,10 @@ def test_text_encoder_is_the_one_the_dataset_was_made_with(text_set, tmp_path):
     ("unknown-label", "new.jsonl:1: label 'nope' is not in the label vocabulary"),
     ("broken-encoder", "not a text encoder file"),
     ("names-of-a-vectors-run", "has no label names"),
-    ("data-option-for-a-text-run", "encodes raw text with its saved text encoder; --data-option does not apply"),
+    ("data-option-for-a-text-run", "encodes raw text with its saved text encoder; --data-option and --text-features "
+                                   "do not apply"),
+    ("text-features-for-a-text-run", "--data-option and --text-features do not apply"),
+    ("unknown-text-features", "text_features must be one of words, words+pairs, words+pairs+chars; got 'trigrams'"),
 ])
 def test_text_mismatches_are_one_error(text_set, toy, tmp_path, capsys, case, message):
     text_run, vector_run = tmp_path / "text", tmp_path / "vectors"
@@ -138,6 +158,8 @@ def test_text_mismatches_are_one_error(text_set, toy, tmp_path, capsys, case, me
         "broken-encoder": ["predict", str(text_run), str(new)],
         "names-of-a-vectors-run": ["predict", str(vector_run), str(toy / "toy_test.txt"), "--label-names"],
         "data-option-for-a-text-run": ["predict", str(text_run), str(new), "--data-option", "max_length=8"],
+        "text-features-for-a-text-run": ["evaluate", str(text_run), str(new), "--text-features", "words"],
+        "unknown-text-features": ["train", str(new), "--text-features", "trigrams", "--out", str(tmp_path / "x")],
     }[case]
     if case == "broken-encoder":
         (text_run / TEXT_ENCODER_FILE).write_text('{"format": "holoxmc-text-encoder/1"}')

@@ -95,6 +95,44 @@ def test_ngrams_add_word_runs_to_the_tfidf_terms_and_survive_saving(tmp_path):
             load(folder, "train", min_df=1, ngrams=bad_ngrams)
 
 
+def test_text_features_names_a_featurisation_that_survives_saving(tmp_path):
+    """``text_features`` picks a row of TEXT_FEATURES; character runs are saved with the
+    encoder (format 2), so new texts get the training features; options override the row."""
+    import numpy as np
+
+    from holoxmc.data import TextEncoder
+    from holoxmc.data.text import TEXT_FEATURES
+
+    folder = tmp_path / "Toy"
+    folder.mkdir()
+    rows = [{"id": "1", "text": "red apple pie", "labels": ["food"]}, {"id": "2", "text": "red apple tree", "labels": ["tree"]}]
+    _write_jsonl(folder / "train.jsonl", rows)
+    _write_jsonl(folder / "test.jsonl", [{"id": "3", "text": "apple pie red", "labels": ["food"]}])
+    words = load(folder, "train", min_df=1, text_features="words")
+    assert words.encoder.tfidf.get_feature_names_out().tolist() == ["apple", "pie", "red", "tree"]
+    assert words.encoder.chars is None and words.encoder.to_dict()["format"] == "holoxmc-text-encoder/1"
+    assert load(folder, "train", min_df=1, text_features="words", ngrams=2).n_features == 7  # ngrams overrides
+    chars = load(folder, "test", min_df=1, text_features="words+pairs+chars")
+    low, high = TEXT_FEATURES["words+pairs+chars"].chars
+    char_terms = chars.encoder.chars.get_feature_names_out().tolist()
+    assert {" ap", "pple ", "red "} <= set(char_terms) and all(low <= len(term) <= high for term in char_terms)
+    assert chars.n_features == 7 + len(char_terms) == chars.encoder.n_features
+    assert np.allclose(np.sqrt(chars.X.power(2).sum(axis=1)), 1.0)  # one L2 norm over both blocks
+    state = json.loads(json.dumps(chars.encoder.to_dict()))
+    assert state["format"] == "holoxmc-text-encoder/2" and state["chars"]["analyzer"] == "char_wb"
+    (tmp_path / "encoder.json").write_text(json.dumps(state))
+    restored = TextEncoder.load(tmp_path / "encoder.json")
+    assert (restored.features(chars.texts) != chars.X).nnz == 0
+    for broken in ({"chars": None}, {"format": "holoxmc-text-encoder/3"}, {"chars": state["chars"] | {"analyzer": "word"}},
+                   {"chars": state["chars"] | {"ngram_range": [3, 2]}}):
+        (tmp_path / "bad.json").write_text(json.dumps(state | broken))
+        with pytest.raises(DataFormatError, match="not a text encoder file"):
+            TextEncoder.load(tmp_path / "bad.json")
+    for bad in ("bigrams", 2, None):
+        with pytest.raises(InputError, match=r"text_features must be one of words, words\+pairs, words\+pairs\+chars"):
+            load(folder, "train", min_df=1, text_features=bad)
+
+
 def test_build_label_vocabulary_orders_by_frequency_then_name():
     assert build_label_vocabulary([["z", "y"], ["y"]], [["a"], ["z"]]) == ["y", "z", "a"]
 

@@ -18,6 +18,7 @@ from typing import Any
 from holoxmc.cli import positive_int
 from holoxmc.data import REGISTRY, Dataset, DatasetStats, load
 from holoxmc.data.readers import MAX_GZIP_RATIO
+from holoxmc.data.text import DEFAULT_TEXT_FEATURES, TEXT_FEATURES, text_features_row
 from holoxmc.errors import InputError
 
 __all__ = ["register", "add_data_options", "data_options", "add_cache_options", "cache_dir", "CACHE_ENV"]
@@ -33,6 +34,11 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
                              "and make_synthetic's arguments (n_labels=20000, ...), raw-text sets min_df, "
                              "max_vocab, max_length, ngrams (default 2: words and word pairs; 1: words), max_features, "
                              "split-file sets split_column")
+    parser.add_argument("--text-features", metavar="NAME",
+                        help="how raw texts become TF-IDF features: "
+                             + "; ".join(f"{name}: {row.help}" for name, row in TEXT_FEATURES.items())
+                             + f" (default {DEFAULT_TEXT_FEATURES}); --data-option min_df, ngrams, max_features "
+                             "override its values")
 
 
 def add_cache_options(parser: argparse.ArgumentParser) -> None:
@@ -77,8 +83,12 @@ def cache_dir(args: argparse.Namespace) -> Path | None:
 
 
 def data_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``--data-option`` pairs as ``load`` keywords; numbers parsed as numbers."""
+    """The ``--data-option`` pairs and ``--text-features`` as ``load`` keywords; numbers
+    parsed as numbers; an unknown featurisation is an :class:`InputError` before any work."""
     options: dict[str, Any] = {}
+    if getattr(args, "text_features", None) is not None:
+        text_features_row(args.text_features)
+        options["text_features"] = args.text_features
     for pair in args.data_option:
         key, equals, text = pair.partition("=")
         if not equals or not key:

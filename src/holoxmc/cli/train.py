@@ -746,7 +746,8 @@ def _run_inputs(
             raise InputError(f"{run_dir} was trained on raw text, and {data} has none: give a .jsonl file of "
                              '{"text": ...} lines, a folder with train/test .jsonl files, or a text set such as debtags')
         if options:
-            raise InputError(f"{run_dir} encodes raw text with its saved text encoder; --data-option does not apply")
+            raise InputError(f"{run_dir} encodes raw text with its saved text encoder; --data-option and "
+                             "--text-features do not apply")
         encoder = TextEncoder.load(encoder_file)
         _check_encoder_sizes(encoder, clf, encoder_file)
         records = read_jsonl(text_file, require_labels=labels)
@@ -773,10 +774,8 @@ def _check_encoder_sizes(encoder: Any, clf: Any, where: Path) -> None:
     if len(encoder.labels) != clf.n_labels_:
         raise InputError(f"{where}: names {len(encoder.labels)} labels; the model has {clf.n_labels_} (edited, or "
                          "from another run)")
-    vocabulary = encoder.tfidf.vocabulary if encoder.tfidf.vocabulary is not None \
-        else getattr(encoder.tfidf, "vocabulary_", None)
-    terms = None if vocabulary is None else len(vocabulary)
-    if clf.backbone == "fc" and terms is not None and terms != clf.n_features_:
+    terms = encoder.n_features
+    if clf.backbone == "fc" and terms != clf.n_features_:
         raise InputError(f"{where}: makes {terms} features; the model reads {clf.n_features_} (edited, or from "
                          "another run)")
 

@@ -430,9 +430,11 @@ def load(
             (:class:`InputError`).
         **options: ``synthetic``: ``preset`` (``"demo"``, ``"amazon-670k-like"``) and any
             :func:`make_synthetic` argument (given ``n_points`` without ``n_test``, the test
-            split has ``n_points // 5`` points, whatever the preset's); text sets: ``min_df``, ``max_vocab``,
-            ``max_length``, ``ngrams`` (TF-IDF over runs of up to n words; 1, words alone, by
-            default); split-file sets: ``split_column``. Any other option, or one the
+            split has ``n_points // 5`` points, whatever the preset's); text sets: ``text_features``
+            (a name of :data:`~holoxmc.data.text.TEXT_FEATURES`: ``"words"``, ``"words+pairs"``,
+            the default, ``"words+pairs+chars"``), ``min_df``, ``ngrams`` (TF-IDF over runs of up to
+            n words), ``max_features`` (each overriding the named featurisation's), ``max_vocab``,
+            ``max_length``; split-file sets: ``split_column``. Any other option, or one the
             source does not take, is an :class:`InputError` (never silently ignored).
 
     Returns:

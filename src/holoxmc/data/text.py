@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -20,17 +21,75 @@ if TYPE_CHECKING:  # scikit-learn is imported where a TF-IDF or tokenizer is bui
 
 __all__ = [
     "read_label_vocabulary", "build_label_vocabulary", "labels_to_csr", "fit_tfidf", "Tokenizer", "TextEncoder",
-    "token_counts", "fit_token_idf", "token_tfidf", "TEXT_DEFAULTS",
+    "token_counts", "fit_token_idf", "token_tfidf", "TEXT_DEFAULTS", "TEXT_FEATURES", "TextFeatures",
+    "DEFAULT_TEXT_FEATURES", "text_features_row", "fit_char_tfidf",
 ]
 
+@dataclass(frozen=True)
+class TextFeatures:
+    """One named way raw texts become TF-IDF features (a row of :data:`TEXT_FEATURES`).
+
+    Args:
+        ngrams: TF-IDF over words and runs of up to this many consecutive words (1: words).
+        chars: ``(low, high)``: also TF-IDF over character runs of ``low`` to ``high``
+            characters inside word boundaries (scikit-learn's ``char_wb``), the two blocks
+            side by side and each row L2-normalised as a whole; ``None``: words only.
+        min_df: keep terms in at least this many training texts.
+        max_features: keep the most frequent terms of each block (``None``: all).
+        help: what it is, one phrase.
+
+    Example:
+        >>> TEXT_FEATURES["words"].ngrams, TEXT_FEATURES["words+pairs+chars"].chars
+        (1, (2, 5))
+    """
+
+    ngrams: int
+    chars: tuple[int, int] | None = None
+    min_df: int = 2
+    max_features: int | None = None
+    help: str = ""
+
+
+#: Every featurisation of raw text a user can name (``load(..., text_features=NAME)``,
+#: ``holoxmc train --text-features NAME``). Leave-one-set-out on three grouped real text sets
+#: (docs/tuning.md "Text features") chose word pairs over words, then character runs on every
+#: fold (+0.4 to +1.1 validation P@1) at 7-14x the re-rank fit: the default stays words+pairs
+#: until that cost is weighed. ``min_df``, ``ngrams`` and ``max_features`` given as options
+#: override the named row's values.
+TEXT_FEATURES: dict[str, TextFeatures] = {
+    "words": TextFeatures(1, help="words alone"),
+    "words+pairs": TextFeatures(2, help="words and word pairs"),
+    "words+pairs+chars": TextFeatures(2, chars=(2, 5), help="words, word pairs and runs of 2-5 characters"),
+}
+DEFAULT_TEXT_FEATURES = "words+pairs"
+DEFAULT_NGRAMS = TEXT_FEATURES[DEFAULT_TEXT_FEATURES].ngrams
+
 #: How raw texts become features unless told otherwise (the ``load`` options of raw-text
-#: sets): TF-IDF over words and word pairs (``ngrams=2``, chosen leave-one-set-out on three
-#: grouped real text sets, docs/tuning.md "Text features") of terms in at least ``min_df``
-#: training texts (all, or the ``max_features`` most frequent), and a tokenizer of
-#: ``max_vocab`` words cutting texts at ``max_length`` tokens.
-DEFAULT_NGRAMS = 2
-TEXT_DEFAULTS: dict[str, int | None] = {"min_df": 2, "max_vocab": 50_000, "max_length": 256, "ngrams": DEFAULT_NGRAMS,
-                                        "max_features": None}
+#: sets): :data:`TEXT_FEATURES` row ``text_features`` (``min_df``, ``ngrams``,
+#: ``max_features``: ``None``, that row's), and a tokenizer of ``max_vocab`` words cutting
+#: texts at ``max_length`` tokens.
+TEXT_DEFAULTS: dict[str, int | str | None] = {"text_features": DEFAULT_TEXT_FEATURES, "min_df": None,
+                                              "max_vocab": 50_000, "max_length": 256, "ngrams": None,
+                                              "max_features": None}
+
+
+def text_features_row(name: Any) -> TextFeatures:
+    """The :data:`TEXT_FEATURES` row called ``name``.
+
+    Raises:
+        InputError: ``name`` is not one, naming those that are.
+
+    Example:
+        >>> text_features_row("words").ngrams
+        1
+        >>> text_features_row("bigrams")
+        Traceback (most recent call last):
+        holoxmc.errors.InputError: text_features must be one of words, words+pairs, words+pairs+chars; got 'bigrams'
+    """
+    if not isinstance(name, str) or name not in TEXT_FEATURES:
+        raise InputError(f"text_features must be one of {', '.join(TEXT_FEATURES)}; got {name!r}")
+    return TEXT_FEATURES[name]
+
 
 T = TypeVar("T")
 
@@ -109,6 +168,31 @@ def fit_tfidf(
         vectorizer.fit(train_texts)
     except ValueError as exc:  # empty vocabulary
         raise InputError(f"cannot fit TF-IDF on the training texts: {exc}") from None
+    return vectorizer
+
+
+def fit_char_tfidf(
+    train_texts: list[str], *, chars: tuple[int, int] = (2, 5), min_df: int = 2, max_features: int | None = None
+) -> TfidfVectorizer:
+    """A ``TfidfVectorizer`` (sublinear tf, L2 rows, float32) over runs of ``chars[0]`` to
+    ``chars[1]`` characters inside word boundaries (``char_wb``: each word padded with a
+    space), fitted on the training texts only.
+
+    Example:
+        >>> fit_char_tfidf(["ab", "ab c"], chars=(2, 2), min_df=2).get_feature_names_out().tolist()
+        [' a', 'ab', 'b ']
+    """
+    low, high = chars
+    if not all(type(n) is int for n in (low, high)) or not 1 <= low <= high:
+        raise InputError(f"character runs must be (low, high) with 1 <= low <= high, got {chars!r}")
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(low, high), min_df=min_df,
+                                 max_features=max_features, sublinear_tf=True, dtype=np.float32)
+    try:
+        vectorizer.fit(train_texts)
+    except ValueError as exc:  # empty vocabulary
+        raise InputError(f"cannot fit character TF-IDF on the training texts: {exc}") from None
     return vectorizer
 
 
@@ -258,8 +342,10 @@ class TextEncoder:
 
     Args:
         labels: the label vocabulary (column ``j`` of ``Y`` is ``labels[j]``).
-        tfidf: a fitted ``TfidfVectorizer`` (see :func:`fit_tfidf`).
+        tfidf: a fitted ``TfidfVectorizer`` of words (see :func:`fit_tfidf`).
         tokenizer: a fitted :class:`Tokenizer`, or ``None`` when no tokens are needed.
+        chars: a fitted character ``TfidfVectorizer`` (see :func:`fit_char_tfidf`) whose
+            columns follow the words' (rows L2-normalised as a whole), or ``None``.
 
     Example:
         >>> enc = TextEncoder.fit(["red apple", "green apple", "red car"], ["fruit", "car"], min_df=1)
@@ -268,29 +354,52 @@ class TextEncoder:
         >>> restored = TextEncoder.from_dict(enc.to_dict())
         >>> (restored.features(["apple car"]) != enc.features(["apple car"])).nnz
         0
+        >>> chars = TextEncoder.fit(["red apple", "red car"], ["x"], text_features="words+pairs+chars")
+        >>> chars.n_features, round(float(chars.features(["red"]).power(2).sum()), 5)
+        (11, 1.0)
     """
 
     FORMAT = "holoxmc-text-encoder/1"
+    #: the format of an encoder with character runs (a reader of format 1 refuses it, never drops them)
+    FORMAT_CHARS = "holoxmc-text-encoder/2"
 
-    def __init__(self, labels: list[str], tfidf: TfidfVectorizer, tokenizer: Tokenizer | None = None):
-        self.labels, self.tfidf, self.tokenizer = list(labels), tfidf, tokenizer
+    def __init__(self, labels: list[str], tfidf: TfidfVectorizer, tokenizer: Tokenizer | None = None,
+                 chars: TfidfVectorizer | None = None):
+        self.labels, self.tfidf, self.tokenizer, self.chars = list(labels), tfidf, tokenizer, chars
 
     @classmethod
     def fit(
-        cls, texts: list[str], labels: list[str], *, min_df: int = 2, tokens: bool = False,
-        max_vocab: int = 50_000, max_length: int = 256, ngrams: int = DEFAULT_NGRAMS,
-        max_features: int | None = None,
+        cls, texts: list[str], labels: list[str], *, min_df: int | None = None, tokens: bool = False,
+        max_vocab: int = 50_000, max_length: int = 256, ngrams: int | None = None,
+        max_features: int | None = None, text_features: str = DEFAULT_TEXT_FEATURES,
     ) -> "TextEncoder":
-        """Fit TF-IDF over words and runs of up to ``ngrams`` words (the ``max_features`` most
-        frequent terms; ``None``: all) and, with ``tokens``, a :class:`Tokenizer` of single
-        words, on the training ``texts``."""
-        tfidf = fit_tfidf(texts, min_df=min_df, ngrams=ngrams, max_features=max_features)
+        """Fit TF-IDF as :data:`TEXT_FEATURES` row ``text_features`` says (``min_df``,
+        ``ngrams``, ``max_features`` given: instead of the row's) and, with ``tokens``, a
+        :class:`Tokenizer` of single words, on the training ``texts``."""
+        row = text_features_row(text_features)
+        min_df = row.min_df if min_df is None else min_df
+        max_features = row.max_features if max_features is None else max_features
+        tfidf = fit_tfidf(texts, min_df=min_df, ngrams=row.ngrams if ngrams is None else ngrams,
+                          max_features=max_features)
+        chars = None if row.chars is None else fit_char_tfidf(texts, chars=row.chars, min_df=min_df,
+                                                              max_features=max_features)
         tokenizer = Tokenizer(max_vocab=max_vocab, max_length=max_length).fit(texts) if tokens else None
-        return cls(labels, tfidf, tokenizer)
+        return cls(labels, tfidf, tokenizer, chars)
+
+    @property
+    def n_features(self) -> int:
+        """Columns of :meth:`features`: the words' terms, then the character runs'."""
+        return sum(len(_terms(vectorizer)) for vectorizer in (self.tfidf, self.chars) if vectorizer is not None)
 
     def features(self, texts: list[str]) -> sp.csr_matrix:
-        """``(len(texts), n_terms)`` float32 TF-IDF rows."""
-        return self.tfidf.transform(texts).astype(np.float32)
+        """``(len(texts), n_features)`` float32 TF-IDF rows."""
+        words = self.tfidf.transform(texts).astype(np.float32)
+        if self.chars is None:
+            return words
+        from sklearn.preprocessing import normalize
+
+        both = sp.hstack([words, self.chars.transform(texts).astype(np.float32)], format="csr")
+        return sp.csr_matrix(normalize(both), dtype=np.float32)
 
     def tokens(self, texts: list[str]) -> np.ndarray:
         """``(len(texts), max_length)`` padded token ids; needs a tokenizer."""
@@ -299,45 +408,31 @@ class TextEncoder:
         return self.tokenizer.transform(texts)
 
     def to_dict(self) -> dict[str, Any]:
-        """Label vocabulary, TF-IDF terms (in column order) and weights, tokenizer: JSON-ready."""
-        return {
-            "format": self.FORMAT,
+        """Label vocabulary, TF-IDF terms (in column order) and weights of the words (and of
+        the character runs, if any), tokenizer: JSON-ready."""
+        state = {
+            "format": self.FORMAT if self.chars is None else self.FORMAT_CHARS,
             "labels": self.labels,
-            "tfidf": {"terms": self.tfidf.get_feature_names_out().tolist(), "idf": self.tfidf.idf_.tolist(),
-                      "sublinear_tf": self.tfidf.sublinear_tf, "norm": self.tfidf.norm,
-                      "ngram_range": list(self.tfidf.ngram_range)},
+            "tfidf": _vectorizer_state(self.tfidf),
             "tokenizer": None if self.tokenizer is None else self.tokenizer.to_dict(),
         }
+        if self.chars is not None:
+            state["chars"] = _vectorizer_state(self.chars)
+        return state
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> "TextEncoder":
         """Inverse of :meth:`to_dict` (raises ``KeyError``/``TypeError``/``ValueError`` on bad state)."""
-        if not isinstance(state, dict) or state.get("format") != cls.FORMAT:
+        formats = (cls.FORMAT, cls.FORMAT_CHARS)
+        if not isinstance(state, dict) or state.get("format") not in formats:
             raise ValueError(f"format {state.get('format') if isinstance(state, dict) else state!r}, "
-                             f"expected {cls.FORMAT!r}")
-        tfidf_state = state["tfidf"]
-        if not isinstance(tfidf_state, dict):
-            raise ValueError("'tfidf' must be a JSON object")
-        for key, values in (("labels", state["labels"]), ("tfidf.terms", tfidf_state["terms"])):
-            if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
-                raise ValueError(f"{key!r} must be a list of strings")
-        if tfidf_state["norm"] not in ("l1", "l2", None):
-            raise ValueError(f"TF-IDF norm {tfidf_state['norm']!r}, expected 'l1', 'l2' or null")
-        ngram_range = tuple(tfidf_state.get("ngram_range", (1, 1)))  # files written before the option: words
-        if len(ngram_range) != 2 or not all(type(n) is int for n in ngram_range) \
-                or ngram_range[0] != 1 or ngram_range[1] < 1:
-            raise ValueError(f"TF-IDF ngram_range {list(ngram_range)}, expected [1, n] with n >= 1")
-        from sklearn.feature_extraction.text import TfidfVectorizer
-
-        tfidf = TfidfVectorizer(vocabulary=[str(term) for term in tfidf_state["terms"]], dtype=np.float32,
-                                sublinear_tf=bool(tfidf_state["sublinear_tf"]), norm=tfidf_state["norm"],
-                                ngram_range=ngram_range)
-        idf = np.asarray(tfidf_state["idf"], dtype=np.float32)
-        if idf.shape != (len(tfidf_state["terms"]),):
-            raise ValueError(f"{idf.shape[0] if idf.ndim else 0} idf weights for {len(tfidf_state['terms'])} terms")
-        tfidf.idf_ = idf
+                             f"expected {' or '.join(map(repr, formats))}")
+        if not isinstance(state["labels"], list) or not all(isinstance(label, str) for label in state["labels"]):
+            raise ValueError("'labels' must be a list of strings")
+        tfidf = _vectorizer_from_state(state["tfidf"], "tfidf")
+        chars = _vectorizer_from_state(state["chars"], "chars") if state["format"] == cls.FORMAT_CHARS else None
         tokenizer = None if state["tokenizer"] is None else Tokenizer.from_dict(state["tokenizer"])
-        return cls([str(label) for label in state["labels"]], tfidf, tokenizer)
+        return cls([str(label) for label in state["labels"]], tfidf, tokenizer, chars)
 
     def save(self, path: str | os.PathLike) -> None:
         """Write :meth:`to_dict` as JSON (atomically)."""
@@ -347,6 +442,47 @@ class TextEncoder:
     def load(cls, path: str | os.PathLike) -> "TextEncoder":
         """Read a file written by :meth:`save`; anything else is one :class:`DataFormatError`."""
         return _load_state(path, cls.from_dict, "text encoder")
+
+
+def _terms(vectorizer: TfidfVectorizer) -> list[str]:
+    """A fitted or restored vectorizer's terms in column order."""
+    return vectorizer.get_feature_names_out().tolist()
+
+
+def _vectorizer_state(vectorizer: TfidfVectorizer) -> dict[str, Any]:
+    """A TF-IDF vectorizer's terms, idf weights and settings, JSON-ready (character runs:
+    ``"analyzer": "char_wb"``; words leave it out, as files written before it did)."""
+    state = {"terms": _terms(vectorizer), "idf": vectorizer.idf_.tolist(), "sublinear_tf": vectorizer.sublinear_tf,
+             "norm": vectorizer.norm, "ngram_range": list(vectorizer.ngram_range)}
+    return state if vectorizer.analyzer == "word" else state | {"analyzer": vectorizer.analyzer}
+
+
+def _vectorizer_from_state(state: Any, key: str) -> TfidfVectorizer:
+    """Inverse of :func:`_vectorizer_state` (``ValueError`` on bad state; ``key`` names it)."""
+    if not isinstance(state, dict):
+        raise ValueError(f"{key!r} must be a JSON object")
+    if not isinstance(state["terms"], list) or not all(isinstance(term, str) for term in state["terms"]):
+        raise ValueError(f"'{key}.terms' must be a list of strings")
+    if state["norm"] not in ("l1", "l2", None):
+        raise ValueError(f"TF-IDF norm {state['norm']!r}, expected 'l1', 'l2' or null")
+    analyzer = state.get("analyzer", "word")
+    if analyzer not in ("word", "char_wb") or (key == "chars") != (analyzer == "char_wb"):
+        raise ValueError(f"'{key}.analyzer' {analyzer!r}, expected {'char_wb' if key == 'chars' else 'word'!r}")
+    ngram_range = tuple(state.get("ngram_range", (1, 1)))  # files written before the option: words
+    if len(ngram_range) != 2 or not all(type(n) is int for n in ngram_range) \
+            or not 1 <= ngram_range[0] <= ngram_range[1] or (analyzer == "word" and ngram_range[0] != 1):
+        raise ValueError(f"TF-IDF ngram_range {list(ngram_range)}, expected [{'1' if analyzer == 'word' else 'low'}, "
+                         "high] with 1 <= low <= high")
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vectorizer = TfidfVectorizer(vocabulary=[str(term) for term in state["terms"]], dtype=np.float32,
+                                 sublinear_tf=bool(state["sublinear_tf"]), norm=state["norm"],
+                                 ngram_range=ngram_range, analyzer=analyzer)
+    idf = np.asarray(state["idf"], dtype=np.float32)
+    if idf.shape != (len(state["terms"]),):
+        raise ValueError(f"{idf.shape[0] if idf.ndim else 0} idf weights for {len(state['terms'])} terms")
+    vectorizer.idf_ = idf
+    return vectorizer
 
 
 def _load_state(path: str | os.PathLike, from_dict: Callable[[Any], T], kind: str) -> T:
