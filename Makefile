@@ -31,9 +31,8 @@ demo: $(RUNTIME_STAMP)
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 
-# The suite on every core (pytest-xdist; the modules that start Ray share one worker: tests/conftest.py).
 test: lint
-	$(PY) -m pytest -q -n auto --dist loadgroup
+	$(PY) -m pytest -q
 	$(MAKE) docs
 
 # The docs site (MkDocs + mkdocstrings); --strict turns every warning, a broken link included, into an error.

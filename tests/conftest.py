@@ -17,18 +17,6 @@ from holoxmc.data import make_synthetic
 from holoxmc.data.readers import write_xml_repo
 
 
-#: Test modules that start local Ray instances: under pytest-xdist (``make test`` runs
-#: ``-n auto --dist loadgroup``) they share one worker, so that no two instances start at once.
-RAY_MODULES = frozenset({"test_cli_train.py", "test_data_parallel.py", "test_distributed.py", "test_estimator.py",
-                         "test_linear.py", "test_solar_train.py", "test_text_fusion.py"})
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.path.name in RAY_MODULES:
-            item.add_marker(pytest.mark.xdist_group("ray"))
-
-
 @pytest.fixture(autouse=True)
 def _torch_threads_restored():
     """Every test ends with torch's thread count as it began: a test that trains at one
