@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -84,9 +85,39 @@ def tiny(tmp_path_factory) -> Path:
     return folder
 
 
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (children, theirs, ...), read from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # ended meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (no process, or a zombie waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def _kill_during_epochs(command: list[str], run_dir: Path, after_epoch: int = 2) -> int:
     """Start the training ``command`` (writing to ``run_dir``), SIGKILL it with all its
-    children once its checkpoint has passed ``after_epoch``, and return the checkpoint's epoch."""
+    descendants once its checkpoint has passed ``after_epoch``, wait until they have ended,
+    and return the checkpoint's epoch.
+
+    The descendants are found in ``/proc``, not by process group: torchrun starts each
+    worker in a session of its own, where a signal to the launcher's group does not reach
+    it (an orphaned rank would finish the run behind the test's back)."""
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     checkpoint = run_dir / "checkpoint.json"
     deadline = time.monotonic() + 120
@@ -94,8 +125,15 @@ def _kill_during_epochs(command: list[str], run_dir: Path, after_epoch: int = 2)
         if checkpoint.exists() and json.loads(checkpoint.read_text())["epoch"] >= after_epoch:
             break
         time.sleep(0.05)
-    os.killpg(process.pid, signal.SIGKILL)  # a launcher and its workers, if any
+    os.kill(process.pid, signal.SIGSTOP)  # starts no worker while they are collected
+    workers = _descendants(process.pid)
+    for pid in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    while not all(_gone(pid) for pid in workers):
+        time.sleep(0.01)
     assert not (run_dir / "metrics.json").exists(), "the run finished before it could be killed"
     return json.loads(checkpoint.read_text())["epoch"]
 

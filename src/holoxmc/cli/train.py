@@ -295,7 +295,7 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
     dangling link, not a folder holoxmc did not make), the options, and both data splits."""
 
     run_dir: Path = args.out
-    finished = _finished(run_dir)  # every rank: none may wait for another
+    finished = _of_rank_zero(world, _finished(run_dir))  # one view: no rank may wait for another
     if finished and not args.resume:
         raise InputError(f"{run_dir}: holds a finished run; choose another --out")
     if rank == 0:
@@ -338,14 +338,15 @@ def _train(args: argparse.Namespace, rank: int, world: int) -> int:
 
     clf = XMCClassifier(**params)
     if rank > 0:  # trains its share of every batch; rank 0 reads and writes the run
-        clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume, **fit_params)
+        if _of_rank_zero(world, None) == "train":
+            clf.fit(X_train, train.Y, run_dir=run_dir, resume=args.resume, **fit_params)
         return 0
     created = not run_dir.exists()
     claim_run_dir(run_dir)
     try:
         with run_lock(run_dir, settings, resume=args.resume):
             check_run_dir(run_dir, resume=args.resume)  # again under the lock: another run may have ended since
-            if _finished(run_dir):
+            if _of_rank_zero(world, "complete" if _finished(run_dir) else "train") == "complete":
                 _complete(run_dir)
                 return 0
             _fit_and_write(args, clf, train, test, X_train, X_test, load_options, evaluation, fit_params)
@@ -387,6 +388,19 @@ def _data_shape(dataset: Any) -> tuple[int, int, int, int, int]:
     """``(rows, features, nnz, labels, label nnz)`` of a split's sparse features and labels."""
     X = dataset.X
     return X.shape[0], X.shape[1], int(X.nnz), dataset.Y.shape[1], int(dataset.Y.nnz)
+
+
+def _of_rank_zero(world: int, value: Any) -> Any:
+    """Rank 0's ``value`` on every rank (under torchrun; ``value`` itself in one process).
+
+    Whether the run is finished is rank 0's view alone, the last one under the run's
+    lock: were a rank to look for itself, a run that another process finished in between
+    would have one rank train while rank 0 leaves, each waiting for the other for ever."""
+    if world == 1:
+        return value
+    from holoxmc.distributed.data_parallel import from_rank_zero
+
+    return from_rank_zero(value)
 
 
 def _finished(run_dir: Path) -> bool:
