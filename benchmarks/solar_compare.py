@@ -11,6 +11,7 @@ Usage:
     python benchmarks/solar_compare.py realistic-10k --eval val --threads 2 \
         --configs '{"prior_bias": false}' '{"prior_bias": true}' --out benchmarks/results/solar_tuning.jsonl
     python benchmarks/solar_compare.py delicious --eval test --configs '{}' '{"loss": "sampled"}'
+    python benchmarks/solar_compare.py var-100k --generate '{"n_points": 30000, ...}' --eval val --configs ...
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from holoxmc.data import load
+from holoxmc.data import load, make_realistic
 from holoxmc.metrics import evaluate
 from holoxmc.models.solar.fit import SolarConfig, fit_solar
 from holoxmc.train.trainer import split_validation
@@ -53,7 +54,9 @@ def recall_at(indices: np.ndarray, Y, k: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("data")
+    parser.add_argument("data", help="a registry name, or the name of a --generate set")
+    parser.add_argument("--generate", default=None,
+                        help="make_realistic's knobs as JSON (a set of its own, used for choosing): DATA names it")
     parser.add_argument("--configs", nargs="+", required=True, help="SolarConfig options as JSON, one per fit")
     parser.add_argument("--eval", choices=["val", "test"], default="val")
     parser.add_argument("--max-eval", type=int, default=None, help="score only the first N evaluation rows")
@@ -66,12 +69,13 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    train = load(args.data, "train")
+    generated = make_realistic(**json.loads(args.generate), name=args.data) if args.generate else None
+    train = generated[0] if generated else load(args.data, "train")
     if args.eval == "val":
         fit_rows, val_rows = split_validation(train.X.shape[0], 0.1, 0)
         X, Y, X_eval, Y_eval = train.X[fit_rows], train.Y[fit_rows], train.X[val_rows], train.Y[val_rows]
     else:
-        test = load(args.data, "test")
+        test = generated[1] if generated else load(args.data, "test")
         X, Y, X_eval, Y_eval = train.X, train.Y, test.X, test.Y
     if args.max_eval:
         X_eval, Y_eval = X_eval[: args.max_eval], Y_eval[: args.max_eval]
@@ -91,7 +95,7 @@ def main() -> None:
         metrics = evaluate(indices[:, :5], Y_eval)
         done = [json.loads((run_dir / f"chunk_{c:03d}" / "done.json").read_text()) for c in range(config.n_chunks)]
         record = {
-            "data": args.data, "eval": args.eval, "n_eval": int(X_eval.shape[0]), "options": json.loads(text),
+            "data": args.data, "generate": json.loads(args.generate) if args.generate else None, "eval": args.eval, "n_eval": int(X_eval.shape[0]), "options": json.loads(text),
             "label": args.label, "fit_s": round(fit_seconds, 1), "train_s": round(sum(d["train_seconds"] for d in done), 1),
             "predict_ms_per_row": round(1e3 * predict_seconds / X_eval.shape[0], 3),
             **{m: round(metrics[m], 2) for m in ("P@1", "P@3", "P@5")},

@@ -49,11 +49,13 @@ def _fit(case: str, out: Path) -> None:
     out.with_suffix(".json").write_text(json.dumps({"history": result.history, "best": result.best_epoch}))
 
 
-def _rank(rank: int, world: int, init_file: str, case: str, folder: str) -> None:
+def _rank(rank: int, world: int, init_file: str, cases: list[str], folder: str) -> None:
+    """Every case in turn in one process group (two processes started once for all cases)."""
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     with leaving_at_exit():
         assert process_group() == (rank, world)
-        _fit(case, Path(folder) / f"rank{rank}.safetensors")
+        for case in cases:
+            _fit(case, Path(folder) / case / f"rank{rank}.safetensors")
     # As `python -m holoxmc` ends a torchrun rank: gloo's C++ teardown at interpreter exit
     # sometimes aborts a rank whose work is done (SIGABRT; docs/guide/distributed.md).
     sys.stdout.flush()
@@ -61,24 +63,31 @@ def _rank(rank: int, world: int, init_file: str, case: str, folder: str) -> None
     os._exit(0)
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_two_ranks_train_what_one_process_trains(case, tmp_path):
-    mp.spawn(_rank, args=(2, str(tmp_path / "init"), case, str(tmp_path)), nprocs=2, join=True)
-    _fit(case, tmp_path / "single.safetensors")
-    ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in (0, 1)]
-    single = load_file(str(tmp_path / "single.safetensors"))
-    assert ranks[0].keys() == single.keys()
+def test_two_ranks_train_what_one_process_trains(tmp_path):
+    """Every case of :data:`CASES` (two processes started once for all of them)."""
+    for case in CASES:
+        (tmp_path / case).mkdir()
+    mp.spawn(_rank, args=(2, str(tmp_path / "init"), list(CASES), str(tmp_path)), nprocs=2, join=True)
+    for case in CASES:
+        _check_ranks_match_one_process(case, tmp_path / case)
+
+
+def _check_ranks_match_one_process(case: str, folder: Path) -> None:
+    _fit(case, folder / "single.safetensors")
+    ranks = [load_file(str(folder / f"rank{r}.safetensors")) for r in (0, 1)]
+    single = load_file(str(folder / "single.safetensors"))
+    assert ranks[0].keys() == single.keys(), case
     for name, weight in single.items():
-        assert torch.equal(ranks[0][name], ranks[1][name]), name  # the ranks never drift apart
-        torch.testing.assert_close(ranks[0][name], weight, rtol=1e-4, atol=1e-5, msg=name)
-    histories = [json.loads((tmp_path / f"{n}.json").read_text()) for n in ("rank0", "rank1", "single")]
+        assert torch.equal(ranks[0][name], ranks[1][name]), (case, name)  # the ranks never drift apart
+        torch.testing.assert_close(ranks[0][name], weight, rtol=1e-4, atol=1e-5, msg=f"{case}: {name}")
+    histories = [json.loads((folder / f"{n}.json").read_text()) for n in ("rank0", "rank1", "single")]
     for history in histories:
         for epoch in history["history"]:
             del epoch["seconds"]
-    assert histories[0] == histories[1]  # rank 0's validation, and the summed loss, reach every rank
-    assert histories[0]["best"] == histories[2]["best"]
+    assert histories[0] == histories[1], case  # rank 0's validation, and the summed loss, reach every rank
+    assert histories[0]["best"] == histories[2]["best"], case
     np.testing.assert_allclose([e["loss"] for e in histories[0]["history"]],
-                               [e["loss"] for e in histories[2]["history"]], rtol=1e-5)
+                               [e["loss"] for e in histories[2]["history"]], rtol=1e-5, err_msg=case)
 
 
 def test_share_of_batch_weights_make_the_average_the_batch_mean():

@@ -32,7 +32,9 @@ def test_a_users_type_checker_sees_the_estimators_signatures(tmp_path) -> None:
         "clf = XMCClassifier(head='hrr')\n"
         "indices, scores = clf.predict_topk(np.zeros((2, 3)), k='5')\n"
     )
-    done = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", str(user)], cwd=tmp_path,
+    # the package's settings and cache (written by the test above, or by this run): only user.py is new
+    done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
+                           "--cache-dir", str(ROOT / ".mypy_cache"), str(user)], cwd=tmp_path,
                           capture_output=True, text=True)
     assert 'Argument "k" to "predict_topk" of "XMCClassifier" has incompatible type "str"; expected "int"' in done.stdout, \
         done.stdout + done.stderr

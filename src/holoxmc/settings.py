@@ -198,8 +198,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("loss", PerHead(hrr="cosine", xr="cosine", solar="full"),
             "the training loss: HRR cosine (the paper's) or abs (the authors' variant); SOLAR full (the BCE over "
             "all B buckets) or sampled (each batch's positive buckets and --negatives shared random ones, "
-            "reweighted to an unbiased estimate of the full loss)", ("hrr", "xr", "solar"), flag="--loss",
-            head_option=True, allowed=(Options(("cosine", "abs", "full", "sampled")),)),
+            "reweighted to an unbiased estimate of the full loss) or softmax (a softmax over the buckets, its partition "
+            "sum estimated on the sampled loss's buckets)", ("hrr", "xr", "solar"), flag="--loss",
+            head_option=True, allowed=(Options(("cosine", "abs", "full", "sampled", "softmax")),)),
     Setting("ranking", 0.0, "HRR: weight of the label-ranking term (0: the paper's J_p + J_n alone)", ("hrr", "xr"),
             flag="--ranking", head_option=True, allowed=(Real(0),), cli={"metavar": "WEIGHT"}),
     Setting("learn_pm", False, "HRR: learn the roles p and m", ("hrr", "xr"), flag="--learn-pm", head_option=True,
@@ -235,7 +236,7 @@ SETTINGS: tuple[Setting, ...] = (
             allowed=(Options(("relaxed", "strict")),)),
     Setting("negatives", 1024, "SOLAR: buckets the sampled loss draws per batch (at least B: all, the full loss)",
             ("solar",), flag="--negatives", head_option=True, allowed=(POSITIVE,), cli={"metavar": "S"}),
-    Setting("prior_bias", False, "SOLAR: start each bucket's output bias at the log-odds of its share of the "
+    Setting("prior_bias", True, "SOLAR: start each bucket's output bias at the log-odds of its share of the "
             "training rows", ("solar",), flag="--prior-bias", head_option=True, allowed=(BOOL,)),
     Setting("scoring", "prob", "SOLAR: a candidate's score, summed over the K chunks: its bucket's probability, its "
             "log, or the logit", ("solar",), flag="--scoring", head_option=True,

@@ -85,8 +85,10 @@ class SolarConfig:
             ``"sampled"``, the batch's positive buckets and ``negatives`` shared random ones,
             reweighted to an unbiased estimate of the full loss
             (:meth:`~holoxmc.models.solar.head.SolarChunkHead.sampled_loss`); a step then costs
-            little more than its positives whatever B is.
-        negatives: buckets the sampled loss draws per batch (``>= B``: all, the full loss).
+            little more than its positives whatever B is; or ``"softmax"``, the cross-entropy
+            of a softmax over the buckets against each row's positive buckets, scored on the
+            sampled loss's columns (:meth:`~holoxmc.models.solar.head.SolarChunkHead.softmax_loss`).
+        negatives: buckets the sampled and softmax losses draw per batch (``>= B``: all).
         prior_bias: start every bucket's output bias at the log-odds of its share of the
             training rows (the loss then starts near its priors' value instead of spending
             the first steps pulling every bucket's probability from 0.5 down).
@@ -207,9 +209,11 @@ class SolarNetwork(Network):
     head: SolarChunkHead
 
     def loss(self, x: SparseBatch | Tensor, labels: LabelBatch) -> Tensor:
-        if self.head.loss_kind != "sampled":
-            return super().loss(x, labels)
-        return self.head.sampled_loss(self.backbone(x), labels)
+        if self.head.loss_kind == "sampled":
+            return self.head.sampled_loss(self.backbone(x), labels)
+        if self.head.loss_kind == "softmax":
+            return self.head.softmax_loss(self.backbone(x), labels)
+        return super().loss(x, labels)
 
 
 def chunk_network(config: SolarConfig, n_features: int, bucket_of_label: np.ndarray, chunk: int) -> SolarNetwork:

@@ -44,7 +44,7 @@ from holoxmc.train.trainer import TrainConfig, Trainer, split_validation
 from holoxmc.models.solar.config import (CONFIG_FILE, DONE_FILE, INFERENCE_FIELDS, MODEL_FILE,
                                          SolarConfig, SolarNetwork, chunk_dir, chunk_network, feature_hash,
                                          normalized_rows, read_json, resolved_size)
-from holoxmc.models.solar.head import bucket_matrix
+from holoxmc.models.solar.head import SAMPLED_LOSSES, bucket_matrix
 from holoxmc.models.solar.model import SolarModel
 
 
@@ -127,7 +127,7 @@ def prepare_chunk_network(network: SolarNetwork, config: SolarConfig, X: sp.csr_
     """
     if config.prior_bias:
         network.head.start_from_labels(Y)
-    if config.loss == "sampled" and train_config.sparse_updates == "auto":
+    if config.loss in SAMPLED_LOSSES and train_config.sparse_updates == "auto":
         device = torch.device(train_config.device)
         order = epoch_order(X, np.arange(X.shape[0]), train_config.seed, 0)
         sparse = choose_sparse_updates("auto", network.backbone, X, order, train_config.batch_size,

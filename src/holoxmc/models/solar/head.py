@@ -28,13 +28,17 @@ from holoxmc.codes.hrr import Stream, local_generator
 from holoxmc.heads.dense import DenseHead, reset_linear_
 
 __all__ = ["SolarChunkHead", "OutputRows", "bucket_label_batch", "sampled_columns", "solar_decode", "SCORINGS",
-           "SCORE_OF_LOGIT", "MIN_FREQ_MODES", "LOSSES"]
+           "SCORE_OF_LOGIT", "MIN_FREQ_MODES", "LOSSES", "SAMPLED_LOSSES", "softmax_as_logits"]
 
-Loss = Literal["full", "sampled"]
+Loss = Literal["full", "sampled", "softmax"]
 #: A chunk's training loss: ``"full"`` is the BCE over all B buckets; ``"sampled"`` scores
 #: only the batch's positive buckets and a shared uniform sample of the others, reweighted so
-#: that its expectation is the full loss (:meth:`SolarChunkHead.sampled_loss`).
-LOSSES: tuple[str, ...] = ("full", "sampled")
+#: that its expectation is the full loss (:meth:`SolarChunkHead.sampled_loss`); ``"softmax"``
+#: is the cross-entropy of a softmax over the buckets against each row's positive buckets, its
+#: partition sum estimated on the same columns (:meth:`SolarChunkHead.softmax_loss`).
+LOSSES: tuple[str, ...] = ("full", "sampled", "softmax")
+#: The losses that score only some buckets a step (the output layer is then a table of rows).
+SAMPLED_LOSSES: tuple[str, ...] = ("sampled", "softmax")
 
 Scoring = Literal["prob", "logprob", "logit"]
 #: A chunk's bucket logit → the score it adds to each of the bucket's labels, per ``Scoring``.
@@ -159,16 +163,17 @@ class SolarChunkHead(nn.Module):
     maps them to this chunk's buckets per batch; ``topk`` ranks buckets (used for per-chunk
     model selection on bucket-space validation targets).
 
-    With ``loss="sampled"`` a training step scores only some buckets
-    (:meth:`sampled_loss`, which :class:`SolarNetwork` calls from the backbone output) and the
-    layer is an :class:`OutputRows` table; inference is the same either way.
+    With ``loss="sampled"`` or ``"softmax"`` a training step scores only some buckets
+    (:meth:`sampled_loss`, :meth:`softmax_loss`, which :class:`SolarNetwork` calls from the
+    backbone output) and the layer is an :class:`OutputRows` table (a softmax chunk decodes
+    through :func:`softmax_as_logits`).
 
     Args:
         in_features: width of the backbone output.
         bucket_of_label: ``(L,)`` bucket ids of this chunk (a row of ``SolarLabelCode.buckets``).
         n_buckets: B.
         seed: seed of the weight initialisation (local generator).
-        loss: ``"full"`` or ``"sampled"`` (:data:`LOSSES`).
+        loss: ``"full"``, ``"sampled"`` or ``"softmax"`` (:data:`LOSSES`).
         negatives: buckets drawn per batch by the sampled loss (:func:`sampled_columns`).
         prior_bias: :meth:`start_from_labels` sets every bucket's bias to the log-odds of its
             share of the training rows.
@@ -195,7 +200,7 @@ class SolarChunkHead(nn.Module):
         self.n_labels = int(bucket_of_label.numel())
         self.loss_kind: Loss = loss
         self.negatives = int(negatives)
-        layer = _RowsHead if loss == "sampled" else DenseHead
+        layer = _RowsHead if loss in SAMPLED_LOSSES else DenseHead
         self.dense = layer(in_features, self.n_buckets, seed=seed, prior_bias=prior_bias)
         self.register_buffer("bucket_of_label", bucket_of_label, persistent=False)
 
@@ -224,6 +229,39 @@ class SolarChunkHead(nn.Module):
         Shapes:
             h ``(n, in_features)`` → a scalar.
         """
+        positives, columns, weights, logits, target = self._sampled(h, labels)
+        with torch.autocast(logits.device.type, enabled=False):
+            total = F.binary_cross_entropy_with_logits(logits.float(), target, weight=weights, reduction="sum")
+        return total / (len(labels) * self.n_buckets)
+
+    def softmax_loss(self, h: Tensor, labels: LabelBatch) -> Tensor:
+        """Mean over the batch's rows of the cross-entropy between a softmax over the B buckets
+        and the row's positive buckets, each of weight ``1 / |P_row|``; rows without a label
+        add nothing.
+
+        The partition sum is estimated on the columns of :func:`sampled_columns` (the batch's
+        positive buckets, always scored, and ``negatives`` shared uniform draws): a drawn
+        bucket's ``exp(logit)`` counts ``B / negatives`` times (its logit raised by
+        ``log(B / negatives)``, the sampled softmax's correction for the inclusion
+        probability), which estimates the full sum without bias; with ``negatives >= B`` it is
+        the full softmax. One softmax concentrates each step on telling a row's buckets from
+        the rest, where B sigmoids each move a little; decoding reads the bucket
+        probabilities (:func:`softmax_as_logits`).
+
+        Shapes:
+            h ``(n, in_features)`` → a scalar.
+        """
+        _, _, weights, logits, target = self._sampled(h, labels)
+        with torch.autocast(logits.device.type, enabled=False):
+            shifted = logits.float() + torch.log(weights).masked_fill(weights == 1.0, 0.0)
+            per_row = target.sum(1)
+            log_p = F.log_softmax(shifted, dim=1)
+            total = -(target * log_p).sum(1) / per_row.clamp(min=1.0)
+        return total.sum() / max(len(labels), 1)
+
+    def _sampled(self, h: Tensor, labels: LabelBatch) -> tuple[LabelBatch, Tensor, Tensor, Tensor, Tensor]:
+        """The batch's positive buckets, the scored columns and their weights
+        (:func:`sampled_columns`), their logits ``(n, C)`` and the 0/1 targets ``(n, C)``."""
         if labels.n_labels != self.n_labels:
             raise InputError(f"labels have {labels.n_labels} classes, the chunk code has {self.n_labels}")
         positives = bucket_label_batch(labels, self.bucket_of_label, self.n_buckets)
@@ -235,9 +273,7 @@ class SolarChunkHead(nn.Module):
         target = torch.zeros(logits.shape, dtype=torch.float32, device=logits.device)
         slots = torch.searchsorted(columns, positives.indices)
         target.view(-1).index_fill_(0, positives.row_ids() * len(columns) + slots, 1.0)
-        with torch.autocast(logits.device.type, enabled=False):
-            total = F.binary_cross_entropy_with_logits(logits.float(), target, weight=weights, reduction="sum")
-        return total / (len(labels) * self.n_buckets)
+        return positives, columns, weights, logits, target
 
     def forward(self, h: Tensor) -> Tensor:
         return self.dense(h)
@@ -263,6 +299,20 @@ class SolarChunkHead(nn.Module):
     def confidence_chunks(self, h: Tensor) -> Iterator[tuple[int, Tensor]]:
         """The buckets' probabilities for the backbone output ``h`` as one chunk."""
         return self.dense.confidence_chunks(h)
+
+
+def softmax_as_logits(logits: Tensor) -> Tensor:
+    """The logits of a softmax's probabilities over the last dimension, ``log p - log(1 - p)``
+    with ``p = softmax(logits)``: a softmax-trained chunk then decodes as a sigmoid one does
+    (``sigmoid`` of the result is ``p``; the order within a row is unchanged).
+
+    Example:
+        >>> p = torch.sigmoid(softmax_as_logits(torch.tensor([[0.0, 1.0, 2.0]])))
+        >>> [round(v, 4) for v in p[0].tolist()], round(float(p.sum()), 4)
+        ([0.09, 0.2447, 0.6652], 1.0)
+    """
+    log_p = F.log_softmax(logits, dim=-1)
+    return log_p - torch.log1p(-log_p.exp().clamp(max=1.0 - 1e-7))
 
 
 def bucket_matrix(Y: sp.spmatrix, bucket_of_label: np.ndarray, n_buckets: int) -> sp.csr_matrix:

@@ -21,7 +21,8 @@ from holoxmc.backbones.fc import FCBackbone
 from holoxmc.backbones.network import Network
 from holoxmc.models.solar.codes import FeatureHash, InvertedIndex, SolarLabelCode
 from holoxmc.errors import InputError
-from holoxmc.models.solar.head import SCORE_OF_LOGIT, MinFreqMode, Scoring, SolarChunkHead, solar_decode
+from holoxmc.models.solar.head import (SCORE_OF_LOGIT, MinFreqMode, Scoring, SolarChunkHead, softmax_as_logits,
+                                       solar_decode)
 from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
@@ -244,7 +245,8 @@ class SolarModel:
         tensor: all chunks run at once, see :class:`_StackedChunks`)."""
         if self.config.normalize_rows:
             X = normalized_rows(X)
-        return self._stacked_chunks()(sp.csr_matrix(X, dtype=np.float32))
+        logits = self._stacked_chunks()(sp.csr_matrix(X, dtype=np.float32))
+        return softmax_as_logits(logits) if self.config.loss == "softmax" else logits
 
     def _stacked_chunks(self) -> _StackedChunks:
         """The chunk networks batched for inference, built at first use."""
