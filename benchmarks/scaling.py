@@ -48,7 +48,7 @@ HOLOXMC = {"holoxmc-default": {}, "holoxmc-linear": {"head": "linear"}, "holoxmc
 BASELINES = ("napkinxc-plt", "omikuji", "pecos-xrlinear")
 #: holoxmc models whose label blocks train as parallel jobs: they get ``--threads`` worker
 #: processes, as the libraries get ``--threads`` threads (the networks get torch threads).
-JOB_MODELS = ("holoxmc-linear", "holoxmc-rerank")
+JOB_MODELS = ("holoxmc-linear", "holoxmc-rerank", "holoxmc-solar")  # label blocks or chunks as jobs
 MODELS = (*HOLOXMC, *BASELINES)
 PRESET_OF_L = {10_000: "realistic-10k", 100_000: "realistic-100k", 670_000: "realistic-670k",
                670_091: "realistic-670k", 3_000_000: "realistic-3m"}

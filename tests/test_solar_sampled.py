@@ -181,10 +181,14 @@ def test_the_sampled_output_rows_train_with_catch_up_adam(tmp_path):
 def test_new_settings_are_recorded_as_before_they_existed_and_checked():
     """A config at the settings' earlier values writes no new key, so older folders keep their
     fingerprints; an older folder's config (no such key) reads back at those values."""
-    plain = SolarConfig(prior_bias=False).to_dict()  # the settings as older folders trained
+    plain = SolarConfig(prior_bias=False, loss="full").to_dict()  # the settings as older folders trained
     assert not set(LATER_FIELDS) & set(plain)
     assert SolarConfig.from_dict(plain).loss == "full" and SolarConfig.from_dict(plain).prior_bias is False
     assert SolarConfig().to_dict()["prior_bias"] is True  # the default now: recorded, as it differs from that
+    # loss="auto" (the default) is resolved with B: a saved model records the loss its chunks trained with
+    assert SolarConfig().resolved(n_labels=3_998, n_features=10).loss == "full"  # B = 1,999
+    assert SolarConfig().resolved(n_labels=4_000, n_features=10).loss == "softmax"  # B = 2,000
+    assert "loss" not in SolarConfig().resolved(n_labels=100, n_features=10).to_dict()  # small sets: as before
     assert SolarConfig(loss="sampled").to_dict()["loss"] == "sampled"
     with pytest.raises(InputError, match="loss"):
         SolarConfig(loss="hinge")

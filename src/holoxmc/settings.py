@@ -195,12 +195,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("time_budget", 60.0, "head auto: candidates start only within this many seconds", ("auto",),
             flag="--time-budget", allowed=(Real(0),), cli={"metavar": "SECONDS"}),
     # --- head options: HRR
-    Setting("loss", PerHead(hrr="cosine", xr="cosine", solar="full"),
-            "the training loss: HRR cosine (the paper's) or abs (the authors' variant); SOLAR full (the BCE over "
+    Setting("loss", PerHead(hrr="cosine", xr="cosine", solar="auto"),
+            "the training loss: HRR cosine (the paper's) or abs (the authors' variant); SOLAR auto (softmax from "
+            "2,000 buckets a chunk, else full), full (the BCE over "
             "all B buckets) or sampled (each batch's positive buckets and --negatives shared random ones, "
             "reweighted to an unbiased estimate of the full loss) or softmax (a softmax over the buckets, its partition "
             "sum estimated on the sampled loss's buckets)", ("hrr", "xr", "solar"), flag="--loss",
-            head_option=True, allowed=(Options(("cosine", "abs", "full", "sampled", "softmax")),)),
+            head_option=True, allowed=(Options(("cosine", "abs", "full", "sampled", "softmax", "auto")),)),
     Setting("ranking", 0.0, "HRR: weight of the label-ranking term (0: the paper's J_p + J_n alone)", ("hrr", "xr"),
             flag="--ranking", head_option=True, allowed=(Real(0),), cli={"metavar": "WEIGHT"}),
     Setting("learn_pm", False, "HRR: learn the roles p and m", ("hrr", "xr"), flag="--learn-pm", head_option=True,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -55,6 +55,15 @@ INFERENCE_FIELDS = ("top_buckets", "min_freq", "min_freq_mode", "scoring")
 #: resume and match their fingerprints.
 LATER_FIELDS: dict[str, Any] = {"loss": "full", "negatives": 1024, "prior_bias": False}
 
+#: ``loss="auto"`` trains a softmax over the buckets from this many buckets a chunk, the BCE
+#: below. Chosen on held-out training rows (docs/results/solar.md, "The softmax loss"): the
+#: softmax won at B = 5,000 (realistic-10k) and 20,000 (a 100K-label generated set) by wide
+#: margins, and lost on Delicious (B = 492: test P@1 66.59 against 68.23) and on Bibtex's P@5
+#: (B = 80); any value between 493 and 5,000 splits those sets so.
+SOFTMAX_FROM_BUCKETS = 2_000
+#: The ``loss`` values a configuration takes: a chunk's (:data:`LOSSES`) or ``"auto"``.
+CONFIG_LOSSES: tuple[str, ...] = (*LOSSES, "auto")
+
 #: SOLAR's head options checked against the settings table's constraints (``loss``, whose
 #: allowed values differ by head, is checked against :data:`LOSSES`).
 _TABLE_CHECKED = tuple(name for name in HEAD_OPTIONS["solar"].values() if name != "loss")
@@ -81,7 +90,8 @@ class SolarConfig:
             when fewer than k labels would pass; ``"strict"`` is the paper's filter as it
             stands (a point may get fewer than k labels; ``min_freq`` at most ``n_chunks``).
         scoring: ``"prob"`` (sum of probabilities), ``"logprob"`` or ``"logit"``.
-        loss: each chunk's training loss: ``"full"``, the BCE over all B buckets, or
+        loss: each chunk's training loss: ``"auto"`` (the default) is ``"softmax"`` from
+            :data:`SOFTMAX_FROM_BUCKETS` buckets a chunk and ``"full"`` below; ``"full"``, the BCE over all B buckets, or
             ``"sampled"``, the batch's positive buckets and ``negatives`` shared random ones,
             reweighted to an unbiased estimate of the full loss
             (:meth:`~holoxmc.models.solar.head.SolarChunkHead.sampled_loss`); a step then costs
@@ -113,7 +123,7 @@ class SolarConfig:
     min_freq: int | None = option_default("solar", "min_freq")
     min_freq_mode: MinFreqMode = option_default("solar", "min_freq_mode")
     scoring: Scoring = option_default("solar", "scoring")
-    loss: Loss = option_default("solar", "loss")
+    loss: Loss | Literal["auto"] = option_default("solar", "loss")
     negatives: int = option_default("solar", "negatives")
     prior_bias: bool = option_default("solar", "prior_bias")
     seed: int = 0
@@ -127,8 +137,8 @@ class SolarConfig:
         if self.seed < 0:
             raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
         self.hidden = tuple(int(h) for h in self.hidden)
-        if self.loss not in LOSSES:
-            raise InputError(f"loss must be one of {LOSSES}, got {self.loss!r}")
+        if self.loss not in CONFIG_LOSSES:
+            raise InputError(f"loss must be one of {CONFIG_LOSSES}, got {self.loss!r}")
         # each head option's own form, from its one declaration (the loss's forms differ by head: above)
         check_params({name: getattr(self, name) for name in _TABLE_CHECKED},
                      {name: SETTING[name].allowed for name in _TABLE_CHECKED})
@@ -159,9 +169,11 @@ class SolarConfig:
             raise InputError(f"n_buckets ({self.n_buckets}) must be at most the label count: there are "
                              f"{n_labels} labels, so at least {self.n_buckets - n_labels} buckets per chunk "
                              "would stay empty")
+        n_buckets = self.n_buckets or max(1, min(-(-n_labels // 2), 20_000))
         return replace(
             self,
-            n_buckets=self.n_buckets or max(1, min(-(-n_labels // 2), 20_000)),
+            n_buckets=n_buckets,
+            loss=self.loss if self.loss != "auto" else ("softmax" if n_buckets >= SOFTMAX_FROM_BUCKETS else "full"),
             feature_dim=self.feature_dim or (None if n_features <= SOLAR_HASH_ABOVE else SOLAR_HASH_ABOVE),
             min_freq=self.min_freq or max(1, self.n_chunks // 2),
         )
@@ -221,7 +233,7 @@ def chunk_network(config: SolarConfig, n_features: int, bucket_of_label: np.ndar
     init_seed = chunk_seed(config.seed, chunk, "init")
     backbone = FCBackbone(config.feature_dim or n_features, config.hidden, dropout=config.dropout, seed=init_seed)
     head = SolarChunkHead(backbone.out_features, torch.from_numpy(np.array(bucket_of_label)),  # own copy: shared rows are read-only
-                          resolved_size(config.n_buckets, "n_buckets"), seed=init_seed, loss=config.loss,
+                          resolved_size(config.n_buckets, "n_buckets"), seed=init_seed, loss=cast(Loss, config.loss),
                           negatives=config.negatives, prior_bias=config.prior_bias)
     return SolarNetwork(backbone, head)
 
