@@ -99,8 +99,9 @@ DATASET_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 #: the loss J_p + J_n alone (no ranking term, no label bias), fixed p, m and label vectors
 #: drawn i.i.d. and projected, one network, no refit; SOLAR (Medini et al. 2021, §5.1) for
 #: ``"solar"``: K = 16 chunks, one hidden layer of 4,096, batch 1,000, 10 epochs (its
-#: Table 1), m = 100 top buckets, min_freq d = 8 = K/2 and the sum of probabilities (the
-#: rows of its Tables 1–3 that the paper reports as SOLAR). What a paper does not report
+#: Table 1), m = 100 top buckets, min_freq d = 8 = K/2, the sum of probabilities (the
+#: rows of its Tables 1–3 that the paper reports as SOLAR) and the binary cross-entropy over
+#: the B buckets (its §3; the library's default is a softmax from 2,000 buckets a chunk). What a paper does not report
 #: (:data:`PAPER_NOT_REPORTED`) keeps the library default of :data:`HEAD_DEFAULTS`.
 PAPER_PRESETS: dict[str, dict[str, Any]] = {
     "hrr": {"hidden": (512, 512), "dim": 400, "linear_width": 0, "refit": False, "n_models": 1,
@@ -108,7 +109,7 @@ PAPER_PRESETS: dict[str, dict[str, Any]] = {
                              "label_bias": False, "code": "random"}},
     "dense": {"hidden": (512, 512), "linear_width": 0, "refit": False, "n_models": 1},
     "solar": {"hidden": (4096,), "batch_size": 1000, "epochs": 10,
-              "head_options": {"n_chunks": 16, "top_buckets": 100, "min_freq": 8, "scoring": "prob"}},
+              "head_options": {"n_chunks": 16, "top_buckets": 100, "min_freq": 8, "scoring": "prob", "loss": "full"}},
 }
 
 #: Where a paper's configuration differs per dataset (lower-case names): d' = 3000 on the HRR

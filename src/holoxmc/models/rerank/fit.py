@@ -748,12 +748,7 @@ def add_labels(model: RerankModel, X: Any, Y: Any, config: RerankConfig = Rerank
     grown = sp.hstack([sp.csr_matrix((X.shape[0], old), dtype=np.float32), Y], format="csr")
     rows = sp.csc_matrix(_membership(shortlists, grown, config.negatives, config.seed)[:, old:])
     del shortlists, grown
-    blocks = [_Block(start, min(start + config.label_block, new)) for start in range(0, new, config.label_block)]
-    with _block_folder(None, ray_address) as folder:
-        problem = _Problem(X, rows, sp.csc_matrix(Y), config, folder, "", on_disk=ray_address is None, first_label=old)
-        parts = _run_blocks(blocks, problem, workers, ray_address)
-        del problem, rows
-        weights, bias = _weights(parts, blocks, folder, X.shape[1], new)
+    weights, bias = _train_labels(X, rows, sp.csc_matrix(Y), config, workers, ray_address, first_label=old)
     return retriever.with_scorers(sp.hstack([model.weights, weights], format="csc"),
                                   np.concatenate([model.bias, bias]), model.alpha)
 
@@ -838,12 +833,13 @@ def _every_row(retriever: RerankModel, X: sp.csr_matrix, Y: sp.csr_matrix, held:
 
 
 def _train_labels(X: sp.csr_matrix, rows: sp.csc_matrix, Y: sp.csc_matrix, config: RerankConfig, workers: int,
-                  ray_address: str | None) -> tuple[sp.csc_matrix, np.ndarray]:
+                  ray_address: str | None, first_label: int = 0) -> tuple[sp.csc_matrix, np.ndarray]:
     """``(D, L')`` weights and ``(L',)`` biases of the labels that are the columns of ``rows``
-    (the rows each trains on) and ``Y`` (its positives)."""
+    (the rows each trains on) and ``Y`` (its positives); ``first_label``: the model's number
+    of the first of them (it seeds their solver)."""
     n_labels = Y.shape[1]
     blocks = [_Block(start, min(start + config.label_block, n_labels)) for start in range(0, n_labels, config.label_block)]
     with _block_folder(None, ray_address) as folder:
-        problem = _Problem(X, rows, Y, config, folder, "", on_disk=ray_address is None)
+        problem = _Problem(X, rows, Y, config, folder, "", on_disk=ray_address is None, first_label=first_label)
         parts = _run_blocks(blocks, problem, workers, ray_address)  # seeded by their order here
         return _weights(parts, blocks, folder, X.shape[1], n_labels)
