@@ -253,10 +253,8 @@ class SolarChunkHead(nn.Module):
         """
         _, _, weights, logits, target = self._sampled(h, labels)
         with torch.autocast(logits.device.type, enabled=False):
-            shifted = logits.float() + torch.log(weights).masked_fill(weights == 1.0, 0.0)
-            per_row = target.sum(1)
-            log_p = F.log_softmax(shifted, dim=1)
-            total = -(target * log_p).sum(1) / per_row.clamp(min=1.0)
+            log_p = F.log_softmax(logits.float() + torch.log(weights), dim=1)  # log 1 = 0: positives as they are
+            total = -(target * log_p).sum(1) / target.sum(1).clamp(min=1.0)
         return total.sum() / max(len(labels), 1)
 
     def _sampled(self, h: Tensor, labels: LabelBatch) -> tuple[LabelBatch, Tensor, Tensor, Tensor, Tensor]:
@@ -301,18 +299,24 @@ class SolarChunkHead(nn.Module):
         return self.dense.confidence_chunks(h)
 
 
-def softmax_as_logits(logits: Tensor) -> Tensor:
+def softmax_as_logits(logits: Tensor, *, in_place: bool = False) -> Tensor:
     """The logits of a softmax's probabilities over the last dimension, ``log p - log(1 - p)``
     with ``p = softmax(logits)``: a softmax-trained chunk then decodes as a sigmoid one does
     (``sigmoid`` of the result is ``p``; the order within a row is unchanged).
+
+    Args:
+        logits: any shape; ``in_place``: overwrite ``logits`` (one temporary of its size
+            instead of three: at inference the ``(n, K, B)`` logits are the largest tensor).
 
     Example:
         >>> p = torch.sigmoid(softmax_as_logits(torch.tensor([[0.0, 1.0, 2.0]])))
         >>> [round(v, 4) for v in p[0].tolist()], round(float(p.sum()), 4)
         ([0.09, 0.2447, 0.6652], 1.0)
     """
-    log_p = F.log_softmax(logits, dim=-1)
-    return log_p - torch.log1p(-log_p.exp().clamp(max=1.0 - 1e-7))
+    log_p = logits if in_place else logits.clone()
+    log_p.sub_(torch.logsumexp(log_p, dim=-1, keepdim=True))
+    log_not_p = log_p.exp().clamp_(max=1.0 - 1e-7).neg_().log1p_()
+    return log_p.sub_(log_not_p)
 
 
 def bucket_matrix(Y: sp.spmatrix, bucket_of_label: np.ndarray, n_buckets: int) -> sp.csr_matrix:

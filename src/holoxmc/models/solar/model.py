@@ -246,7 +246,7 @@ class SolarModel:
         if self.config.normalize_rows:
             X = normalized_rows(X)
         logits = self._stacked_chunks()(sp.csr_matrix(X, dtype=np.float32))
-        return softmax_as_logits(logits) if self.config.loss == "softmax" else logits
+        return softmax_as_logits(logits, in_place=True) if self.config.loss == "softmax" else logits
 
     def _stacked_chunks(self) -> _StackedChunks:
         """The chunk networks batched for inference, built at first use."""
