@@ -151,6 +151,7 @@ def test_paper_preset_is_the_papers_configuration():
     solar = paper_params("amazon-670k", "solar")
     assert solar["head_options"]["n_chunks"] == 32 and solar["head_options"]["n_buckets"] == 20_000
     assert solar["head_options"]["top_buckets"] == 100 and solar["batch_size"] == 1000
+    assert solar["head_options"]["loss"] == "full"  # the paper's BCE, not the library's softmax at large B
 
 
 def test_paper_preset_trains():
