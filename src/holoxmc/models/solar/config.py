@@ -173,7 +173,7 @@ class SolarConfig:
         return replace(
             self,
             n_buckets=n_buckets,
-            loss=self.loss if self.loss != "auto" else ("softmax" if n_buckets >= SOFTMAX_FROM_BUCKETS else "full"),
+            loss=chunk_loss(self.loss, n_buckets),
             feature_dim=self.feature_dim or (None if n_features <= SOLAR_HASH_ABOVE else SOLAR_HASH_ABOVE),
             min_freq=self.min_freq or max(1, self.n_chunks // 2),
         )
@@ -193,6 +193,19 @@ class SolarConfig:
         :data:`LATER_FIELDS` that is absent takes the value folders had before it existed."""
         names = {f.name for f in fields(cls)}
         return cls(**(LATER_FIELDS | {k: v for k, v in values.items() if k in names}))
+
+
+def chunk_loss(loss: str, n_buckets: int) -> Loss:
+    """The loss a chunk of ``n_buckets`` buckets trains with: ``loss`` itself, or for
+    ``"auto"`` the softmax from :data:`SOFTMAX_FROM_BUCKETS` buckets and the BCE below.
+
+    Example:
+        >>> chunk_loss("auto", 492), chunk_loss("auto", 20_000), chunk_loss("sampled", 20_000)
+        ('full', 'softmax', 'sampled')
+    """
+    if loss == "auto":
+        return "softmax" if n_buckets >= SOFTMAX_FROM_BUCKETS else "full"
+    return cast(Loss, loss)
 
 
 def resolved_size(value: int | None, name: str) -> int:
@@ -232,8 +245,9 @@ def chunk_network(config: SolarConfig, n_features: int, bucket_of_label: np.ndar
     """Chunk ``chunk``'s network (FC backbone + :class:`SolarChunkHead`), initialised from the seed."""
     init_seed = chunk_seed(config.seed, chunk, "init")
     backbone = FCBackbone(config.feature_dim or n_features, config.hidden, dropout=config.dropout, seed=init_seed)
+    n_buckets = resolved_size(config.n_buckets, "n_buckets")
     head = SolarChunkHead(backbone.out_features, torch.from_numpy(np.array(bucket_of_label)),  # own copy: shared rows are read-only
-                          resolved_size(config.n_buckets, "n_buckets"), seed=init_seed, loss=cast(Loss, config.loss),
+                          n_buckets, seed=init_seed, loss=chunk_loss(config.loss, n_buckets),
                           negatives=config.negatives, prior_bias=config.prior_bias)
     return SolarNetwork(backbone, head)
 

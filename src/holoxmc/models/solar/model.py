@@ -28,7 +28,7 @@ from holoxmc.metrics import evaluate
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
 from holoxmc.models.solar.config import (
     CONFIG_FILE, FORMAT, INDEX_FILE, INFERENCE_FIELDS, MODEL_FILE, SolarConfig, checked_model_config, chunk_network,
-    feature_hash, normalized_rows, read_json, resolved_size, chunk_dir,
+    chunk_loss, feature_hash, normalized_rows, read_json, resolved_size, chunk_dir,
 )
 from holoxmc.trust import check_finite
 
@@ -246,7 +246,8 @@ class SolarModel:
         if self.config.normalize_rows:
             X = normalized_rows(X)
         logits = self._stacked_chunks()(sp.csr_matrix(X, dtype=np.float32))
-        return softmax_as_logits(logits, in_place=True) if self.config.loss == "softmax" else logits
+        softmax = chunk_loss(self.config.loss, resolved_size(self.config.n_buckets, "n_buckets")) == "softmax"
+        return softmax_as_logits(logits, in_place=True) if softmax else logits
 
     def _stacked_chunks(self) -> _StackedChunks:
         """The chunk networks batched for inference, built at first use."""

@@ -1,0 +1,80 @@
+"""Score the model made of a SOLAR run folder's first K chunks, for each K asked, on a test
+split: what a K-chunk run with the same seed trains (chunks are independent), read from a
+folder whose later chunks never finished (a run stopped for time) or to see what each chunk
+adds. The folder's ``solar.json`` gives the settings; ``min_freq`` is K // 2 for each K.
+
+Usage:
+    python benchmarks/solar_first_chunks.py RUN_DIR realistic-100k --chunks 4 5 6 --max-test 1000 \
+        --out benchmarks/results/solar_scale.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from holoxmc.data import load
+from holoxmc.metrics import evaluate
+from holoxmc.models.solar.config import DONE_FILE, MODEL_FILE, SolarConfig, chunk_dir
+from holoxmc.models.solar.model import SolarModel
+from holoxmc.train.checkpoint import load_state_dict_file
+
+
+def first_chunks(run: Path, k: int) -> SolarModel:
+    """The model of ``run``'s chunks ``0..k-1`` (each must have finished: its ``done.json``)."""
+    meta = json.loads((run / "solar.json").read_text())
+    config = SolarConfig.from_dict(meta["config"])
+    small = replace(config, n_chunks=k, min_freq=max(1, k // 2))
+    model = SolarModel(small, small.label_code(meta["n_labels"]), meta["n_features"])
+    for c, network in enumerate(model.networks):
+        if not (chunk_dir(run, c) / DONE_FILE).is_file():
+            raise SystemExit(f"{chunk_dir(run, c)}: not finished")
+        tensors, _ = load_state_dict_file(chunk_dir(run, c) / MODEL_FILE)
+        network.load_state_dict(tensors)
+        network.eval()
+    return model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("data")
+    parser.add_argument("--chunks", nargs="+", type=int, required=True)
+    parser.add_argument("--max-test", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--label", default="")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    test = load(args.data, "test")
+    X, Y = (test.X, test.Y) if args.max_test is None else (test.X[: args.max_test], test.Y[: args.max_test])
+    for k in args.chunks:
+        model = first_chunks(args.run_dir, k)
+        begun = time.perf_counter()
+        indices, _, candidates = model.predict(X, k=5)
+        seconds = time.perf_counter() - begun
+        metrics = evaluate(indices, Y)
+        done = [json.loads((chunk_dir(args.run_dir, c) / DONE_FILE).read_text()) for c in range(k)]
+        record = {"data": args.data, "model": "holoxmc-solar", "chunks": k, "n_test": int(X.shape[0]),
+                  "label": args.label, "loss": model.config.loss, "n_buckets": model.config.n_buckets,
+                  **{m: round(metrics[m], 2) for m in ("P@1", "P@3", "P@5")},
+                  "top5_ms_per_point": round(1e3 * seconds / X.shape[0], 3), "threads": args.threads,
+                  "candidates_per_row": round(float(np.mean(candidates)), 1),
+                  "chunk_train_s": [round(d["train_seconds"], 1) for d in done],
+                  "best_epochs": [d["best_epoch"] for d in done],
+                  "val_bucket_P@1": [round(d["val_bucket_P@1"], 2) for d in done], "load": os.getloadavg()[0]}
+        print(json.dumps(record), flush=True)
+        if args.out:
+            with args.out.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+
+
+if __name__ == "__main__":
+    main()
