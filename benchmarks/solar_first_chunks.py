@@ -1,7 +1,7 @@
 """Score the model made of a SOLAR run folder's first K chunks, for each K asked, on a test
 split: what a K-chunk run with the same seed trains (chunks are independent), read from a
 folder whose later chunks never finished (a run stopped for time) or to see what each chunk
-adds. The folder's ``solar.json`` gives the settings; ``min_freq`` is K // 2 for each K.
+adds. The folder's ``solar.json`` gives the settings; ``min_freq`` follows the library's rule for each K.
 
 Usage:
     python benchmarks/solar_first_chunks.py RUN_DIR realistic-100k --chunks 4 5 6 --max-test 1000 \
@@ -22,23 +22,21 @@ import torch
 
 from holoxmc.data import load
 from holoxmc.metrics import evaluate
-from holoxmc.models.solar.config import DONE_FILE, MODEL_FILE, SolarConfig, chunk_dir
+from holoxmc.models.solar.config import DONE_FILE, SolarConfig, chunk_dir
 from holoxmc.models.solar.model import SolarModel
-from holoxmc.train.checkpoint import load_state_dict_file
 
 
 def first_chunks(run: Path, k: int) -> SolarModel:
-    """The model of ``run``'s chunks ``0..k-1`` (each must have finished: its ``done.json``)."""
+    """The model of ``run``'s chunks ``0..k-1`` (each must have finished: its ``done.json``),
+    its ``min_freq`` by the library's rule for ``k`` chunks."""
     meta = json.loads((run / "solar.json").read_text())
-    config = SolarConfig.from_dict(meta["config"])
-    small = replace(config, n_chunks=k, min_freq=max(1, k // 2))
-    model = SolarModel(small, small.label_code(meta["n_labels"]), meta["n_features"])
-    for c, network in enumerate(model.networks):
-        if not (chunk_dir(run, c) / DONE_FILE).is_file():
-            raise SystemExit(f"{chunk_dir(run, c)}: not finished")
-        tensors, _ = load_state_dict_file(chunk_dir(run, c) / MODEL_FILE)
-        network.load_state_dict(tensors)
-        network.eval()
+    unfinished = [c for c in range(k) if not (chunk_dir(run, c) / DONE_FILE).is_file()]
+    if unfinished:
+        raise SystemExit(f"{chunk_dir(run, unfinished[0])}: not finished")
+    config = replace(SolarConfig.from_dict(meta["config"]), n_chunks=k, min_freq=None)
+    config = config.resolved(n_labels=meta["n_labels"], n_features=meta["n_features"])
+    model = SolarModel(config, config.label_code(meta["n_labels"]), meta["n_features"])
+    model._load_chunks(run)
     return model
 
 

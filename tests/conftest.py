@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -85,29 +85,67 @@ def tiny(tmp_path_factory) -> Path:
     return folder
 
 
-def _descendants(pid: int) -> list[int]:
-    """The processes below ``pid`` (children, theirs, ...), read from ``/proc``."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+class Processes:
+    """Processes read from ``/proc`` (Linux), for the tests that start, signal and wait for
+    worker processes: one scan gives each process its parent."""
+
+    @staticmethod
+    def _parents() -> dict[int, int]:
+        parents = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                parents[int(stat.parent.name)] = int(stat.read_text().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):  # ended meanwhile
+                continue
+        return parents
+
+    @classmethod
+    def children(cls, pid: int) -> dict[int, str]:
+        """The processes whose parent is ``pid``: their command lines (``""`` once ended)."""
+        found = {}
+        for child, parent in cls._parents().items():
+            if parent == pid:
+                try:
+                    found[child] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                except OSError:
+                    found[child] = ""
+        return found
+
+    @classmethod
+    def descendants(cls, pid: int) -> list[int]:
+        """The processes below ``pid`` (children, theirs, ...)."""
+        below: dict[int, list[int]] = {}
+        for child, parent in cls._parents().items():
+            below.setdefault(parent, []).append(child)
+        found, todo = [], [pid]
+        while todo:
+            step = below.get(todo.pop(), [])
+            found += step
+            todo += step
+        return found
+
+    @staticmethod
+    def alive(pid: int) -> bool:
+        """Whether ``pid`` runs (a zombie waiting to be reaped does not)."""
         try:
-            fields = stat.read_text().rpartition(")")[2].split()
-        except OSError:  # ended meanwhile
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        below = children.get(todo.pop(), [])
-        found += below
-        todo += below
-    return found
+            return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+
+    @classmethod
+    def all_gone(cls, pids: Iterable[int], seconds: float = 30.0) -> bool:
+        """Wait up to ``seconds`` for every one of ``pids`` to end; whether they all did."""
+        pids = list(pids)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and any(cls.alive(pid) for pid in pids):
+            time.sleep(0.02)
+        return not any(cls.alive(pid) for pid in pids)
 
 
-def _gone(pid: int) -> bool:
-    """Whether ``pid`` has ended (no process, or a zombie waiting to be reaped)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
-    except OSError:
-        return True
+@pytest.fixture
+def procs() -> type[Processes]:
+    """The :class:`Processes` helpers."""
+    return Processes
 
 
 def _kill_during_epochs(command: list[str], run_dir: Path, after_epoch: int = 2) -> int:
@@ -126,14 +164,13 @@ def _kill_during_epochs(command: list[str], run_dir: Path, after_epoch: int = 2)
             break
         time.sleep(0.05)
     os.kill(process.pid, signal.SIGSTOP)  # starts no worker while they are collected
-    workers = _descendants(process.pid)
+    workers = Processes.descendants(process.pid)
     for pid in workers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    while not all(_gone(pid) for pid in workers):
-        time.sleep(0.01)
+    assert Processes.all_gone(workers, 60), "a killed worker did not end"
     assert not (run_dir / "metrics.json").exists(), "the run finished before it could be killed"
     return json.loads(checkpoint.read_text())["epoch"]
 

@@ -202,39 +202,12 @@ def test_sparse_inputs_with_nan_are_refused(data):
 
 
 # ---------------------------------------------------------------- processes (defect 2, Ctrl-C)
-def _children(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
-def _workers(pid: int) -> list[int]:
+def _workers(procs, pid: int) -> list[int]:
     """The worker processes of ``pid`` (multiprocessing's resource tracker is not one)."""
-    found = []
-    for child in _children(pid):
-        try:
-            if b"resource_tracker" not in Path(f"/proc/{child}/cmdline").read_bytes():
-                found.append(child)
-        except OSError:
-            continue
-    return found
+    return [child for child, command in procs.children(pid).items() if "resource_tracker" not in command]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _start_workers(tiny: Path, out: Path, model: list[str]):
+def _start_workers(procs, tiny: Path, out: Path, model: list[str]):
     import subprocess
     import sys
     import time
@@ -248,19 +221,11 @@ def _start_workers(tiny: Path, out: Path, model: list[str]):
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None and (
-            len(_workers(process.pid)) < 2 or not any(out.rglob("checkpoint.json"))):
+            len(_workers(procs, process.pid)) < 2 or not any(out.rglob("checkpoint.json"))):
         time.sleep(0.2)  # until the workers train (their start-up, which arms the parent check, is over)
-    children = _workers(process.pid)
+    children = _workers(procs, process.pid)
     assert process.poll() is None and len(children) == 2, "the workers did not start"
     return process, children
-
-
-def _all_gone(pids: list[int], seconds: float = 30.0) -> bool:
-    import time
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
-        time.sleep(0.1)
-    return not any(_alive(pid) for pid in pids)
 
 
 needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc (Linux)")
@@ -272,24 +237,24 @@ needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="re
     (["--model", "solar"], "SIGTERM"),
     (["--model", "hrr-fc", "--hidden", "16", "--n-models", "2"], "SIGKILL"),
 ])
-def test_workers_die_with_their_parent(tiny, tmp_path, model, how):
+def test_workers_die_with_their_parent(procs, tiny, tmp_path, model, how):
     import signal
-    process, children = _start_workers(tiny, tmp_path / "R", model)
+    process, children = _start_workers(procs, tiny, tmp_path / "R", model)
     process.send_signal(getattr(signal, how))
     process.wait(timeout=30)
-    assert _all_gone(children), "a worker outlived its parent"
+    assert procs.all_gone(children), "a worker outlived its parent"
 
 
 @needs_proc
-def test_ctrl_c_to_a_workers_group_is_one_line_and_ends_the_workers(tiny, tmp_path):
+def test_ctrl_c_to_a_workers_group_is_one_line_and_ends_the_workers(procs, tiny, tmp_path):
     import os
     import signal
-    process, children = _start_workers(tiny, tmp_path / "R", ["--model", "solar"])
+    process, children = _start_workers(procs, tiny, tmp_path / "R", ["--model", "solar"])
     os.killpg(process.pid, signal.SIGINT)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130
     assert "Traceback" not in err and "holoxmc: interrupted" in err
-    assert _all_gone(children)
+    assert procs.all_gone(children)
 
 
 # ---------------------------------------------------------------- run folders (defects 4, 5, 7, 8; bad --out)

@@ -769,28 +769,8 @@ def test_the_default_head_on_one_row_says_it_needs_two(fitted, tiny, tmp_path, c
     _one_error(capsys, "head='auto' chooses its model on held-out training rows, so it needs at least 2 rows; got 1")
 
 
-def _children(pid: int) -> dict[int, str]:
-    """The processes whose parent is ``pid``: their command lines."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, ValueError, IndexError):
-            pass
-    return found
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is alive (a zombie waiting to be reaped is not)."""
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_a_run_killed_while_its_workers_train_prints_no_leaked_semaphore_warning(tiny, tmp_path):
+def test_a_run_killed_while_its_workers_train_prints_no_leaked_semaphore_warning(procs, tiny, tmp_path):
     """``kill -9`` of a run whose worker pool is up: multiprocessing's resource tracker outlives
     it, removes the pool's semaphores and (before) warned of "leaked semaphore objects" on the
     killed run's terminal, where the ``--resume`` that followed was running."""
@@ -809,15 +789,13 @@ def test_a_run_killed_while_its_workers_train_prints_no_leaked_semaphore_warning
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and process.poll() is None and not pool_up():
             time.sleep(0.1)
-            children = _children(process.pid)
+            children = procs.children(process.pid)
         assert pool_up() and process.poll() is None, errors.read_text()  # killed while its pool trains
     finally:
         process.kill()
         process.wait()
-    deadline = time.monotonic() + 60  # the workers follow their parent; then the tracker cleans up and ends
-    while time.monotonic() < deadline and any(_running(pid) for pid in children):
-        time.sleep(0.2)
-    left = [pid for pid in children if _running(pid)]
+    procs.all_gone(children, 60)  # the workers follow their parent; then the tracker cleans up and ends
+    left = [pid for pid in children if procs.alive(pid)]
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, children
