@@ -287,8 +287,13 @@ def _planned_shape(n_labels: int) -> dict[str, int]:
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
-    """Fit seconds, peak MB, top-5 ms/point and P@1 against L, one line per model."""
-    import matplotlib
+    """Fit seconds, peak MB, top-5 ms/point and P@1 against L, one line per model (skipped,
+    said on stdout, where matplotlib is not installed: e.g. PECOS's own environment)."""
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"matplotlib is not installed here: no {path}", flush=True)
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
