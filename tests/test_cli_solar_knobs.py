@@ -83,6 +83,26 @@ def test_strict_decoding_matches_a_per_point_reference():
     assert short > 0  # the case the relaxed filter would have filled
 
 
+def test_relaxed_decoding_gives_a_point_the_same_first_labels_whatever_k_asks():
+    """The relaxed filter lets more candidates in for a larger k; they rank after the labels
+    that pass ``min_freq`` (then by hit count), so ``k = 20``'s first j labels are ``k = j``'s
+    (before, a label one chunk retrieved with a high probability could outrank them, and a
+    top-100 list's P@5 at L = 100K fell from 32.1 to 20.5)."""
+    L, K, B, n, m, min_freq = 80, 4, 10, 60, 3, 3
+    code = SolarLabelCode(L, n_chunks=K, n_buckets=B, seed=2)
+    logits = torch.randn(n, K, B, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    table, buckets = code.inverted_index().padded(), torch.from_numpy(code.buckets).long()
+    decoded = {k: solar_decode(logits, table, buckets, k, top_buckets=m, min_freq=min_freq) for k in (1, 2, 5, 20)}
+    for k in (1, 2, 5):
+        assert torch.equal(decoded[20][1][:, :k], decoded[k][1])
+        assert torch.equal(decoded[20][0][:, :k], decoded[k][0])
+    strict = solar_decode(logits, table, buckets, 20, top_buckets=m, min_freq=min_freq, min_freq_mode="strict")[1]
+    passing = (strict >= 0).sum(1)
+    assert 0 < int(passing.min()) < 20  # points where the relaxed filter let candidates in
+    for i in range(n):  # the labels that pass min_freq come first, in the strict filter's order
+        assert decoded[20][1][i, : passing[i]].tolist() == strict[i, : passing[i]].tolist()
+
+
 def test_solar_config_takes_the_mode_and_refuses_a_strict_filter_no_label_can_pass():
     assert SolarConfig().min_freq_mode == "relaxed"
     assert SolarConfig(n_chunks=4, min_freq=4, min_freq_mode="strict").min_freq == 4

@@ -66,7 +66,9 @@ def _reference_decode(logits, buckets, k, m, min_freq, scoring):
         counts = sorted(hits.values(), reverse=True)
         threshold = max(1, min(min_freq, counts[min(k, len(counts)) - 1]))
         kept = [label for label, h in hits.items() if h >= threshold]
-        scores = {label: sum(f(logits[i, c, buckets[c, label]]) for c in range(K)) for label in kept}
+        # the ranking key: hit count capped at min_freq (the labels that pass it first), then score
+        scores = {label: (min(hits[label], min_freq), sum(f(logits[i, c, buckets[c, label]]) for c in range(K)))
+                  for label in kept}
         rows.append(scores)
     return rows
 
@@ -89,10 +91,10 @@ def test_decode_matches_per_point_reference(scoring, min_freq, m, chunk_major):
     for i, kept in enumerate(reference):
         assert int(candidates[i]) == len(kept)
         best = sorted(kept.values(), reverse=True)[:k]
-        np.testing.assert_allclose(scores[i, : len(best)].numpy(), best, rtol=1e-12)
+        np.testing.assert_allclose(scores[i, : len(best)].numpy(), [score for _, score in best], rtol=1e-12)
         for label, score in zip(labels[i].tolist(), scores[i].tolist()):
             if label >= 0:
-                assert kept[label] == pytest.approx(score, rel=1e-12)
+                assert kept[label][1] == pytest.approx(score, rel=1e-12)
         assert len(set(labels[i].tolist()) - {-1}) == min(k, len(kept))
 
 

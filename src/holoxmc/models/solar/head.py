@@ -7,8 +7,9 @@ counts in how many chunks each candidate was hit, drops candidates hit fewer tha
 ``min_freq`` times (``"relaxed"``: per point at most down to the k-th best hit count, so
 that k candidates remain where k were retrieved; ``"strict"``: the paper's filter as it
 stands), scores the rest by summing a per-chunk score of their bucket over all K
-chunks and keeps the top k — batched over points with sort/scatter ops, no Python loop over
-candidates.
+chunks and keeps the top k (the candidates that pass ``min_freq`` first, so that a point's
+first labels do not depend on k) — batched over points with sort/scatter ops, no Python loop
+over candidates.
 """
 
 from __future__ import annotations
@@ -360,7 +361,9 @@ def solar_decode(
     threshold is lowered per point to the k-th largest hit count when fewer than k would
     remain; ``"strict"`` (the paper's filter) keeps it, so a point may get fewer than k labels; 5. score = sum over all K chunks of
     ``sigmoid`` (``"prob"``), ``logsigmoid`` (``"logprob"``) or the raw logit (``"logit"``) of
-    the candidate's bucket; 6. top-k by score.
+    the candidate's bucket; 6. top-k by score — where the relaxed filter let candidates in,
+    by hit count capped at ``min_freq`` first, then score, so that the labels that pass
+    ``min_freq`` come first and a point's top labels do not depend on ``k``.
 
     Args:
         logits: bucket logits of all chunks (any strides, e.g. a transposed ``(K, n, B)``).
@@ -414,7 +417,8 @@ def solar_decode(
 
     threshold = (_relaxed_threshold(rows, hits, n, n_chunks, min(k, retrieved.shape[1]), min_freq)
                  if min_freq_mode == "relaxed" else torch.full((n,), min_freq, dtype=hits.dtype, device=device))
-    kept_pairs = pairs[(hits >= threshold[rows]).nonzero().squeeze(1)]  # row-major, labels ascending
+    kept_at = (hits >= threshold[rows]).nonzero().squeeze(1)
+    kept_pairs, kept_hits = pairs[kept_at], hits[kept_at]  # row-major, labels ascending
     rows, labels = kept_pairs // (n_labels + 1), kept_pairs % (n_labels + 1)
     kept = torch.bincount(rows, minlength=n)
 
@@ -427,12 +431,32 @@ def solar_decode(
     scores[rows, slots] = SCORE_OF_LOGIT[scoring](kept_logits).sum(1)
     slot_labels = torch.full((n, width), -1, dtype=torch.int64, device=device)
     slot_labels[rows, slots] = labels
-    top_scores, top_slots = scores.topk(min(k, width), dim=1)
+    if min_freq_mode == "relaxed" and bool((threshold < min_freq).any()):
+        top_scores, top_slots = _tiered_top(scores, rows, slots, torch.clamp(kept_hits, max=min_freq), min(k, width))
+    else:
+        top_scores, top_slots = scores.topk(min(k, width), dim=1)
     top_labels = slot_labels.gather(1, top_slots).masked_fill(top_scores == -torch.inf, -1)
     if top_scores.shape[1] < k:
         top_scores = F.pad(top_scores, (0, k - top_scores.shape[1]), value=-torch.inf)
         top_labels = F.pad(top_labels, (0, k - top_labels.shape[1]), value=-1)
     return top_scores, top_labels, kept
+
+
+def _tiered_top(scores: Tensor, rows: Tensor, slots: Tensor, tiers: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """The top ``k`` slots of each point by tier, then score (ties: the lower slot): a
+    candidate at least ``min_freq`` chunks retrieve (the highest tier) ranks above one the
+    relaxed filter let in, so a point's first labels are the same whatever ``k`` asks.
+
+    Shapes:
+        scores ``(n, width)`` (``-inf`` in empty slots); rows, slots, tiers ``(kept,)`` →
+        ``(n, k)`` scores and slots.
+    """
+    tier = torch.zeros(scores.shape, dtype=tiers.dtype, device=scores.device)
+    tier[rows, slots] = tiers
+    by_score = scores.argsort(dim=1, descending=True, stable=True)
+    by_tier = tier.gather(1, by_score).argsort(dim=1, descending=True, stable=True)
+    top_slots = by_score.gather(1, by_tier[:, :k])
+    return scores.gather(1, top_slots), top_slots
 
 
 def _relaxed_threshold(rows: Tensor, hits: Tensor, n: int, n_chunks: int, k: int, min_freq: int) -> Tensor:
