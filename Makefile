@@ -31,8 +31,11 @@ demo: $(RUNTIME_STAMP)
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 
+# Two test processes (pytest-xdist) keep both cores busy: much of the suite is one-core work or
+# waits on the processes it starts. Cases that share a cache or a local Ray carry an
+# xdist_group mark (one process runs them in turn); the slowest 15 are listed.
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15
 	$(MAKE) docs
 
 # The docs site (MkDocs + mkdocstrings); --strict turns every warning, a broken link included, into an error.

@@ -4,10 +4,12 @@ nobody tuned holoxmc on, side by side in one run (issue 31).
 Sets (``--sets``; ``--quick`` swaps in tiny ones for the test suite):
 
 * ``bibtex``, ``delicious``, ``debtags``: the real sets, through ``holoxmc.data.load``;
-* ``reuters``, ``appstream``: real raw-text sets with a grouped split, built by
-  ``benchmarks/realdata/build_*.py`` (not stored with the project: see
-  ``benchmarks/realdata/SOURCES.md``), read from ``$HOLOXMC_REALDATA/<name>`` (default
-  ``~/.cache/holoxmc/realdata/<name>``); given by ``--sets`` only, not part of the default list;
+* ``reuters``, ``appstream``, ``debtags-grouped``: real raw-text sets with a grouped split and a
+  ``group`` field, built by ``benchmarks/realdata/build_*.py`` (not stored with the project: see
+  ``benchmarks/realdata/SOURCES.md``; ``debtags-grouped`` is the shared Debtags with its source
+  packages as groups), read from ``$HOLOXMC_REALDATA/<folder>`` (default
+  ``~/.cache/holoxmc/realdata/<folder>``); given by ``--sets`` only, not part of the default list.
+  holoxmc's fits get the training file's groups, as ``holoxmc train`` passes them;
 * ``mlc-3k``, ``mlc-16k``: ``sklearn.datasets.make_multilabel_classification`` (3,200 / 800
   rows x 300 features x 120 labels; 16,000 / 4,000 rows x 1,000 features x 500 labels),
   rows L2-normalised;
@@ -69,8 +71,8 @@ HOLOXMC = {"holoxmc-default": {}, "holoxmc-hrr": {"head": "hrr"}, "holoxmc-linea
 BASELINE_MODELS = ("napkinxc-plt", "omikuji", "pecos-xrlinear")
 SETS = ("bibtex", "delicious", "debtags", "mlc-3k", "mlc-16k", "realistic-1k", "realistic-10k")
 QUICK_SETS = ("mlc-tiny", "realistic-tiny")
-#: real raw-text sets made by benchmarks/realdata (folders with train.jsonl / test.jsonl)
-REALDATA_SETS = ("reuters", "appstream")
+#: real raw-text sets made by benchmarks/realdata: set name -> folder (train.jsonl / test.jsonl)
+REALDATA_SETS = {"reuters": "reuters", "appstream": "appstream", "debtags-grouped": "debtags"}
 REALDATA_ROOT = Path(os.environ.get("HOLOXMC_REALDATA", "~/.cache/holoxmc/realdata")).expanduser()
 QUICK_MODELS = ("holoxmc-linear", "napkinxc-plt")
 COLUMNS = ("P@1", "P@5", "PSP@5", "fit_seconds", "predict_ms_per_point", "peak_rss_mb")
@@ -114,16 +116,17 @@ def load_set(name: str, features: str = "default", cache_dir: Path | None = None
     if name in REALISTIC:
         n_train, n_test, n_labels, n_features, seed = REALISTIC[name]
         return make_realistic(n_train, n_labels, n_features, n_test=n_test, seed=seed, name=name)
-    source = REALDATA_ROOT / name if name in REALDATA_SETS else name
+    source = REALDATA_ROOT / REALDATA_SETS[name] if name in REALDATA_SETS else name
     if name in REALDATA_SETS and not (source / "train.jsonl").exists():
-        raise SystemExit(f"{source}/train.jsonl not found: run benchmarks/realdata/build_{name}.py first")
+        raise SystemExit(f"{source}/train.jsonl not found: run benchmarks/realdata/build_{REALDATA_SETS[name]}.py first")
     options = FEATURISATIONS[features]
     train = load(source, "train", cache_dir=cache_dir, **options)
     return train, load(source, "test", widths=(train.n_features, train.n_labels), cache_dir=cache_dir, **options)
 
 
-def model_fit(model: str, threads: int) -> Callable:
-    """The ``baselines.measure`` fit function of ``model``."""
+def model_fit(model: str, threads: int, groups: Any = None) -> Callable:
+    """The ``baselines.measure`` fit function of ``model`` (holoxmc's fit gets the training
+    rows' ``groups``, where the set has them, as ``holoxmc train`` passes a file's)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import baselines
 
@@ -132,7 +135,7 @@ def model_fit(model: str, threads: int) -> Callable:
 
         def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
             clf = XMCClassifier(progress=False, **HOLOXMC[model])
-            clf.fit(X, Y)
+            clf.fit(X, Y, **({} if groups is None else {"groups": groups}))
             return lambda X_test: clf.predict_topk(X_test, k=5)[0]
         return fit
     wrappers = {"napkinxc-plt": baselines.napkinxc_model, "omikuji": baselines.omikuji_model,
@@ -176,7 +179,7 @@ def run_child(set_name: str, model: str, threads: int, features: str = "default"
     from baselines import measure
 
     train, test = load_set(set_name, features, cache_dir)
-    row = measure(model_fit(model, threads), train, test) | {"n_features": train.n_features}
+    row = measure(model_fit(model, threads, train.groups), train, test) | {"n_features": train.n_features}
     shape = {"n_train": len(train), "n_test": len(test), "n_labels": train.n_labels, "n_features": train.n_features}
     print(json.dumps({"row": row, "shape": shape}))
 

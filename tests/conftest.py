@@ -172,6 +172,7 @@ def _kill_during_epochs(command: list[str], run_dir: Path, after_epoch: int = 2)
     process.wait()
     assert Processes.all_gone(workers, 60), "a killed worker did not end"
     assert not (run_dir / "metrics.json").exists(), "the run finished before it could be killed"
+    assert checkpoint.exists(), f"no checkpoint within 120 s (the run's exit status: {process.returncode})"
     return json.loads(checkpoint.read_text())["epoch"]
 
 

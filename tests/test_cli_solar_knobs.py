@@ -85,7 +85,7 @@ def test_strict_decoding_matches_a_per_point_reference():
 
 def test_relaxed_decoding_gives_a_point_the_same_first_labels_whatever_k_asks():
     """The relaxed filter lets more candidates in for a larger k; they rank after the labels
-    that pass ``min_freq`` (then by hit count), so ``k = 20``'s first j labels are ``k = j``'s
+    that pass ``min_freq`` (by hit count, then score), so ``k = 20``'s first j labels are ``k = j``'s
     (before, a label one chunk retrieved with a high probability could outrank them, and a
     top-100 list's P@5 at L = 100K fell from 32.1 to 20.5)."""
     L, K, B, n, m, min_freq = 80, 4, 10, 60, 3, 3

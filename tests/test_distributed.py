@@ -125,6 +125,7 @@ def test_threads_per_worker_refuses_a_worker_count_that_is_not_a_positive_intege
         threads_per_worker(workers)
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray instance at a time under `make test`
 def test_ray_tasks_return_results_and_report_failures():
     ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'holoxmc[ray]'")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

@@ -422,6 +422,7 @@ def test_ensemble_resumes_member_by_member(tmp_path, data):
     assert [untimed(r) for r in resumed.fit_results_] == [untimed(r) for r in whole.fit_results_]
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray instance at a time under `make test`
 def test_ensemble_networks_trained_in_worker_processes_and_ray_tasks_equal_those_trained_here(data, tmp_path):
     train, test = data
     params = ENSEMBLE | {"n_models": 2}

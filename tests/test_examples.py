@@ -38,7 +38,8 @@ def _alarm(signum: int, frame: object) -> None:
     raise _TimedOut(f"over {LIMIT} s")
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xdist_group("ray")) if "ray" in name else name
+                                  for name in sorted(EXPECTED)])
 def test_example_runs(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     if name == "ray_distributed.py":
         pytest.importorskip("ray", reason="ray is not installed (pip install 'holoxmc[ray]')")

@@ -137,6 +137,7 @@ def test_label_blocks_in_worker_processes_train_the_same_weights(data, config, m
     assert [(e["C"], e.get("val")) for e in here_history] == [(e["C"], e.get("val")) for e in apart_history]
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray instance at a time under `make test`
 def test_ray_tasks_train_the_same_weights_and_ask_for_no_gpu(data, monkeypatch):
     ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'holoxmc[ray]'")
     train, _ = data

@@ -85,8 +85,9 @@ def test_fit_writes_one_directory_per_chunk_and_learns(trained, data):
     assert meta["n_labels"] == 30 and meta["config"]["n_buckets"] == 8
     indices, scores, candidates = model.predict(X, k=5)
     assert indices.shape == scores.shape == (480, 5) and candidates.shape == (480,)
-    assert (np.diff(scores, axis=1) <= 0).all()
     assert ((indices >= 0) & (indices < 30)).all()
+    # the first labels are the same whatever k asks (scores fall within a hit-count tier)
+    assert np.array_equal(model.predict(X, k=2)[0], indices[:, :2])
     popular = np.argsort(-np.asarray(Y.sum(0)).ravel())[:5]
     baseline = evaluate(np.tile(popular, (480, 1)), Y)["P@1"]
     assert evaluate(indices, Y)["P@1"] > baseline + 50
@@ -178,6 +179,7 @@ def test_a_chunk_killed_mid_training_is_resumed_alone(trained, data, tmp_path):
     assert _weights(run_dir) == _weights(reference_dir)
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray instance at a time under `make test`
 def test_worker_processes_and_ray_tasks_train_the_same_model(data, tmp_path, map_every_array):
     ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'holoxmc[ray]'")
     X, Y = data

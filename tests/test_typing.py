@@ -10,6 +10,8 @@ import pytest
 import holoxmc
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Both mypy runs write the package's cache (.mypy_cache): one test process runs them, in turn.
+pytestmark = pytest.mark.xdist_group("mypy-cache")
 
 
 def test_the_package_is_marked_typed() -> None:

@@ -301,7 +301,10 @@ class SolarModel:
 
         Returns:
             ``(indices (n, k) int64, scores (n, k) float32, candidates_per_point (n,) int64)``;
-            ``-1`` marks a missing label when fewer than k candidates exist.
+            ``-1`` marks a missing label when fewer than k candidates exist. The labels that
+            pass ``min_freq`` come first, by score; with the relaxed filter, the ones it let in
+            follow by hit count, then score (so one of them may score above a label before
+            it, and a row's first labels are the same for every ``k``, up to exact ties).
         """
         if not sp.issparse(X) or X.shape[1] != self.n_features:
             raise InputError(f"X must be sparse with {self.n_features} columns")
