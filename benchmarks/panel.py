@@ -21,7 +21,8 @@ Models (``--models``): ``holoxmc-default`` (``XMCClassifier()``, no arguments bu
 ``progress=False``: what a user gets, ``head="auto"``: the model chosen on a validation split
 within its time budget), ``holoxmc-hrr`` (``XMCClassifier(head="hrr")``: HRR-FC at its library
 defaults), ``holoxmc-linear`` (``XMCClassifier(head="linear")``), ``holoxmc-rerank``
-(``XMCClassifier(head="rerank")``), and the library wrappers of ``benchmarks/baselines.py`` (``napkinxc-plt``, ``omikuji``,
+(``XMCClassifier(head="rerank")``), ``holoxmc-default-frequent20`` (the default with its re-rank
+candidate's ``frequent_labels=20``: :data:`AUTO_VARIANTS`), and the library wrappers of ``benchmarks/baselines.py`` (``napkinxc-plt``, ``omikuji``,
 ``pecos-xrlinear``) at their defaults. Every (set, model) runs in a process of its own, so
 ``peak_rss_mb`` (``ru_maxrss``) is that model's peak with its data; metrics, fit and top-5
 times are those of ``baselines.measure``. PECOS pins numpy < 2, so its rows run under the
@@ -68,6 +69,9 @@ PECOS_PYTHON = ROOT / ".venv-pecos" / "bin" / "python"
 MODELS = ("holoxmc-default", "holoxmc-hrr", "holoxmc-linear", "holoxmc-rerank", "napkinxc-plt", "omikuji", "pecos-xrlinear")
 #: holoxmc rows and the XMCClassifier arguments they add to ``progress=False``
 HOLOXMC = {"holoxmc-default": {}, "holoxmc-hrr": {"head": "hrr"}, "holoxmc-linear": {"head": "linear"}, "holoxmc-rerank": {"head": "rerank"}}
+#: The default with other settings for one of ``head="auto"``'s candidates (a setting measured
+#: before it becomes the candidate's default): candidate name -> its extra settings.
+AUTO_VARIANTS = {"holoxmc-default-frequent20": {"rerank": {"head_options": {"frequent_labels": 20}}}}
 BASELINE_MODELS = ("napkinxc-plt", "omikuji", "pecos-xrlinear")
 SETS = ("bibtex", "delicious", "debtags", "mlc-3k", "mlc-16k", "realistic-1k", "realistic-10k")
 QUICK_SETS = ("mlc-tiny", "realistic-tiny")
@@ -130,11 +134,16 @@ def model_fit(model: str, threads: int, groups: Any = None) -> Callable:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import baselines
 
+    if model in AUTO_VARIANTS:  # this process only: each (set, model) runs in its own
+        import holoxmc.auto as auto
+
+        auto.CANDIDATES = tuple((name, {**settings, **AUTO_VARIANTS[model].get(name, {})})
+                                for name, settings in auto.CANDIDATES)
     if model.startswith("holoxmc-"):
         from holoxmc.estimator import XMCClassifier
 
         def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
-            clf = XMCClassifier(progress=False, **HOLOXMC[model])
+            clf = XMCClassifier(progress=False, **HOLOXMC.get(model, {}))
             clf.fit(X, Y, **({} if groups is None else {"groups": groups}))
             return lambda X_test: clf.predict_topk(X_test, k=5)[0]
         return fit
@@ -256,7 +265,7 @@ def goals(results: dict[str, Any], sets: list[str], model: str = "holoxmc-defaul
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sets", nargs="+", choices=[*SETS, *REALDATA_SETS, *QUICK_SETS])
-    parser.add_argument("--models", nargs="+", choices=MODELS)
+    parser.add_argument("--models", nargs="+", choices=[*MODELS, *AUTO_VARIANTS])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="tiny sets, napkinXC and holoxmc's linear model")
     parser.add_argument("--out", type=Path, default=OUT)

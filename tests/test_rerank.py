@@ -80,7 +80,35 @@ def test_a_training_row_is_not_its_own_neighbour(knn_model):
     assert not np.allclose(votes_with, votes_without)
 
 
-@pytest.mark.parametrize("which", ["model", "knn_model"])
+@pytest.fixture(scope="module")
+def frequent_model(data):
+    train, _ = data
+    token = rerank_fit.KEEP_FIT_ROWS.set(True)  # leaves the rows each label trained on
+    try:
+        return fit_rerank(train.X, train.Y, RerankConfig(shortlist=4, alpha=0.5, negatives=0, frequent_labels=3))
+    finally:
+        rerank_fit.KEEP_FIT_ROWS.reset(token)
+
+
+def test_the_most_frequent_labels_train_on_every_row_and_are_on_every_shortlist(frequent_model, data):
+    """``frequent_labels``: the three labels of most training rows learn from every row (not
+    only the rows whose shortlist holds them) and are candidates of every row, each once."""
+    train, test = data
+    counts = np.asarray(train.Y.getnnz(axis=0))
+    assert sorted(frequent_model.always.tolist()) == sorted(np.argsort(-counts, kind="stable")[:3].tolist())
+    rows = sp.csc_matrix(frequent_model.fit_rows)
+    assert all(rows[:, label].nnz == train.X.shape[0] for label in frequent_model.always)
+    assert min(rows[:, label].nnz for label in range(train.Y.shape[1])) < train.X.shape[0]  # the others do not
+    labels, scores = frequent_model.predict_topk(test.X, 7)  # shortlist 4 + 3: every candidate
+    for row, row_scores in zip(labels, scores):
+        listed = row[row >= 0]
+        assert set(frequent_model.always) <= set(listed.tolist()) and len(set(listed.tolist())) == len(listed)
+        assert np.isneginf(row_scores[row < 0]).all()
+    plain = fit_rerank(train.X, train.Y, RerankConfig(shortlist=4, alpha=0.5, negatives=0))
+    assert plain.always.size == 0 and plain.predict_topk(test.X, 7)[0].min() == -1
+
+
+@pytest.mark.parametrize("which", ["model", "knn_model", "frequent_model"])
 def test_save_load_round_trip_predicts_identically(which, request, data, tmp_path):
     model = request.getfixturevalue(which)
     _, test = data
@@ -156,7 +184,9 @@ def test_bad_fit_input_is_one_error(data):
 @pytest.mark.parametrize("setting", [{"shortlist": 0}, {"C": 0.0}, {"C": float("nan")}, {"prune": -1.0},
                                      {"alpha": 1.5}, {"knn": -1}, {"knn_weight": -0.5}, {"negatives": -2},
                                      {"max_iter": 0}, {"tol": 0.0}, {"label_block": 0}, {"shortlist": "50"},
-                                     {"knn": 2.5}, {"C": True}])
+                                     {"knn": 2.5}, {"C": True}, {"frequent_labels": -1},
+                                     {"frequent_labels": 5, "retriever": "clusters"},
+                                     {"frequent_labels": 5, "knn": 3}])
 def test_bad_settings_are_one_error(setting):
     with pytest.raises(InputError):
         RerankConfig(**setting)

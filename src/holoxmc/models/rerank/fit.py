@@ -119,6 +119,10 @@ class RerankConfig:
             :data:`~holoxmc.models.rerank.model.DENSE_UP_TO` labels (without kNN, prior or negative
             values) a row's retrieval then costs at most ``postings`` labels per feature it
             holds, not ``L`` (:func:`pifa_index`); below it the dense ``rows x L`` block stays.
+        frequent_labels: the most frequent training labels on every shortlist, in training
+            (so their scorers learn from every row) and prediction (``0``: none; PIFA without
+            kNN only). Measured on validation rows in docs/results/model-gap.md; off by default
+            until the panel has run with it.
     """
 
     shortlist: int | None = option_default("rerank", "shortlist")
@@ -139,6 +143,7 @@ class RerankConfig:
     beam: int = 64
     cluster_weight: float = 0.5
     postings: int = 1000
+    frequent_labels: int = option_default("rerank", "frequent_labels")
 
     def __post_init__(self) -> None:
         check_number_types(self)
@@ -151,18 +156,20 @@ class RerankConfig:
                   "max_iter": self.max_iter >= 1, "tol": math.isfinite(self.tol) and self.tol > 0,
                   "label_block": self.label_block >= 1, "clusters": self.clusters >= 0, "beam": self.beam >= 1,
                   "cluster_weight": math.isfinite(self.cluster_weight) and self.cluster_weight >= 0,
-                  "postings": self.postings >= 0}
+                  "postings": self.postings >= 0, "frequent_labels": self.frequent_labels >= 0}
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise InputError(f"rerank setting {bad[0]}={getattr(self, bad[0])!r} is out of range (shortlist, train_shortlist, label_weights, knn, "
                              "negatives, max_iter, label_block: positive integers (knn may be 0, either shortlist or label_weights None); "
                              "C, tol: "
                              "positive; prune, knn_weight: >= 0; alpha: in [0, 1] or None; clusters >= 0, beam >= 1, "
-                             "cluster_weight >= 0, postings >= 0)")
+                             "cluster_weight >= 0, postings >= 0, frequent_labels >= 0)")
         if self.retriever not in RETRIEVERS:
             raise InputError(f"rerank setting retriever={self.retriever!r} is not one of {list(RETRIEVERS)}")
         if self.retriever == "clusters" and self.knn:
             raise InputError("rerank's clustered retriever has no kNN vote: set knn=0 or retriever='pifa'")
+        if self.frequent_labels and (self.retriever != "pifa" or self.knn):
+            raise InputError("rerank's frequent_labels needs retriever='pifa' and knn=0")
 
 
 #: ``alpha`` when it is ``None`` and no validation split is given.
@@ -307,8 +314,8 @@ def _keep_largest(M: sp.csr_matrix, k: int) -> None:
 def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, size: int | None = None, workers: int = 1,
                         ray_address: str | None = None, threads: int | None = None) -> np.ndarray:
     """``(n, size)`` best labels the retriever proposes for each training row of unit rows
-    ``X`` (``size``: at most its shortlist, ``None``: all of it); with kNN, a row is not its
-    own neighbour. Locally, batches of rows are scored on ``threads`` threads of this process
+    ``X`` (``size``: at most its shortlist, ``None``: all of it), then the retriever's
+    ``always`` labels (``(n, size + f)``); with kNN, a row is not its own neighbour. Locally, batches of rows are scored on ``threads`` threads of this process
     (``None``: every core, :func:`~holoxmc.sparse.default_threads`; :func:`~holoxmc.sparse.in_threads`:
     the products release the GIL, threads hold no copy of the index or the rows, as worker
     processes would, and each batch is scored alone, so the result is the same at any count);
@@ -332,13 +339,16 @@ def training_shortlists(retriever: RerankModel, X: sp.csr_matrix, *, size: int |
         def batch(start: int) -> None:
             out[start:start + step] = _shortlist_rows(retriever, X, start, min(start + step, X.shape[0]), size)
         in_threads(batch, range(0, X.shape[0], step), default_threads() if threads is None else threads)
-        return out
-    rows_per_job = step * max(1, -(-X.shape[0] // (step * max(1, workers) * 4)))
-    starts = range(0, X.shape[0], rows_per_job)
-    blocks = [_Block(start, min(start + rows_per_job, X.shape[0])) for start in starts]
-    parts = run_jobs(_shortlist_block, blocks, (retriever, X, size), workers=workers if len(blocks) > 1 else 1,
-                     ray_address=ray_address, gpu=False)
-    return np.concatenate(parts) if parts else np.zeros((0, size), np.int32)
+    else:
+        rows_per_job = step * max(1, -(-X.shape[0] // (step * max(1, workers) * 4)))
+        starts = range(0, X.shape[0], rows_per_job)
+        blocks = [_Block(start, min(start + rows_per_job, X.shape[0])) for start in starts]
+        parts = run_jobs(_shortlist_block, blocks, (retriever, X, size), workers=workers if len(blocks) > 1 else 1,
+                         ray_address=ray_address, gpu=False)
+        out = np.concatenate(parts) if parts else np.zeros((0, size), np.int32)
+    if retriever.always.size:  # on every row's list (a repeat is harmless: memberships read the pattern)
+        out = np.hstack([out, np.repeat(retriever.always.astype(np.int32)[None, :], X.shape[0], axis=0)])
+    return out
 
 
 def _shortlist_block(block: "_Block", shared: tuple[RerankModel, sp.csr_matrix, int]) -> np.ndarray:
@@ -653,7 +663,11 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     if config.retriever == "clusters":
         knn = {"matcher": fit_matcher(X, Y, centroids, config, workers=workers, ray_address=ray_address)}
     empty = sp.csc_matrix((X.shape[1], n_labels), dtype=np.float32)
-    retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), shortlist, 0.0, **knn)
+    counts = np.asarray(Y.getnnz(axis=0))
+    always = np.argsort(-counts, kind="stable")[:config.frequent_labels]  # ties: the lower labels
+    always = np.sort(always[counts[always] > 0])
+    retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), shortlist, 0.0, **knn,
+                            always=always)
     del centroids  # the retriever holds the index (in column blocks past INDEX_BLOCK_LABELS labels)
     watch.lap("retriever")
     shortlists = training_shortlists(retriever, X, size=config.train_shortlist, workers=workers,
@@ -741,7 +755,7 @@ def add_labels(model: RerankModel, X: Any, Y: Any, config: RerankConfig = Rerank
     index.sort_indices()
     empty = sp.csc_matrix((X.shape[1], old + new), dtype=np.float32)
     retriever = RerankModel(index.T, empty, np.zeros(old + new, np.float32), model.shortlist, 0.0,
-                            prior=np.concatenate([model.prior, np.zeros(new, np.float32)]))
+                            prior=np.concatenate([model.prior, np.zeros(new, np.float32)]), always=model.always)
     del index
     shortlists = training_shortlists(retriever, X, size=config.train_shortlist, workers=workers,
                                      ray_address=ray_address)
@@ -804,7 +818,7 @@ def absorb_rows(model: RerankModel, X: Any, Y: Any, held: np.ndarray, config: Re
                                          model.shortlist))
     retriever = RerankModel(pifa_index(X, Y, config.postings).T, sp.csc_matrix((X.shape[1], model.n_labels),
                             dtype=np.float32), np.zeros(model.n_labels, np.float32), model.shortlist, 0.0,
-                            prior=model.prior)
+                            prior=model.prior, always=model.always)
     labels = np.flatnonzero(np.asarray(Y[held].getnnz(axis=0)) > 0)
     weights, bias = sp.csc_matrix(model.weights), model.bias
     if len(labels):

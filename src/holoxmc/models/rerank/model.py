@@ -89,6 +89,10 @@ class RerankModel:
         matcher: the clustered retriever (``None``: every label is scored by PIFA); with it,
             a row's candidates are the labels of its best clusters and a label's retriever
             score adds its cluster's score (:mod:`holoxmc.models.rerank.matcher`); no kNN with it.
+        always: labels on every row's shortlist besides the retriever's own (their retriever
+            score as any label's), e.g. the most frequent training labels, whose scorers then
+            train against every row (:func:`~holoxmc.models.rerank.fit.training_shortlists`);
+            ``None``: none. PIFA without kNN only.
 
     Attributes:
         fit_seconds: wall seconds of each stage of the fit that made it
@@ -107,7 +111,7 @@ class RerankModel:
     def __init__(self, centroids: sp.csr_matrix, weights: sp.spmatrix, bias: np.ndarray, shortlist: int,
                  alpha: float, *, neighbours: sp.spmatrix | None = None, neighbour_labels: sp.spmatrix | None = None,
                  knn: int = 0, knn_weight: float = 0.0, prior: np.ndarray | None = None,
-                 matcher: ClusterMatcher | None = None) -> None:
+                 matcher: ClusterMatcher | None = None, always: np.ndarray | None = None) -> None:
         self.n_labels, self.n_features = centroids.shape
         self.fit_seconds: dict[str, float] = {}
         if not 1 <= shortlist or not 0.0 <= alpha <= 1.0 or knn < 0 or not np.isfinite(knn_weight) or knn_weight < 0:
@@ -121,8 +125,14 @@ class RerankModel:
         if matcher is not None and (matcher.n_labels != self.n_labels or matcher.weights.shape[0] != self.n_features
                                     or knn):
             raise InputError("the clustered retriever must cover the model's labels and features, without kNN")
+        self.always = np.zeros(0, np.int64) if always is None else np.asarray(always, np.int64)
+        if self.always.size and (self.always.ndim != 1 or self.always.min() < 0 or self.always.max() >= self.n_labels
+                                 or len(np.unique(self.always)) != self.always.size or knn or matcher is not None):
+            raise InputError("the labels on every shortlist must be distinct labels of the model, "
+                             "with the PIFA retriever and no kNN")
         # (D, L) CSR: the products below are CSR @ CSR, with no conversion per batch
         centroids_t = sp.csr_matrix(centroids.T, dtype=np.float32)
+        self._always_index = sp.csr_matrix(centroids_t[:, self.always]) if self.always.size else None
         self.shortlist = min(int(shortlist), self.n_labels)
         self.alpha = float(alpha)
         self.knn, self.knn_weight = (int(knn), float(knn_weight)) if knn else (0, 0.0)
@@ -310,11 +320,30 @@ class RerankModel:
         W = (self.weight_rows @ X.T).T if self._weights is None else X @ self._weights
         return np.asarray(W.toarray(), dtype=np.float32) + self.bias
 
+    def with_always(self, X: sp.csr_matrix, labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A shortlist (``labels``, retriever ``scores``; unit rows ``X``, one batch) with the
+        :attr:`always` labels appended: ``(n, s + f)``; one already on a row's list is
+        appended as ``-1`` with score ``-inf``."""
+        if not self.always.size:
+            return labels, scores
+        assert self._always_index is not None
+        extra = np.repeat(self.always[None, :], X.shape[0], axis=0)
+        extra_scores = np.asarray((X @ self._always_index).toarray(), np.float32) + self.prior[self.always]
+        listed = (extra[:, :, None] == labels[:, None, :]).any(axis=2)
+        extra[listed], extra_scores[listed] = -1, -np.inf
+        return np.hstack([labels, extra]), np.hstack([scores, extra_scores])
+
     def shortlist_scores(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
-        """``(labels (n, s), mixed scores (n, s))`` of each row's shortlist (one batch)."""
+        """``(labels (n, s), mixed scores (n, s))`` of each row's shortlist (one batch; with
+        :attr:`always` labels, ``s + f`` wide, a repeated label ``-1`` with score ``-inf``)."""
         X = l2_rows(X)
         labels, retriever = self.shortlists(X)
-        return labels, self.mix(self.rescore(X, labels), retriever)
+        if not self.always.size:
+            return labels, self.mix(self.rescore(X, labels), retriever)
+        labels, retriever = self.with_always(X, labels, retriever)
+        mixed = self.mix(self.rescore(X, np.where(labels < 0, self.always[0], labels)), retriever)
+        mixed[labels < 0] = -np.inf
+        return labels, mixed
 
     def predict_topk(self, X: Any, k: int, *, batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` labels per row by mixed score; ranks past the shortlist hold ``-1`` / ``-inf``."""
@@ -358,6 +387,8 @@ class RerankModel:
             out.update(csr_tensors("neighbour_labels", self.neighbour_labels))
         if self.matcher is not None:
             out.update({f"matcher.{name}": t for name, t in self.matcher.tensors().items()})
+        if self.always.size:
+            out["always"] = torch.from_numpy(self.always.copy())
         return out
 
     def save_to(self, directory: Path) -> dict[str, Tensor]:
@@ -401,8 +432,12 @@ class RerankModel:
         if any(name.startswith("matcher.") for name in tensors):
             matcher = ClusterMatcher.from_tensors({name.removeprefix("matcher."): t for name, t in tensors.items()
                                                    if name.startswith("matcher.")}, n_features, n_labels)
+        always = np.asarray(tensors["always"]) if "always" in tensors else None
+        if always is not None and (always.ndim != 1 or always.dtype.kind not in "iu"):
+            raise InputError("the stored always-listed labels are not a list of label ids")
         return cls(centroids, weights, bias, int(shortlist), float(alpha), neighbours=neighbours,
-                   neighbour_labels=labels, knn=int(knn), knn_weight=float(knn_weight), prior=prior, matcher=matcher)
+                   neighbour_labels=labels, knn=int(knn), knn_weight=float(knn_weight), prior=prior, matcher=matcher,
+                   always=always)
 
     def parameter_counts(self) -> dict[str, int]:
         """Stored weights, biases, centroid entries and (with kNN) neighbour entries."""
