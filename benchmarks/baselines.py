@@ -35,6 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -66,23 +67,31 @@ def holoxmc_model(dataset: str, model: str, overrides: dict) -> Fit:
     return fit
 
 
-def omikuji_model(threads: int) -> Fit:
+def omikuji_train(X: sp.csr_matrix, Y: sp.csr_matrix, threads: int) -> Any:
+    """An omikuji model at its default hyper-parameters (trained from an XML-repo file)."""
     import omikuji
 
-    def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "train.txt"
-            write_xml_repo(path, X, Y)
-            model = omikuji.Model.train_on_data(str(path), omikuji.Model.default_hyper_param(), n_threads=threads)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "train.txt"
+        write_xml_repo(path, X, Y)
+        return omikuji.Model.train_on_data(str(path), omikuji.Model.default_hyper_param(), n_threads=threads)
 
-        def predict(X_test: sp.csr_matrix) -> np.ndarray:
-            rows = []
-            for i in range(X_test.shape[0]):
-                row = X_test[i]
-                pairs = model.predict(list(zip(row.indices.tolist(), row.data.tolist())), top_k=5)
-                rows.append([label for label, _ in pairs] + [-1] * (5 - len(pairs)))
-            return np.asarray(rows, dtype=np.int64)
-        return predict
+
+def omikuji_top(model: Any, X: sp.csr_matrix, k: int) -> np.ndarray:
+    """``(n, k)`` top labels of an omikuji model, ``-1`` where it gives fewer."""
+    X = sp.csr_matrix(X)
+    rows = []
+    for i in range(X.shape[0]):
+        row = X[i]
+        pairs = model.predict(list(zip(row.indices.tolist(), row.data.tolist())), top_k=k)
+        rows.append([label for label, _ in pairs] + [-1] * (k - len(pairs)))
+    return np.asarray(rows, dtype=np.int64)
+
+
+def omikuji_model(threads: int) -> Fit:
+    def fit(X: sp.csr_matrix, Y: sp.csr_matrix) -> Callable[[sp.csr_matrix], np.ndarray]:
+        model = omikuji_train(X, Y, threads)
+        return lambda X_test: omikuji_top(model, X_test, 5)
     return fit
 
 

@@ -65,11 +65,12 @@ import scipy.sparse as sp
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from baselines import omikuji_top, omikuji_train  # noqa: E402
+from panel import load_set  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "model_gap.jsonl"
 #: the real raw-text sets with a group field, built by benchmarks/realdata/build_*.py
 SETS = ("reuters", "appstream", "debtags")
-REALDATA_ROOT = Path(os.environ.get("HOLOXMC_REALDATA", "~/.cache/holoxmc/realdata")).expanduser()
 #: label-frequency bands: (name, least, most) training count, inclusive
 BANDS = (("0 (unseen)", 0, 0), ("1-2", 1, 2), ("3-9", 3, 9), ("10-99", 10, 99), ("100+", 100, np.inf))
 #: the mix weights of the sweep (those the fit chooses among: holoxmc.models.rerank.fit.ALPHAS)
@@ -78,17 +79,9 @@ MODELS = ("omikuji", "holoxmc-default")
 
 
 def load_pair(name: str, features: str, cache_dir: Path | None) -> tuple[Any, Any]:
-    """``(train, test)`` of a realdata set under a panel featurisation (groups kept)."""
-    from holoxmc.data import load
-    from panel import FEATURISATIONS
-
-    source = REALDATA_ROOT / name
-    if not (source / "train.jsonl").exists():
-        raise SystemExit(f"{source}/train.jsonl not found: run benchmarks/realdata/build_{name}.py first")
-    options = FEATURISATIONS[features]
-    train = load(source, "train", cache_dir=cache_dir, **options)
-    test = load(source, "test", widths=(train.n_features, train.n_labels), cache_dir=cache_dir, **options)
-    return train, test
+    """``(train, test)`` of a realdata set under a panel featurisation (groups kept), read by
+    the panel's own loader (its ``debtags-grouped`` is this script's ``debtags``)."""
+    return load_set({"debtags": "debtags-grouped"}.get(name, name), features, cache_dir)
 
 
 def band_of(counts: np.ndarray) -> np.ndarray:
@@ -231,33 +224,17 @@ def shortlist_variants(model: Any, X: sp.csr_matrix, Y: sp.csr_matrix, counts: n
 
 
 def fit_omikuji(X: sp.csr_matrix, Y: sp.csr_matrix, threads: int) -> Any:
-    """omikuji at its default hyper-parameters, trained as benchmarks/baselines.py does (its
-    progress bars, written to the process's stderr, are dropped)."""
-    import omikuji
-    from holoxmc.data import write_xml_repo
-
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "train.txt"
-        write_xml_repo(path, X, Y)
-        sys.stderr.flush()
-        saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        try:
-            return omikuji.Model.train_on_data(str(path), omikuji.Model.default_hyper_param(), n_threads=threads)
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            os.close(devnull)
-
-
-def omikuji_top(model: Any, X: sp.csr_matrix, k: int) -> np.ndarray:
-    X = sp.csr_matrix(X)
-    rows = []
-    for i in range(X.shape[0]):
-        row = X[i]
-        pairs = model.predict(list(zip(row.indices.tolist(), row.data.tolist())), top_k=k)
-        rows.append([label for label, _ in pairs] + [-1] * (k - len(pairs)))
-    return np.asarray(rows, dtype=np.int64)
+    """omikuji as benchmarks/baselines.py trains it (its progress bars, written to the
+    process's stderr, are dropped)."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        return omikuji_train(X, Y, threads)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 class FinishSpy:

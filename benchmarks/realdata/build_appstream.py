@@ -23,12 +23,9 @@ Needs PyYAML and ``apt-get`` (a Debian or Ubuntu machine).
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import html
-import os
 import re
-import subprocess
 import sys
 from datetime import date
 from pathlib import Path
@@ -36,34 +33,16 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DEFAULT_ROOT, UnionFind, grouped_split, keep_frequent_labels, sha256, write_outputs  # noqa: E402
+from common import (DEFAULT_ROOT, UnionFind, apt_update, grouped_split, keep_frequent_labels,  # noqa: E402
+                    read_index, sha256, write_outputs)
 
 NAME = "appstream"
 MIRROR = "http://deb.debian.org/debian"
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 DEP11 = ('Acquire::IndexTargets::deb::DEP-11 { MetaKey "$(COMPONENT)/dep11/Components-$(NATIVE_ARCHITECTURE).yml"; '
          'ShortDescription "Components-$(NATIVE_ARCHITECTURE)"; '
          'Description "$(RELEASE)/$(COMPONENT) $(NATIVE_ARCHITECTURE) DEP-11 Metadata"; '
          'KeepCompressed "true"; KeepCompressedAs "gz"; DefaultEnabled "true"; };')
-
-
-def apt_update(apt: Path, suite: str, components: str) -> None:
-    for sub in ("lists/partial", "cache/archives/partial", "parts"):
-        (apt / sub).mkdir(parents=True, exist_ok=True)
-    (apt / "sources.list").write_text(
-        f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {MIRROR} {suite} {components}\n")
-    (apt / "apt.conf").write_text("\n".join([
-        f'Dir::Etc::parts "{apt}/parts";', f'Dir::Etc::sourcelist "{apt}/sources.list";',
-        'Dir::Etc::sourceparts "/nonexistent";', f'Dir::State::Lists "{apt}/lists";',
-        f'Dir::Cache "{apt}/cache";', 'Acquire::Languages "none";', 'Acquire::GzipIndexes "false";', DEP11, ""]))
-    subprocess.run(["apt-get", "update"], check=True, env=os.environ | {"APT_CONFIG": str(apt / "apt.conf")})
-
-
-def read_index(path: Path) -> bytes:
-    if path.suffix == ".gz":
-        return gzip.decompress(path.read_bytes())
-    if path.suffix == ".lz4":
-        return subprocess.run(["lz4cat", str(path)], check=True, capture_output=True).stdout
-    return path.read_bytes()
 
 
 def source_packages(lists: Path) -> dict[str, str]:
@@ -117,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.expanduser()
     apt = out / "apt"
     if not args.offline:
-        apt_update(apt.resolve() if apt.exists() else apt.absolute(), args.suite, args.components)
+        apt_update(apt.resolve() if apt.exists() else apt.absolute(),
+                   [f"deb [signed-by={KEYRING}] {MIRROR} {args.suite} {args.components}"], [DEP11])
     lists = apt / "lists"
     if not any(lists.glob("*_dep11_Components-*")):
         raise SystemExit(f"no DEP-11 index in {lists}: run once without --offline")

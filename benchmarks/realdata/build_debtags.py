@@ -38,7 +38,7 @@ from datetime import date
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DEFAULT_ROOT, sha256, write_outputs  # noqa: E402
+from common import DEFAULT_ROOT, apt_update, read_index, sha256, write_outputs  # noqa: E402
 
 NAME = "debtags"
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
@@ -53,20 +53,6 @@ def default_source_dir() -> Path:
     return Path(os.environ.get("HOLOXMC_DATA", "/work/shared/data")) / "Debtags"
 
 
-def apt_update(apt: Path) -> None:
-    """``apt-get update`` of :data:`SUITES` into ``apt/lists`` with a private configuration (no translations)."""
-    for sub in ("lists/partial", "cache/archives/partial", "parts"):
-        (apt / sub).mkdir(parents=True, exist_ok=True)
-    (apt / "sources.list").write_text("".join(
-        f"deb [arch={ARCH} signed-by={KEYRING}] {mirror} {suite} {COMPONENT}\n" for mirror, suite in SUITES))
-    (apt / "apt.conf").write_text("\n".join([
-        f'Dir::Etc::parts "{apt}/parts";', f'Dir::Etc::sourcelist "{apt}/sources.list";',
-        'Dir::Etc::sourceparts "/nonexistent";', f'Dir::State::Lists "{apt}/lists";',
-        f'Dir::Cache "{apt}/cache";', f'APT::Architecture "{ARCH}";', f'APT::Architectures {{ "{ARCH}"; }};',
-        'Acquire::Languages "none";', 'Acquire::GzipIndexes "false";', ""]))
-    subprocess.run(["apt-get", "update"], check=True, env=os.environ | {"APT_CONFIG": str(apt / "apt.conf")})
-
-
 def index_paths(lists: Path) -> list[Path]:
     """The ``Packages`` index of every suite in :data:`SUITES` (exits when one is missing)."""
     paths = []
@@ -78,14 +64,6 @@ def index_paths(lists: Path) -> list[Path]:
             raise SystemExit(f"no {path.name} in {lists}: run once without --offline")
         paths.append(found[0])
     return paths
-
-
-def read_index(path: Path) -> bytes:
-    if path.suffix == ".gz":
-        return gzip.decompress(path.read_bytes())
-    if path.suffix == ".lz4":
-        return subprocess.run(["lz4cat", str(path)], check=True, capture_output=True).stdout
-    return path.read_bytes()
 
 
 @functools.cmp_to_key
@@ -137,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.expanduser()
     apt = out / "apt"
     if not args.offline:
-        apt_update(apt.resolve() if apt.exists() else apt.absolute())
+        apt_update(apt.resolve() if apt.exists() else apt.absolute(),
+                   [f"deb [arch={ARCH} signed-by={KEYRING}] {mirror} {suite} {COMPONENT}" for mirror, suite in SUITES],
+                   [f'APT::Architecture "{ARCH}";', f'APT::Architectures {{ "{ARCH}"; }};'])
     lists = apt / "lists"
     indexes = index_paths(lists)
     sources, stanzas, disagreeing = source_packages(indexes)

@@ -8,11 +8,13 @@ line; holoxmc's raw-text reader uses ``text`` and ``labels`` and ignores the res
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
 import random
 import statistics
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Iterable
@@ -148,3 +150,27 @@ def write_outputs(out: Path, name: str, train: list[dict], test: list[dict], hea
 
 def progress(message: str) -> None:
     print(f"\r{message}", end="", flush=True)
+
+
+def apt_update(apt: Path, sources: Iterable[str], options: Iterable[str] = ()) -> None:
+    """``apt-get update`` of the ``sources`` lines (``sources.list`` syntax) into ``apt/lists``,
+    with a private configuration under ``apt/`` (its own source list, lists and cache
+    folders; no translations), so nothing of the machine's apt setup changes; ``options``:
+    more ``apt.conf`` lines."""
+    for sub in ("lists/partial", "cache/archives/partial", "parts"):
+        (apt / sub).mkdir(parents=True, exist_ok=True)
+    (apt / "sources.list").write_text("".join(f"{line}\n" for line in sources))
+    (apt / "apt.conf").write_text("\n".join([
+        f'Dir::Etc::parts "{apt}/parts";', f'Dir::Etc::sourcelist "{apt}/sources.list";',
+        'Dir::Etc::sourceparts "/nonexistent";', f'Dir::State::Lists "{apt}/lists";',
+        f'Dir::Cache "{apt}/cache";', 'Acquire::Languages "none";', 'Acquire::GzipIndexes "false";', *options, ""]))
+    subprocess.run(["apt-get", "update"], check=True, env=os.environ | {"APT_CONFIG": str(apt / "apt.conf")})
+
+
+def read_index(path: Path) -> bytes:
+    """An apt index file's bytes (plain, ``.gz`` or ``.lz4``)."""
+    if path.suffix == ".gz":
+        return gzip.decompress(path.read_bytes())
+    if path.suffix == ".lz4":
+        return subprocess.run(["lz4cat", str(path)], check=True, capture_output=True).stdout
+    return path.read_bytes()
