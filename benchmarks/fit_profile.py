@@ -202,25 +202,40 @@ def calibrate(path: Path, held_out: list[str]) -> None:
               f"estimate {estimate.peak_bytes / 2**30:.2f}  winner {record['head_']}")
 
 
+def _winner_text(record: dict[str, Any]) -> tuple[str, float]:
+    """How the winner became a model of every row, and its seconds: the finishing step
+    (``finish <head>`` laps), a refit (one ``fit`` more than the candidates that ran: its model
+    and rule), or a finish that records predate (its seconds in "other")."""
+    finished = [laps for name, laps in record["rerank_fits"] if name.startswith("finish ")]
+    fits = [laps for name, laps in record["rerank_fits"] if name.startswith("fit ")]
+    ran = sum(trial["val_p1"] is not None for trial in record["trials"])
+    if finished:
+        return f"finished {finished[-1]['model']:.1f}", finished[-1]["model"]
+    if len(fits) > ran:
+        return f"refit {fits[-1]['model']:.1f} / rule {fits[-1]['label_rule']:.1f}", fits[-1]["model"] + fits[-1][
+            "label_rule"]
+    return "finished (not timed: in other)", 0.0
+
+
 def table(path: Path) -> None:
     """Markdown rows of the records of ``path``: seconds per stage of the default fit."""
     print("| set | rows | D | L | fit s | re-rank candidate: retrieval / label fits / rest / rule | FC candidate "
-          "| refit: model / rule | other | first load (parse + cache) | second load (cache) | peak GiB | load avg |")
+          "| winner on every row | other | first load (parse + cache) | second load (cache) | peak GiB | load avg |")
     print("|---|---:|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|")
     for line in path.read_text().splitlines():
         r = json.loads(line)
-        rerank = [laps for name, laps in r["rerank_fits"] if name == "rerank"]
-        fits = [laps for name, laps in r["rerank_fits"] if name.startswith("fit ")]
-        candidate, refit = rerank[0], fits[-1]
+        candidate = next(laps for name, laps in r["rerank_fits"] if name == "rerank")
+        first = next(laps for name, laps in r["rerank_fits"] if name.startswith("fit "))
         retrieval = candidate["training_shortlists"] + candidate["alpha"]
-        rest = fits[0]["model"] - retrieval - candidate["label_fits"]
+        rest = first["model"] - retrieval - candidate["label_fits"]
         fc = next((t for t in r["trials"] if t["model"] == "fc"), None)
         fc_text = "skipped" if fc is None or fc["val_p1"] is None else f"{fc['seconds']:.1f}" + (
             f" ({fc['note'].split('chosen')[0].strip('; ') or '20 epochs'})")
-        other = r["fit_s"] - sum(t["seconds"] for t in r["trials"]) - refit["model"] - refit["label_rule"]
+        winner, winner_s = _winner_text(r)
+        other = r["fit_s"] - sum(t["seconds"] for t in r["trials"]) - winner_s
         print(f"| {r['set']} | {r['rows']:,} | {r['features']:,} | {r['labels']:,} | {r['fit_s']:.1f} "
-              f"| {retrieval:.1f} / {candidate['label_fits']:.1f} / {rest:.1f} / {fits[0]['label_rule']:.1f} "
-              f"| {fc_text} | {refit['model']:.1f} / {refit['label_rule']:.1f} | {other:.1f} "
+              f"| {retrieval:.1f} / {candidate['label_fits']:.1f} / {rest:.1f} / {first['label_rule']:.1f} "
+              f"| {fc_text} | {winner} | {other:.1f} "
               f"| {r['first_cached_s']:.2f} | {r['second_cached_s']:.3f} | {r['peak_rss_bytes'] / 2**30:.2f} "
               f"| {r['load_avg_before']:.1f}-{r['load_avg_after']:.1f} |")
 

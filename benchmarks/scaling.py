@@ -55,8 +55,9 @@ PRESET_OF_L = {10_000: "realistic-10k", 100_000: "realistic-100k", 670_000: "rea
 STAGE = "stage: "
 
 
-def set_arguments(n_labels: int) -> dict[str, Any]:
-    """make_realistic arguments of the scaling set at ``n_labels``.
+def set_arguments(n_labels: int, knobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """make_realistic arguments of the scaling set at ``n_labels``, with ``knobs`` (other
+    make_realistic keywords: a variant whose knobs no preset was tuned on) over them.
 
     Example:
         >>> set_arguments(100_000)["n_points"]
@@ -67,11 +68,12 @@ def set_arguments(n_labels: int) -> dict[str, Any]:
     from holoxmc.data.realistic import REALISTIC_PRESETS
 
     if n_labels in PRESET_OF_L:
-        return dict(REALISTIC_PRESETS[PRESET_OF_L[n_labels]])
+        return dict(REALISTIC_PRESETS[PRESET_OF_L[n_labels]]) | (knobs or {})
     base = REALISTIC_PRESETS["realistic-100k"]
     scale = n_labels / base["n_labels"]
     return {**base, "n_labels": n_labels, "n_points": max(10, round(base["n_points"] * scale)),
-            "n_test": max(2, round(base["n_test"] * scale)), "n_features": max(10, round(base["n_features"] * scale))}
+            "n_test": max(2, round(base["n_test"] * scale)), "n_features": max(10, round(base["n_features"] * scale)),
+            **(knobs or {})}
 
 
 def stage(name: str) -> None:
@@ -127,8 +129,12 @@ def model_fit(model: str, threads: int) -> Any:
         from holoxmc.estimator import XMCClassifier
 
         def fit_holoxmc(X: Any, Y: Any) -> Any:
+            from holoxmc.timing import recording
+
             jobs = {"workers": threads} if model in JOB_MODELS else {}
-            clf = XMCClassifier(progress=False, **HOLOXMC[model], **jobs).fit(X, Y)
+            with recording() as stages:  # each fit's stage seconds (benchmarks/fit_profile.py reads the same)
+                clf = XMCClassifier(progress=False, **HOLOXMC[model], **jobs).fit(X, Y)
+            MODEL_FACTS.update(stages=stages, selection=[t.as_dict() for t in getattr(clf, "selection_", [])])
             if clf.head_ == "rerank":
                 MODEL_FACTS.update(weight_facts(clf.model_.weight_rows))
             return lambda X_test: clf.predict_topk(X_test, k=5)[0]
@@ -148,7 +154,8 @@ def model_fit(model: str, threads: int) -> Any:
     return fit
 
 
-def run_child(n_labels: int, model: str, threads: int, max_test: int | None = None, repeats: int = 1) -> None:
+def run_child(n_labels: int, model: str, threads: int, max_test: int | None = None, repeats: int = 1,
+              knobs: dict[str, Any] | None = None) -> None:
     """Generate the set, fit and score one model in this process (on the first ``max_test``
     test rows, all by default; top-5 timed ``repeats`` times, the median reported); print the
     row as JSON."""
@@ -161,7 +168,7 @@ def run_child(n_labels: int, model: str, threads: int, max_test: int | None = No
 
     stage("generate")
     started = time.perf_counter()
-    train, test = make_realistic(**set_arguments(n_labels), name=f"realistic-L{n_labels}")
+    train, test = make_realistic(**set_arguments(n_labels, knobs), name=f"realistic-L{n_labels}")
     generate_s = time.perf_counter() - started
     if max_test is not None:
         test = Dataset(test.X[:max_test], test.Y[:max_test], test.name)
@@ -216,7 +223,7 @@ def run_cell(n_labels: int, model: str, args: argparse.Namespace) -> dict[str, A
                OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
     command = [python, str(Path(__file__).resolve()), "--child", str(n_labels), model, "--threads", threads,
                *(["--max-test", str(args.max_test)] if args.max_test is not None else []),
-               "--predict-repeats", str(args.predict_repeats)]
+               "--predict-repeats", str(args.predict_repeats), "--knobs", json.dumps(args.knobs)]
     log = args.out.with_suffix(f".L{n_labels}.{model}.log")
     log.parent.mkdir(parents=True, exist_ok=True)
     load = [round(os.getloadavg()[0], 2)]
@@ -348,10 +355,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pecos-python", type=Path, default=ROOT / ".venv-pecos" / "bin" / "python")
     parser.add_argument("--merge", nargs="+", type=Path, default=[],
                         help="result files of other runs whose cells join --out (run no cell)")
+    parser.add_argument("--knobs", type=json.loads, default={},
+                        help="make_realistic keywords over every L's set (a variant: JSON, e.g. '{\"noise\": 0.7}')")
     parser.add_argument("--child", nargs=2, metavar=("L", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        run_child(int(args.child[0]), args.child[1], args.threads, args.max_test, args.predict_repeats)
+        run_child(int(args.child[0]), args.child[1], args.threads, args.max_test, args.predict_repeats, args.knobs)
         return
     from holoxmc.io import atomic_write_json, atomic_write_text
 
@@ -363,7 +372,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         command = " ".join(["python benchmarks/scaling.py", *(argv if argv is not None else sys.argv[1:])])
         limits = {"timeout_s": args.timeout, "memory_gb": args.memory_gb, "threads": args.threads,
-                  "max_test": args.max_test, "predict_repeats": args.predict_repeats}
+                  "max_test": args.max_test, "predict_repeats": args.predict_repeats, "knobs": args.knobs}
         results.setdefault("runs", []).append({"command": command, "limits": limits})
     for n_labels in args.labels:
         for model in args.models:

@@ -34,11 +34,44 @@ def test_every_candidate_is_tried_and_the_best_on_validation_is_kept(chosen):
     assert chosen.head == "auto" and chosen.fit_results_  # the parameters stay as given
 
 
-def test_the_winner_is_refit_on_every_row(chosen):
-    assert chosen.n_labels_ == 10 and len(chosen.inv_prop_) == 10
-    result = chosen.fit_results_[0]
-    # trained once more, with what validation chose and nothing left to choose: no validation share
-    assert result.refit is None and not any("val" in entry for entry in result.history)
+def test_the_winner_is_made_a_model_of_every_row(chosen):
+    from holoxmc.metrics import inverse_propensity
+
+    train = DATA[0]
+    assert chosen.n_labels_ == 10 and "on every row" in next(t for t in chosen.selection_ if "chosen" in t.note).note
+    np.testing.assert_allclose(chosen.inv_prop_, inverse_propensity(train.Y, *chosen.propensity))
+
+
+def test_a_network_winner_is_finished_with_one_epoch_on_every_row_not_trained_again(monkeypatch):
+    """A network winner continues its selection run: one epoch from its best epoch's weights,
+    on the training and held-out rows together, at the learning rate its schedule had at that
+    epoch (annealed to zero over the epoch), with nothing held out; it is not trained from
+    scratch a second time, and its scores change (it learnt the held-out rows)."""
+    from dataclasses import replace
+
+    from holoxmc import auto
+    from holoxmc.models import registry
+    from holoxmc.train.trainer import lr_factor
+
+    dense = registry.family("dense")
+    calls = []
+
+    def spy(settings, plan, data):
+        calls.append((settings, data, None if data.warm is None else data.warm.predict_topk(DATA[1].X, 5)[1]))
+        return dense.fit(settings, plan, data)
+
+    monkeypatch.setitem(registry.FAMILIES._built, "dense", replace(dense, fit=spy))
+    monkeypatch.setattr(auto, "CANDIDATES", (("fc", {"head": "dense"}),))
+    train = DATA[0]
+    clf = XMCClassifier(head="auto", progress=False).fit(train.X, train.Y)
+    assert clf.head_ == "dense" and clf.selection_[0].note.endswith("chosen, finished on every row (no second fit)")
+    assert len(calls) == 2  # the selection run, then one finishing epoch
+    (chosen, selected, _), (finishing, data, before) = calls
+    assert selected.X_val is not None and data.X_val is None and data.X.shape[0] == train.X.shape[0]
+    best, epochs = clf.fit_results_[0].best_epoch, chosen.train.epochs
+    assert finishing.train.epochs == 1 and finishing.train.val_fraction == 0.0
+    assert finishing.train.lr == pytest.approx(chosen.train.lr * lr_factor(chosen.train.schedule, best, epochs))
+    assert not np.allclose(clf.model_.predict_topk(DATA[1].X, 5)[1], before)
 
 
 def test_the_rerank_winner_keeps_its_selection_scorers_and_the_alpha_it_chose():

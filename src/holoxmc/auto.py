@@ -16,9 +16,10 @@ The best by validation P@1 (ties: the earlier) is then made a model of every row
 validation rows included, without a second training where its family can
 (:attr:`holoxmc.models.registry.Family.finish`: the re-rank model's index is rebuilt from
 every row and only its labels with a positive among the held-out rows train again,
-:func:`holoxmc.models.rerank.fit.absorb_rows`), else trained again on every row with the
-setting its validation run chose (:func:`refit_settings`: a network's best epoch). That last
-step comes on top of the budget.
+:func:`holoxmc.models.rerank.fit.absorb_rows`; a network trains one epoch more on every row
+from its best epoch's weights), else trained again on every row with the setting its
+validation run chose (:func:`refit_settings`: an ensemble's best epoch). That last step comes
+on top of the budget.
 
 Example:
     >>> [name for name, _ in CANDIDATES]
@@ -195,13 +196,18 @@ def _finish(clf: Any, chosen: Any, X_all: Any, Y_all: sp.csr_matrix, held: np.nd
     held-out rows without a second training where its family can
     (:attr:`~holoxmc.models.registry.Family.finish`), else refit on every row with what its
     validation rows chose (:func:`refit_settings`)."""
+    from holoxmc.timing import Stopwatch
+
     finish = family(chosen.head).finish
+    watch = Stopwatch(f"finish {chosen.head}")  # holoxmc.timing.recording lists it
     model = None if finish is None else finish(chosen, X_all, Y_all, held)
     if model is not None:
         from holoxmc.metrics import inverse_propensity
 
         chosen.model_ = model
         chosen.inv_prop_ = np.asarray(inverse_propensity(Y_all, *chosen.propensity), dtype=np.float64)
+        watch.lap("model")
+        watch.done()
         return chosen, "finished on every row (no second fit)"
     winner = _candidate(clf, params | refit_settings(chosen))
     winner.fit(X_all, Y_all, groups=groups)  # not found again

@@ -190,7 +190,7 @@ class FitEstimate:
 
     Attributes:
         seconds: wall seconds when the re-rank model wins (the usual case at large L).
-        high_seconds: when the FC network candidate runs and wins (its refit on top).
+        high_seconds: when the FC network candidate runs and wins (its finishing epoch on every row on top).
         peak_bytes: the process's peak resident memory.
     """
 
@@ -219,7 +219,7 @@ def estimate_fit(rows: int, features: int, nnz: int, labels: int, label_nnz: int
     """The fit time and peak memory expected of model ``head`` from the shape of the training
     data alone: ``auto`` (the library default: the re-rank candidate on the rows less the
     validation share, the FC candidate while the time budget lasts, the winner finished on every
-    row: :func:`_finish_seconds`, or a network's refit) and ``rerank``; ``None`` for other models.
+    row: :func:`_finish_seconds`, or a network's one epoch more) and ``rerank``; ``None`` for other models.
 
     The time is a sum of terms, each a count of work units times a coefficient of
     :data:`FIT_SECONDS`: the retriever's rows x labels scored (the labels a row's features
@@ -275,8 +275,8 @@ def _auto_estimate(shape: _Shape) -> FitEstimate:
     trained = min(float(epochs), max(budget - candidate, 0.0) / epoch + 1.0)  # it stops past the budget
     behind = min(trained, _ABANDONED_AFTER) * epoch + _rule_seconds(held, labels)  # it cannot reach the leader
     network = trained * epoch + _rule_seconds(held, labels)
-    network_refit = trained * _fc_epoch_seconds(shape, rows) + _rule_seconds(rows, labels)  # its last epoch the best
-    return FitEstimate(candidate + behind + finish, candidate + network + network_refit, _peak_bytes(shape, fc=True))
+    network_finish = _fc_epoch_seconds(shape, rows)  # one epoch more on every row
+    return FitEstimate(candidate + behind + finish, candidate + network + network_finish, _peak_bytes(shape, fc=True))
 
 
 #: Epochs after which an FC candidate that cannot reach the re-rank model's validation P@1
