@@ -113,6 +113,21 @@ def report(model: RerankModel, X: sp.csr_matrix, Y: sp.csr_matrix, counts: np.nd
     return out
 
 
+def base_rate_f(counts: np.ndarray, rows: int) -> int:
+    """``f`` of the base-rate rule (``--f -1``): the labels whose share of the fit rows is at least
+    the share of a shortlist's entries that are positive when it holds every label of its row
+    (mean labels per row / the shortlist size of :func:`holoxmc.models.rerank.fit.shortlist_rule`):
+    labels more likely right than an average shortlist entry. No constant of its own.
+
+    Example:
+        >>> base_rate_f(np.array([60, 30, 5, 5]), 100)  # 1 label a row, shortlist 4: share >= 0.25
+        2
+    """
+    per_row = counts.sum() / max(rows, 1)
+    share = per_row / rfit.shortlist_rule(len(counts), per_row)
+    return int((counts / max(rows, 1) >= share).sum())
+
+
 def run_set(name: str, fs: list[int], out: Path, command: str, seed: int) -> None:
     global HEAD
     base = None  # the first f's report hits: paired counts of each f against it
@@ -125,7 +140,8 @@ def run_set(name: str, fs: list[int], out: Path, command: str, seed: int) -> Non
     fit, alpha = rest[fit], rest[alpha]
     counts = np.asarray(Y[fit].getnnz(axis=0))
     ranked = np.argsort(-counts, kind="stable")
-    for f in fs:
+    for asked in fs:
+        f = asked if asked >= 0 else base_rate_f(counts, len(fit))
         HEAD = ranked[:f].astype(np.int64)
         load0, t0 = os.getloadavg()[0], time.perf_counter()
         model = rfit.fit_rerank(X[fit], Y[fit], rfit.RerankConfig(), X[alpha], Y[alpha])
@@ -137,7 +153,7 @@ def run_set(name: str, fs: list[int], out: Path, command: str, seed: int) -> Non
                   "P@1_rows_lost": int((base[:, 0] & ~hit[:, 0]).sum()),
                   "top5_hits_won": int(np.maximum(hit.sum(1) - base.sum(1), 0).sum()),
                   "top5_hits_lost": int(np.maximum(base.sum(1) - hit.sum(1), 0).sum())}
-        row = {"set": name, "split_seed": seed, "f": f, "rows": {"fit": len(fit), "alpha": len(alpha), "report": len(rep)},
+        row = {"set": name, "split_seed": seed, "f": f, **({"f_rule": "base rate"} if asked < 0 else {}), "rows": {"fit": len(fit), "alpha": len(alpha), "report": len(rep)},
                "grouped": codes is not None, "L": Y.shape[1], "D": X.shape[1], "shortlist": model.shortlist,
                "head_min_count": int(counts[HEAD].min()) if f else None, "alpha": model.alpha,
                "fit_s": round(fit_s, 1), **scored, "paired": paired,
@@ -151,7 +167,8 @@ def run_set(name: str, fs: list[int], out: Path, command: str, seed: int) -> Non
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", nargs="+", default=["reuters", "appstream", "debtags"], choices=list(SETS))
-    parser.add_argument("--f", nargs="+", type=int, default=[0, 5, 10, 20])
+    parser.add_argument("--f", nargs="+", type=int, default=[0, 5, 10, 20],
+                        help="head sizes; -1: the base-rate rule (base_rate_f)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="split seeds (report: s, alpha: s + 1)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "frequent_labels.jsonl")
     args = parser.parse_args(argv)

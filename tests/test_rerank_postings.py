@@ -32,7 +32,8 @@ def sparse_copy(model: RerankModel, monkeypatch, block: int | None = None) -> Re
     monkeypatch.setattr(rerank_model, "DENSE_UP_TO", 0)
     if block is not None:
         monkeypatch.setattr(rerank_model, "INDEX_BLOCK_LABELS", block)
-    copy = RerankModel(sp.csr_matrix(model.centroids_t.T), model.weights, model.bias, model.shortlist, model.alpha)
+    copy = RerankModel(sp.csr_matrix(model.centroids_t.T), model.weights, model.bias, model.shortlist, model.alpha,
+                       always=model.always)
     assert copy._sparse_retrieval and copy._weights is None
     assert len(copy._index) == (1 if block is None else -(-model.n_labels // block))
     return copy
@@ -84,7 +85,7 @@ def test_tied_weights_keep_the_lower_labels_whatever_the_blocks():
 
 def test_a_fit_prunes_the_pifa_postings_only(data):
     train, _ = data
-    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=8, alpha=0.5, postings=4))
+    model = fit_rerank(train.X, train.Y, RerankConfig(frequent_labels=0, shortlist=8, alpha=0.5, postings=4))
     assert np.diff(model.centroids_t.indptr).max() == 4
     clustered = fit_rerank(train.X, train.Y, RerankConfig(shortlist=8, alpha=0.5, postings=4, retriever="clusters",
                                                           clusters=6, beam=3))
@@ -133,7 +134,7 @@ def test_sparse_shortlists_do_not_depend_on_the_index_blocks(monkeypatch):
 @pytest.mark.parametrize("entries, block", [(1 << 24, None), (40, None), (1 << 24, 7), (40, 16)])
 def test_sparse_shortlists_agree_with_the_dense_path(data, monkeypatch, entries, block):
     train, test = data
-    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5, postings=20))
+    model = fit_rerank(train.X, train.Y, RerankConfig(frequent_labels=0, shortlist=12, alpha=0.5, postings=20))
     X = l2_rows(test.X)
     dense_labels, dense_scores = model.shortlists(X)
     sparse = sparse_copy(model, monkeypatch, block)  # block: the index in column blocks of that many labels
@@ -157,7 +158,7 @@ def test_sparse_shortlists_agree_with_the_dense_path(data, monkeypatch, entries,
 @pytest.mark.parametrize("threads", [1, 3])
 def test_sparse_shortlists_on_threads_equal_one_thread(data, monkeypatch, threads):
     train, test = data
-    sparse = sparse_copy(fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5, postings=20)), monkeypatch, 16)
+    sparse = sparse_copy(fit_rerank(train.X, train.Y, RerankConfig(frequent_labels=0, shortlist=12, alpha=0.5, postings=20)), monkeypatch, 16)
     X = l2_rows(sp.vstack([test.X] * 3, format="csr"))
     alone = sparse.shortlists(X, threads=1)
     monkeypatch.setattr(rerank_model, "SPARSE_CHUNK_ENTRIES", 40)  # many chunks
@@ -216,14 +217,14 @@ def test_alpha_is_chosen_on_at_most_alpha_rows_validation_rows(data, monkeypatch
                         lambda self, X, *a, **k: scored.append(X.shape[0]) or shortlists(self, X, *a, **k))
     monkeypatch.setattr(rerank_fit, "ALPHA_ROWS", 50)
     monkeypatch.setattr(rerank_model, "BLOCK_ENTRIES", 60 * 30)  # batches of 30 rows: the cap cuts one
-    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12), test.X, test.Y)
+    model = fit_rerank(train.X, train.Y, RerankConfig(frequent_labels=0, shortlist=12), test.X, test.Y)
     assert model.alpha in rerank_fit.ALPHAS
     assert scored[-2:] == [30, 20]  # the validation rows scored: 50 of the 120
 
 
 def test_a_negative_value_sends_a_large_batch_to_dense_blocks_of_bounded_size(data, monkeypatch):
     train, test = data
-    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5))
+    model = fit_rerank(train.X, train.Y, RerankConfig(frequent_labels=0, shortlist=12, alpha=0.5))
     sparse = sparse_copy(model, monkeypatch)
     monkeypatch.setattr(rerank_model, "BLOCK_ENTRIES", 60 * 16)  # dense blocks of 16 rows x 60 labels
     widths: list[int] = []
@@ -240,7 +241,7 @@ def test_a_negative_value_sends_a_large_batch_to_dense_blocks_of_bounded_size(da
 
 def test_a_prior_set_after_construction_is_not_ignored(data, monkeypatch):
     train, test = data
-    sparse = sparse_copy(fit_rerank(train.X, train.Y, RerankConfig(shortlist=5, alpha=0.5)), monkeypatch)
+    sparse = sparse_copy(fit_rerank(train.X, train.Y, RerankConfig(frequent_labels=0, shortlist=5, alpha=0.5)), monkeypatch)
     sparse.prior = np.zeros(sparse.n_labels, np.float32)
     sparse.prior[7] = 100.0  # outranks every PIFA score
     labels, _ = sparse.shortlists(l2_rows(test.X))
@@ -249,7 +250,7 @@ def test_a_prior_set_after_construction_is_not_ignored(data, monkeypatch):
 
 def test_empty_rows_and_batches_on_the_sparse_path(data, monkeypatch):
     train, _ = data
-    sparse = sparse_copy(fit_rerank(train.X, train.Y, RerankConfig(shortlist=6, alpha=0.5)), monkeypatch)
+    sparse = sparse_copy(fit_rerank(train.X, train.Y, RerankConfig(frequent_labels=0, shortlist=6, alpha=0.5)), monkeypatch)
     X = sp.csr_matrix((3, sparse.n_features), dtype=np.float32)
     labels, scores = sparse.shortlists(X)
     assert labels.tolist() == [[0, 1, 2, 3, 4, 5]] * 3 and not scores.any()
@@ -261,7 +262,7 @@ def test_empty_rows_and_batches_on_the_sparse_path(data, monkeypatch):
 @pytest.mark.parametrize("block", [None, 8])
 def test_a_model_past_dense_up_to_saves_and_loads(data, monkeypatch, block):
     train, test = data
-    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=10, alpha=0.5))
+    model = fit_rerank(train.X, train.Y, RerankConfig(frequent_labels=0, shortlist=10, alpha=0.5))
     sparse = sparse_copy(model, monkeypatch, block)
     tensors = sparse.tensors()
     for name, tensor in model.tensors().items():  # the blocks are stored as one (L, D) matrix
@@ -288,7 +289,7 @@ def test_l2_rows_decides_row_by_row_and_copies_nothing_for_unit_rows():
 
 def test_with_scorers_shares_the_retriever_and_checks_the_sizes(data, monkeypatch):
     train, test = data
-    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=10, alpha=0.5))
+    model = fit_rerank(train.X, train.Y, RerankConfig(frequent_labels=0, shortlist=10, alpha=0.5))
     sparse = sparse_copy(model, monkeypatch, 16)
     other = sparse.with_scorers(2 * model.weights, 2 * model.bias, 0.75)
     assert all(a is b for a, b in zip(other._index, sparse._index)) and other.alpha == 0.75

@@ -118,7 +118,7 @@ def test_training_shortlists_are_the_best_labels_of_the_shortlists(data, monkeyp
     train, _ = data
     if path == "sparse":
         monkeypatch.setattr(rerank_model, "DENSE_UP_TO", 0)
-    config = RerankConfig(shortlist=12, alpha=0.5, **({"retriever": "clusters", "clusters": 5, "beam": 2}
+    config = RerankConfig(shortlist=12, alpha=0.5, frequent_labels=0, **({"retriever": "clusters", "clusters": 5, "beam": 2}
                                                      if path == "clusters" else {}))
     model = fit_rerank(train.X, train.Y, config)
     assert model._sparse_retrieval == (path == "sparse") and (model.matcher is not None) == (path == "clusters")
@@ -140,11 +140,12 @@ def test_the_training_shortlist_is_cut_past_the_entry_budget(data, monkeypatch, 
     assert train_shortlist_rule(12, n) == 5 and train_shortlist_rule(3, n) == 3
     assert train_shortlist_rule(12, 10 * presets.RERANK_BUDGETS["train_entries"]) == 1
     widths = shortlist_widths
-    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5, label_block=64), run_dir=tmp_path)
+    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, alpha=0.5, label_block=64, frequent_labels=0),
+                       run_dir=tmp_path)
     assert widths == [5] and model.shortlist == 12  # scoring keeps the whole shortlist
     _, metadata = load_state_dict_file(tmp_path / BLOCK_FILE.format(start=0, stop=train.Y.shape[1]))
     assert '"train_shortlist": 5' in metadata["fingerprint"]
-    fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, train_shortlist=40, alpha=0.5))  # an explicit one,
+    fit_rerank(train.X, train.Y, RerankConfig(shortlist=12, train_shortlist=40, alpha=0.5, frequent_labels=0))  # explicit,
     assert widths[-1] == 12  # at most the shortlist
 
 

@@ -256,9 +256,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("label_weights", None, "rerank: the most weights a label keeps, its largest", ("rerank",),
             flag="--label-weights", head_option=True, allowed=(POSITIVE, None), shown="500M / L",
             cli={"metavar": "W"}),
-    Setting("frequent_labels", 0, "rerank: the most frequent training labels on every shortlist, in training "
+    Setting("frequent_labels", None, "rerank: the most frequent training labels on every shortlist, in training "
             "and prediction (0: none)", ("rerank",), flag="--frequent-labels", head_option=True,
-            allowed=(NON_NEGATIVE,), cli={"metavar": "F"}),
+            allowed=(NON_NEGATIVE, None), shown="those more often right than a shortlist entry", cli={"metavar": "F"}),
 )
 
 #: Every setting by name.

@@ -186,7 +186,7 @@ def _finish_network(candidate: Any, X: Any, Y: Any, held: np.ndarray) -> FittedM
     schedule had at that epoch and annealed from there to zero over the epoch (a cosine
     schedule; a constant one keeps it). No held-out share, no second choice of epochs or of
     ``predict``'s rule; ``None`` (refit) for an ensemble. On Delicious, where the FC candidate
-    wins, it scored as the refit it replaces in a seventh of its time (docs/tuning.md, "A
+    wins, it scored as the refit it replaces in a fifteenth of its time (docs/tuning.md, "A
     network winner finished with one epoch")."""
     from holoxmc.train.trainer import lr_factor
 

@@ -121,8 +121,10 @@ class RerankConfig:
             holds, not ``L`` (:func:`pifa_index`); below it the dense ``rows x L`` block stays.
         frequent_labels: the most frequent training labels on every shortlist, in training
             (so their scorers learn from every row) and prediction (``0``: none; PIFA without
-            kNN only). Measured in docs/results/model-gap.md; off by default (it helped on
-            validation rows, and on one of three grouped test splits).
+            kNN only; ``None``: :func:`frequent_labels_rule`, the labels more often right than
+            an average shortlist entry, none for the clustered retriever or kNN). Measured in
+            docs/results/model-gap.md and the tuning log, "The frequent labels on every
+            shortlist".
     """
 
     shortlist: int | None = option_default("rerank", "shortlist")
@@ -143,7 +145,7 @@ class RerankConfig:
     beam: int = 64
     cluster_weight: float = 0.5
     postings: int = 1000
-    frequent_labels: int = option_default("rerank", "frequent_labels")
+    frequent_labels: int | None = option_default("rerank", "frequent_labels")
 
     def __post_init__(self) -> None:
         check_number_types(self)
@@ -156,14 +158,15 @@ class RerankConfig:
                   "max_iter": self.max_iter >= 1, "tol": math.isfinite(self.tol) and self.tol > 0,
                   "label_block": self.label_block >= 1, "clusters": self.clusters >= 0, "beam": self.beam >= 1,
                   "cluster_weight": math.isfinite(self.cluster_weight) and self.cluster_weight >= 0,
-                  "postings": self.postings >= 0, "frequent_labels": self.frequent_labels >= 0}
+                  "postings": self.postings >= 0,
+                  "frequent_labels": self.frequent_labels is None or self.frequent_labels >= 0}
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise InputError(f"rerank setting {bad[0]}={getattr(self, bad[0])!r} is out of range (shortlist, train_shortlist, label_weights, knn, "
                              "negatives, max_iter, label_block: positive integers (knn may be 0, either shortlist or label_weights None); "
                              "C, tol: "
                              "positive; prune, knn_weight: >= 0; alpha: in [0, 1] or None; clusters >= 0, beam >= 1, "
-                             "cluster_weight >= 0, postings >= 0, frequent_labels >= 0)")
+                             "cluster_weight >= 0, postings >= 0, frequent_labels >= 0 or None)")
         if self.retriever not in RETRIEVERS:
             raise InputError(f"rerank setting retriever={self.retriever!r} is not one of {list(RETRIEVERS)}")
         if self.retriever == "clusters" and self.knn:
@@ -194,6 +197,26 @@ def shortlist_rule(n_labels: int, labels_per_row: float) -> int:
     """
     wanted = math.ceil(RERANK_SHORTLIST["per_row"] * labels_per_row)
     return int(min(n_labels, RERANK_SHORTLIST["cap"], max(RERANK_SHORTLIST["floor"], wanted)))
+
+
+def frequent_labels_rule(counts: np.ndarray, n_rows: int, shortlist: int) -> int:
+    """How many of the most frequent labels are on every shortlist when :class:`RerankConfig`
+    gives no ``frequent_labels``: those whose share of the training rows is at least the share
+    of a shortlist's entries that are right when it holds every label of its row (the mean
+    labels per row over ``shortlist``), i.e. labels more often right than an average entry.
+    No constant of its own; at most ``shortlist`` labels pass.
+
+    Args:
+        counts: ``(L,)`` training rows of each label; n_rows: the training rows.
+        shortlist: the shortlist size the fit resolved (:func:`shortlist_rule`).
+
+    Example:
+        >>> frequent_labels_rule(np.array([60, 30, 5, 5]), 100, 4)  # 1 label a row: shares >= 1/4
+        2
+    """
+    rows = max(int(n_rows), 1)
+    share = float(np.sum(counts)) / rows / max(int(shortlist), 1)
+    return int(np.count_nonzero(np.asarray(counts) / rows >= share)) if share > 0 else 0
 
 
 def train_shortlist_rule(shortlist: int, n_rows: int) -> int:
@@ -664,7 +687,10 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
         knn = {"matcher": fit_matcher(X, Y, centroids, config, workers=workers, ray_address=ray_address)}
     empty = sp.csc_matrix((X.shape[1], n_labels), dtype=np.float32)
     counts = np.asarray(Y.getnnz(axis=0))
-    always = np.argsort(-counts, kind="stable")[:config.frequent_labels]  # ties: the lower labels
+    frequent = config.frequent_labels
+    if frequent is None:
+        frequent = 0 if knn else frequent_labels_rule(counts, X.shape[0], shortlist)
+    always = np.argsort(-counts, kind="stable")[:frequent]  # ties: the lower labels
     always = np.sort(always[counts[always] > 0])
     retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), shortlist, 0.0, **knn,
                             always=always)

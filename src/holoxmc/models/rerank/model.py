@@ -341,8 +341,9 @@ class RerankModel:
         if not self.always.size:
             return labels, self.mix(self.rescore(X, labels), retriever)
         labels, retriever = self.with_always(X, labels, retriever)
-        mixed = self.mix(self.rescore(X, np.where(labels < 0, self.always[0], labels)), retriever)
-        mixed[labels < 0] = -np.inf
+        repeated = labels < 0  # scored as a stand-in label, then dropped (no -inf in the mix: 0 x -inf)
+        mixed = self.mix(self.rescore(X, np.where(repeated, self.always[0], labels)), np.where(repeated, 0.0, retriever))
+        mixed[repeated] = -np.inf
         return labels, mixed
 
     def predict_topk(self, X: Any, k: int, *, batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
