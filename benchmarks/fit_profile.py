@@ -142,7 +142,9 @@ def _units(record: dict[str, Any]) -> dict[str, list[tuple[list[float], float]]]
         problems = rows * train_shortlist + label_nnz * rows / n + 30 * labels
         rest = sum(v for k, v in laps.items() if k not in ("training_shortlists", "alpha"))
         out["label_fits"].append(([1.0, per_row * problems, labels], rest))
-    rule_rows = [held] * (len(fits) - 1) + [n] if record["head"] == "auto" else [n]
+    ran = sum(trial["val_p1"] is not None for trial in record["trials"])
+    refit = len(fits) > ran  # the winner refit on every row (records before it was finished instead)
+    rule_rows = ([held] * (len(fits) - 1) + [n] if refit else [held] * len(fits)) if record["head"] == "auto" else [n]
     for (name, laps), rows in zip(fits, rule_rows):
         read = min(rows, 20_000, max(100, (1 << 26) // labels))
         out["rule"].append(([read * labels, min(read * labels, 1_000_000)], laps["label_rule"]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -51,8 +52,6 @@ def test_a_network_winner_is_finished_with_one_epoch_on_every_row_not_trained_ag
 
     from holoxmc import auto
     from holoxmc.models import registry
-    from holoxmc.train.trainer import lr_factor
-
     dense = registry.family("dense")
     calls = []
 
@@ -70,8 +69,24 @@ def test_a_network_winner_is_finished_with_one_epoch_on_every_row_not_trained_ag
     assert selected.X_val is not None and data.X_val is None and data.X.shape[0] == train.X.shape[0]
     best, epochs = clf.fit_results_[0].best_epoch, chosen.train.epochs
     assert finishing.train.epochs == 1 and finishing.train.val_fraction == 0.0
-    assert finishing.train.lr == pytest.approx(chosen.train.lr * lr_factor(chosen.train.schedule, best, epochs))
+    steps = -(-selected.X.shape[0] // chosen.train.batch_size)  # the selection run's steps per epoch
+    assert chosen.train.schedule == "cosine" and best < epochs
+    at_best = 0.5 * (1 + math.cos(math.pi * (steps * best - 1) / (steps * epochs)))  # its last step's rate
+    assert finishing.train.lr == pytest.approx(chosen.train.lr * at_best)
     assert not np.allclose(clf.model_.predict_topk(DATA[1].X, 5)[1], before)
+
+
+def test_a_network_whose_best_epoch_ended_its_schedule_is_kept_as_it_is():
+    """A best epoch that was the schedule's last (its learning rate annealed to zero there)
+    leaves nothing to finish: the selection run's network is kept, not trained at rate zero."""
+    from holoxmc.models.registry import _finish_network
+
+    train = DATA[0]
+    clf = XMCClassifier(head="dense", hidden=(16,), epochs=2, progress=False).fit(train.X, train.Y)
+    clf.fit_results_[0].best_epoch = 2
+    held = np.zeros(train.X.shape[0], bool)
+    held[-30:] = True
+    assert _finish_network(clf, train.X, train.Y, held) is clf.model_
 
 
 def test_the_rerank_winner_keeps_its_selection_scorers_and_the_alpha_it_chose():

@@ -104,8 +104,33 @@ def test_the_most_frequent_labels_train_on_every_row_and_are_on_every_shortlist(
         listed = row[row >= 0]
         assert set(frequent_model.always) <= set(listed.tolist()) and len(set(listed.tolist())) == len(listed)
         assert np.isneginf(row_scores[row < 0]).all()
-    plain = fit_rerank(train.X, train.Y, RerankConfig(shortlist=4, alpha=0.5, negatives=0))
+    plain = fit_rerank(train.X, train.Y, RerankConfig(shortlist=4, alpha=0.5, negatives=0, frequent_labels=0))
     assert plain.always.size == 0 and plain.predict_topk(test.X, 7)[0].min() == -1
+
+
+def test_without_a_count_the_labels_more_often_right_than_a_shortlist_entry_are_always_listed(data):
+    """``frequent_labels=None`` (the default): the labels on at least (labels per row /
+    shortlist) of the training rows; none with kNN or the clustered retriever."""
+    train, _ = data
+    counts, rows = np.asarray(train.Y.getnnz(axis=0)), train.X.shape[0]
+    expected = np.flatnonzero(counts / rows >= train.Y.nnz / rows / 30)
+    assert 0 < expected.size < train.Y.shape[1]
+    assert RerankConfig().frequent_labels is None
+    model = fit_rerank(train.X, train.Y, RerankConfig(shortlist=30, alpha=0.5))
+    np.testing.assert_array_equal(model.always, expected)
+    for other in ({"knn": 5}, {"retriever": "clusters", "clusters": 4, "beam": 2}):
+        assert fit_rerank(train.X, train.Y, RerankConfig(shortlist=30, alpha=0.5, **other)).always.size == 0
+
+
+def test_a_repeated_always_listed_label_mixes_without_nan(frequent_model, data):
+    """At alpha 1 the dropped copy of a label already on the list scores ``-inf`` without a
+    ``0 x -inf`` in the mix (which numpy warns of and would make NaN)."""
+    _, test = data
+    model = RerankModel.from_tensors(frequent_model.tensors(), frequent_model.n_features, frequent_model.n_labels)
+    model.alpha = 1.0
+    with np.errstate(invalid="raise"):
+        labels, mixed = model.shortlist_scores(test.X)
+    assert (labels < 0).any() and np.isneginf(mixed[labels < 0]).all() and not np.isnan(mixed).any()
 
 
 @pytest.mark.parametrize("which", ["model", "knn_model", "frequent_model"])

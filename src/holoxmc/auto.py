@@ -18,8 +18,8 @@ validation rows included, without a second training where its family can
 every row and only its labels with a positive among the held-out rows train again,
 :func:`holoxmc.models.rerank.fit.absorb_rows`; a network trains one epoch more on every row
 from its best epoch's weights), else trained again on every row with the setting its
-validation run chose (:func:`refit_settings`: an ensemble's best epoch). That last step comes
-on top of the budget.
+validation run chose (:func:`refit_settings`; no candidate of :data:`CANDIDATES` takes that
+path today: an ensemble would). That last step comes on top of the budget.
 
 Example:
     >>> [name for name, _ in CANDIDATES]

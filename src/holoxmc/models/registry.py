@@ -183,11 +183,12 @@ def _network_refit(candidate: Any) -> dict[str, Any]:
 def _finish_network(candidate: Any, X: Any, Y: Any, held: np.ndarray) -> FittedModel | None:
     """The selection run's network finished on every row: one more epoch, from its best
     epoch's weights, on the training and held-out rows together, at the learning rate its
-    schedule had at that epoch and annealed from there to zero over the epoch (a cosine
-    schedule; a constant one keeps it). No held-out share, no second choice of epochs or of
-    ``predict``'s rule; ``None`` (refit) for an ensemble. On Delicious, where the FC candidate
-    wins, it scored as the refit it replaces in a fifteenth of its time (docs/tuning.md, "A
-    network winner finished with one epoch")."""
+    schedule had at the last step of that epoch and annealed from there to zero over the
+    epoch (a cosine schedule; a constant one keeps it). No held-out share, no second choice
+    of epochs or of ``predict``'s rule. A best epoch that ended the schedule (its rate
+    annealed to zero) is kept as it is; an ensemble is refit (``None``). On Delicious, where
+    the FC candidate wins, it scored as the refit it replaces in a fifteenth of its time
+    (docs/tuning.md, "A network winner finished with one epoch")."""
     from holoxmc.train.trainer import lr_factor
 
     results = candidate.fit_results_
@@ -195,8 +196,10 @@ def _finish_network(candidate: Any, X: Any, Y: Any, held: np.ndarray) -> FittedM
         return None
     params = candidate.get_params()
     epochs, best = int(candidate.setting("epochs")), max(1, int(results[0].best_epoch))
-    warmup = float(params["warmup_epochs"])
-    factor = lr_factor(params["schedule"], best, epochs, min(int(warmup), epochs))
+    if best >= epochs and params["schedule"] != "none":
+        return candidate.model_
+    steps = -(-int(np.count_nonzero(~held)) // int(candidate.setting("batch_size")))  # per epoch of the run
+    factor = lr_factor(params["schedule"], steps * best - 1, steps * epochs, round(float(params["warmup_epochs"]) * steps))
     finishing = params | {"epochs": 1, "val_fraction": 0.0, "warmup_epochs": 0.0, "time_limit": None,
                           "abandon_below": None, "patience": None, "refit": False, "warm_start": True,
                           "lr": float(candidate.setting("lr")) * factor}

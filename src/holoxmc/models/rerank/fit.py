@@ -211,12 +211,16 @@ def frequent_labels_rule(counts: np.ndarray, n_rows: int, shortlist: int) -> int
         shortlist: the shortlist size the fit resolved (:func:`shortlist_rule`).
 
     Example:
-        >>> frequent_labels_rule(np.array([60, 30, 5, 5]), 100, 4)  # 1 label a row: shares >= 1/4
+        >>> frequent_labels_rule(np.array([60, 30, 5, 5, 0, 0, 0, 0]), 100, 4)  # 1 a row: shares >= 1/4
         2
+        >>> frequent_labels_rule(np.array([60, 30, 5, 5]), 100, 4)  # a shortlist of every label
+        0
     """
-    rows = max(int(n_rows), 1)
+    rows, counts = max(int(n_rows), 1), np.asarray(counts)
+    if shortlist >= len(counts):  # every label is on every list already
+        return 0
     share = float(np.sum(counts)) / rows / max(int(shortlist), 1)
-    return int(np.count_nonzero(np.asarray(counts) / rows >= share)) if share > 0 else 0
+    return int(np.count_nonzero(counts / rows >= share)) if share > 0 else 0
 
 
 def train_shortlist_rule(shortlist: int, n_rows: int) -> int:
@@ -609,11 +613,13 @@ def _choose_alpha(model: RerankModel, X_val: sp.csr_matrix, Y_val: sp.csr_matrix
     step = model.batch_rows()
     for start in range(0, X_val.shape[0], step):
         rows = l2_rows(X_val[start:start + step])
-        labels, retriever = model.shortlists(rows)
-        rerank = model.rescore(rows, labels)
+        labels, retriever = model.with_always(rows, *model.shortlists(rows))  # the lists predict reads
+        repeated = labels < 0  # an always-listed label already on the list: never the top
+        rerank, retriever = model.rescore(rows, np.where(repeated, 0, labels)), np.where(repeated, 0.0, retriever)
         truth = Y_val[start:start + rows.shape[0]]
         for a, alpha in enumerate(ALPHAS):
-            top = labels[np.arange(len(labels)), np.argmax(alpha * rerank + (1 - alpha) * retriever, axis=1)]
+            mixed = np.where(repeated, -np.inf, alpha * rerank + (1 - alpha) * retriever)
+            top = labels[np.arange(len(labels)), np.argmax(mixed, axis=1)]
             hits[a] += np.asarray(truth[np.arange(len(top)), top]).ravel().astype(bool).sum()
     return float(ALPHAS[int(np.argmax(hits))])
 
@@ -689,7 +695,7 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     counts = np.asarray(Y.getnnz(axis=0))
     frequent = config.frequent_labels
     if frequent is None:
-        frequent = 0 if knn else frequent_labels_rule(counts, X.shape[0], shortlist)
+        frequent = 0 if knn else frequent_labels_rule(counts, X.shape[0], min(shortlist, n_labels))
     always = np.argsort(-counts, kind="stable")[:frequent]  # ties: the lower labels
     always = np.sort(always[counts[always] > 0])
     retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), shortlist, 0.0, **knn,
