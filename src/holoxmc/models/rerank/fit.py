@@ -613,12 +613,11 @@ def _choose_alpha(model: RerankModel, X_val: sp.csr_matrix, Y_val: sp.csr_matrix
     step = model.batch_rows()
     for start in range(0, X_val.shape[0], step):
         rows = l2_rows(X_val[start:start + step])
-        labels, retriever = model.with_always(rows, *model.shortlists(rows))  # the lists predict reads
-        repeated = labels < 0  # an always-listed label already on the list: never the top
-        rerank, retriever = model.rescore(rows, np.where(repeated, 0, labels)), np.where(repeated, 0.0, retriever)
+        labels, rerank, retriever = model.scored_shortlists(rows)  # the lists predict reads
         truth = Y_val[start:start + rows.shape[0]]
         for a, alpha in enumerate(ALPHAS):
-            mixed = np.where(repeated, -np.inf, alpha * rerank + (1 - alpha) * retriever)
+            mixed = alpha * rerank + (1 - alpha) * retriever
+            mixed[labels < 0] = -np.inf  # a repeated always-listed label: never the top
             top = labels[np.arange(len(labels)), np.argmax(mixed, axis=1)]
             hits[a] += np.asarray(truth[np.arange(len(top)), top]).ravel().astype(bool).sum()
     return float(ALPHAS[int(np.argmax(hits))])

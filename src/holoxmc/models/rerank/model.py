@@ -320,30 +320,27 @@ class RerankModel:
         W = (self.weight_rows @ X.T).T if self._weights is None else X @ self._weights
         return np.asarray(W.toarray(), dtype=np.float32) + self.bias
 
-    def with_always(self, X: sp.csr_matrix, labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A shortlist (``labels``, retriever ``scores``; unit rows ``X``, one batch) with the
-        :attr:`always` labels appended: ``(n, s + f)``; one already on a row's list is
-        appended as ``-1`` with score ``-inf``."""
-        if not self.always.size:
-            return labels, scores
-        assert self._always_index is not None
-        extra = np.repeat(self.always[None, :], X.shape[0], axis=0)
-        extra_scores = np.asarray((X @ self._always_index).toarray(), np.float32) + self.prior[self.always]
-        listed = (extra[:, :, None] == labels[:, None, :]).any(axis=2)
-        extra[listed], extra_scores[listed] = -1, -np.inf
-        return np.hstack([labels, extra]), np.hstack([scores, extra_scores])
+    def scored_shortlists(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(labels, re-rank scores, retriever scores)``, each ``(n, s)``, of each row's
+        shortlist (unit rows ``X``, one batch), the :attr:`always` labels appended (``s + f``
+        wide): one already on a row's list is appended as ``-1`` with scores 0, to be ranked
+        last by whoever mixes them (:meth:`shortlist_scores`, the fit's choice of ``alpha``)."""
+        labels, retriever = self.shortlists(X)
+        if self.always.size:
+            assert self._always_index is not None
+            extra = np.repeat(self.always[None, :], X.shape[0], axis=0)
+            extra_scores = np.asarray((X @ self._always_index).toarray(), np.float32) + self.prior[self.always]
+            listed = (extra[:, :, None] == labels[:, None, :]).any(axis=2)
+            extra[listed], extra_scores[listed] = -1, 0.0
+            labels, retriever = np.hstack([labels, extra]), np.hstack([retriever, extra_scores])
+        return labels, self.rescore(X, np.maximum(labels, 0)), retriever
 
     def shortlist_scores(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """``(labels (n, s), mixed scores (n, s))`` of each row's shortlist (one batch; with
         :attr:`always` labels, ``s + f`` wide, a repeated label ``-1`` with score ``-inf``)."""
-        X = l2_rows(X)
-        labels, retriever = self.shortlists(X)
-        if not self.always.size:
-            return labels, self.mix(self.rescore(X, labels), retriever)
-        labels, retriever = self.with_always(X, labels, retriever)
-        repeated = labels < 0  # scored as a stand-in label, then dropped (no -inf in the mix: 0 x -inf)
-        mixed = self.mix(self.rescore(X, np.where(repeated, self.always[0], labels)), np.where(repeated, 0.0, retriever))
-        mixed[repeated] = -np.inf
+        labels, rerank, retriever = self.scored_shortlists(l2_rows(X))
+        mixed = self.mix(rerank, retriever)
+        mixed[labels < 0] = -np.inf
         return labels, mixed
 
     def predict_topk(self, X: Any, k: int, *, batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
