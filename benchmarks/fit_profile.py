@@ -142,9 +142,8 @@ def _units(record: dict[str, Any]) -> dict[str, list[tuple[list[float], float]]]
         problems = rows * train_shortlist + label_nnz * rows / n + 30 * labels
         rest = sum(v for k, v in laps.items() if k not in ("training_shortlists", "alpha"))
         out["label_fits"].append(([1.0, per_row * problems, labels], rest))
-    ran = sum(trial["val_p1"] is not None for trial in record["trials"])
-    refit = len(fits) > ran  # the winner refit on every row (records before it was finished instead)
-    rule_rows = ([held] * (len(fits) - 1) + [n] if refit else [held] * len(fits)) if record["head"] == "auto" else [n]
+    rule_rows = ([held] * (len(fits) - 1) + [n] if _refit(record) else [held] * len(fits)) if record["head"] == "auto" \
+        else [n]
     for (name, laps), rows in zip(fits, rule_rows):
         read = min(rows, 20_000, max(100, (1 << 26) // labels))
         out["rule"].append(([read * labels, min(read * labels, 1_000_000)], laps["label_rule"]))
@@ -204,16 +203,22 @@ def calibrate(path: Path, held_out: list[str]) -> None:
               f"estimate {estimate.peak_bytes / 2**30:.2f}  winner {record['head_']}")
 
 
+def _refit(record: dict[str, Any]) -> bool:
+    """Whether the record's winner was refit on every row: one ``fit`` more than the candidates
+    that ran (records from before the winner was finished instead)."""
+    fits = sum(name.startswith("fit ") for name, _ in record["rerank_fits"])
+    return fits > sum(trial["val_p1"] is not None for trial in record["trials"])
+
+
 def _winner_text(record: dict[str, Any]) -> tuple[str, float]:
     """How the winner became a model of every row, and its seconds: the finishing step
     (``finish <head>`` laps), a refit (one ``fit`` more than the candidates that ran: its model
     and rule), or a finish that records predate (its seconds in "other")."""
     finished = [laps for name, laps in record["rerank_fits"] if name.startswith("finish ")]
     fits = [laps for name, laps in record["rerank_fits"] if name.startswith("fit ")]
-    ran = sum(trial["val_p1"] is not None for trial in record["trials"])
     if finished:
         return f"finished {finished[-1]['model']:.1f}", finished[-1]["model"]
-    if len(fits) > ran:
+    if _refit(record):
         return f"refit {fits[-1]['model']:.1f} / rule {fits[-1]['label_rule']:.1f}", fits[-1]["model"] + fits[-1][
             "label_rule"]
     return "finished (not timed: in other)", 0.0
