@@ -121,8 +121,9 @@ def weight_facts(weight_rows: Any) -> dict[str, Any]:
             "weight_cap": cap}
 
 
-def model_fit(model: str, threads: int) -> Any:
-    """The ``baselines.measure`` fit function of ``model``, reporting its fit and predict stages."""
+def model_fit(model: str, threads: int, model_options: dict[str, Any] | None = None) -> Any:
+    """The ``baselines.measure`` fit function of ``model``, reporting its fit and predict stages
+    (``model_options``: more ``XMCClassifier`` arguments for a holoxmc model)."""
     import baselines
 
     if model in HOLOXMC:
@@ -133,7 +134,7 @@ def model_fit(model: str, threads: int) -> Any:
 
             jobs = {"workers": threads} if model in JOB_MODELS else {}
             with recording() as stages:  # each fit's stage seconds (benchmarks/fit_profile.py reads the same)
-                clf = XMCClassifier(progress=False, **HOLOXMC[model], **jobs).fit(X, Y)
+                clf = XMCClassifier(progress=False, **HOLOXMC[model], **jobs, **(model_options or {})).fit(X, Y)
             MODEL_FACTS.update(stages=stages, selection=[t.as_dict() for t in getattr(clf, "selection_", [])])
             if clf.head_ == "rerank":
                 MODEL_FACTS.update(weight_facts(clf.model_.weight_rows))
@@ -155,7 +156,7 @@ def model_fit(model: str, threads: int) -> Any:
 
 
 def run_child(n_labels: int, model: str, threads: int, max_test: int | None = None, repeats: int = 1,
-              knobs: dict[str, Any] | None = None) -> None:
+              knobs: dict[str, Any] | None = None, model_options: dict[str, Any] | None = None) -> None:
     """Generate the set, fit and score one model in this process (on the first ``max_test``
     test rows, all by default; top-5 timed ``repeats`` times, the median reported); print the
     row as JSON."""
@@ -172,7 +173,7 @@ def run_child(n_labels: int, model: str, threads: int, max_test: int | None = No
     generate_s = time.perf_counter() - started
     if max_test is not None:
         test = Dataset(test.X[:max_test], test.Y[:max_test], test.name)
-    row = measure(model_fit(model, threads), train, test, repeats)
+    row = measure(model_fit(model, threads, model_options), train, test, repeats)
     stage("score")
     shape = {"n_train": len(train), "n_test": len(test), "n_features": train.n_features}
     print(json.dumps({"row": {**row, "generate_seconds": generate_s, **MODEL_FACTS}, "shape": shape}), flush=True)
@@ -223,7 +224,8 @@ def run_cell(n_labels: int, model: str, args: argparse.Namespace) -> dict[str, A
                OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
     command = [python, str(Path(__file__).resolve()), "--child", str(n_labels), model, "--threads", threads,
                *(["--max-test", str(args.max_test)] if args.max_test is not None else []),
-               "--predict-repeats", str(args.predict_repeats), "--knobs", json.dumps(args.knobs)]
+               "--predict-repeats", str(args.predict_repeats), "--knobs", json.dumps(args.knobs),
+               "--model-options", json.dumps(args.model_options)]
     log = args.out.with_suffix(f".L{n_labels}.{model}.log")
     log.parent.mkdir(parents=True, exist_ok=True)
     load = [round(os.getloadavg()[0], 2)]
@@ -357,10 +359,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="result files of other runs whose cells join --out (run no cell)")
     parser.add_argument("--knobs", type=json.loads, default={},
                         help="make_realistic keywords over every L's set (a variant: JSON, e.g. '{\"noise\": 0.7}')")
+    parser.add_argument("--model-options", type=json.loads, default={},
+                        help="more XMCClassifier arguments of the holoxmc models (JSON, e.g. "
+                             "'{\"hidden\": [128], \"head_options\": {\"feature_dim\": 32768}}')")
     parser.add_argument("--child", nargs=2, metavar=("L", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        run_child(int(args.child[0]), args.child[1], args.threads, args.max_test, args.predict_repeats, args.knobs)
+        run_child(int(args.child[0]), args.child[1], args.threads, args.max_test, args.predict_repeats, args.knobs,
+                  args.model_options)
         return
     from holoxmc.io import atomic_write_json, atomic_write_text
 
@@ -372,7 +378,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         command = " ".join(["python benchmarks/scaling.py", *(argv if argv is not None else sys.argv[1:])])
         limits = {"timeout_s": args.timeout, "memory_gb": args.memory_gb, "threads": args.threads,
-                  "max_test": args.max_test, "predict_repeats": args.predict_repeats, "knobs": args.knobs}
+                  "max_test": args.max_test, "predict_repeats": args.predict_repeats, "knobs": args.knobs,
+                  "model_options": args.model_options}
         results.setdefault("runs", []).append({"command": command, "limits": limits})
     for n_labels in args.labels:
         for model in args.models:

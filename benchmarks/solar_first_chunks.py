@@ -25,6 +25,7 @@ from holoxmc.data import load
 from holoxmc.metrics import evaluate
 from holoxmc.models.solar.config import DONE_FILE, SolarConfig, chunk_dir
 from holoxmc.models.solar.model import SolarModel
+from solar_compare import recall_at  # this folder is on the path of a script run from it
 
 
 def first_chunks(run: Path, k: int) -> SolarModel:
@@ -67,6 +68,7 @@ def main() -> None:
                   "label": args.label, "loss": model.config.loss, "n_buckets": model.config.n_buckets,
                   **{m: round(metrics[m], 2) for m in ("P@1", "P@3", "P@5")},
                   **({"list": args.list} if args.list != 5 else {}),
+                  **({"Recall@100": round(recall_at(indices, Y, 100), 2)} if args.list >= 100 else {}),
                   f"top{max(5, args.list)}_ms_per_point": round(1e3 * seconds / X.shape[0], 3), "threads": args.threads,
                   "candidates_per_row": round(float(np.mean(candidates)), 1),
                   "chunk_train_s": [round(d["train_seconds"], 1) for d in done],
