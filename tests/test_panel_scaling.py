@@ -137,3 +137,14 @@ def test_weight_facts_count_the_labels_at_the_default_cap():
     weight_rows = sp.csr_matrix((np.ones(len(labels)), (labels, features)), shape=(n_labels, 1000))
     assert scaling.weight_facts(weight_rows) == {"weights_per_label_max": 746, "labels_at_weight_cap": 2,
                                              "weight_cap": 746}
+
+
+def test_model_options_reach_the_holoxmc_model_and_are_recorded(tmp_path):
+    out = tmp_path / "scaling.json"
+    done = _run(out, "--models", "holoxmc-solar", "--model-options", '{"head_options": {"chunks": 4}}')
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.read_text())
+    cell = results["cells"]["300"]["holoxmc-solar"]
+    # the estimator refused the option by name: it was passed to XMCClassifier as given
+    assert "options ['chunks'] are not accepted by head 'solar'" in cell["error"] and cell["stage"] == "fit"
+    assert results["runs"][-1]["limits"]["model_options"] == {"head_options": {"chunks": 4}}
