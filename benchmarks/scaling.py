@@ -134,8 +134,9 @@ def model_fit(model: str, threads: int, model_options: dict[str, Any] | None = N
 
             jobs = {"workers": threads} if model in JOB_MODELS else {}
             with recording() as stages:  # each fit's stage seconds (benchmarks/fit_profile.py reads the same)
-                clf = XMCClassifier(progress=False, **HOLOXMC[model], **jobs, **(model_options or {})).fit(X, Y)
-            MODEL_FACTS.update(stages=stages, selection=[t.as_dict() for t in getattr(clf, "selection_", [])])
+                arguments = {"progress": False, **HOLOXMC[model], **jobs, **(model_options or {})}  # options win
+                clf = XMCClassifier(**arguments).fit(X, Y)
+            MODEL_FACTS.update(model_options=model_options or {}, stages=stages, selection=[t.as_dict() for t in getattr(clf, "selection_", [])])
             if clf.head_ == "rerank":
                 MODEL_FACTS.update(weight_facts(clf.model_.weight_rows))
             return lambda X_test: clf.predict_topk(X_test, k=5)[0]

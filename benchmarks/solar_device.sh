@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SOLAR on a lent GPU machine (the `device` tool): fit one SOLAR configuration on a data set
 # (every chunk a job; `WORKERS` processes share the GPU), stop it at `BUDGET` seconds, then
-# score the model made of the first K chunks that finished, for each K of `CHUNKS`, on the
+# score the model made of chunks 0..K-1, for each K of `CHUNKS` whose chunks all finished, on the
 # first `MAX_TEST` test rows. Everything it measures lands in $OUT (the device tool brings it
 # back): solar_device.jsonl (solar_first_chunks.py's lines), chunks.jsonl (each finished
 # chunk's done.json: train seconds, epoch seconds, best epoch, validation bucket P@1),
@@ -30,13 +30,13 @@ record = {"data": sys.argv[1], "train_digest": data_digest(train.X, train.Y), "t
 print(json.dumps(record)); open(sys.argv[2], "w").write(json.dumps(record) + "\n")
 PY
 begun=$(date +%s)
-timeout "$BUDGET" python3 benchmarks/solar_compare.py "$DATA" --eval test --max-eval "$MAX_TEST" --recall \
+timeout -k 30 "$BUDGET" python3 benchmarks/solar_compare.py "$DATA" --eval test --max-eval "$MAX_TEST" --recall \
     --workers "$WORKERS" --threads "$(nproc)" --run-root "$RUNS" --configs "$CONFIG" --out "$OUT/solar_device.jsonl"
 echo "fit stage ended with $? after $(( $(date +%s) - begun )) s"
-pkill -f multiprocessing.spawn 2>/dev/null; sleep 1  # workers of a fit stopped at the budget
 python3 -c "import glob, json, sys; [print(json.dumps(json.load(open(p)))) for p in sorted(glob.glob(sys.argv[1] + '/config_0/chunk_*/done.json'))]" "$RUNS" > "$OUT/chunks.jsonl"
 echo "finished chunks: $(wc -l < "$OUT/chunks.jsonl")"
 for k in $CHUNKS; do
     python3 benchmarks/solar_first_chunks.py "$RUNS/config_0" "$DATA" --chunks "$k" --max-test "$MAX_TEST" \
         --threads "$(nproc)" --list 100 --label "device, $(( $(date +%s) - begun )) s after the fit began" --out "$OUT/solar_device.jsonl" || true
 done
+exec >&- 2>&-; wait  # let tee write the end of the log

@@ -73,7 +73,8 @@ def main() -> None:
                   "candidates_per_row": round(float(np.mean(candidates)), 1),
                   "chunk_train_s": [round(d["train_seconds"], 1) for d in done],
                   "best_epochs": [d["best_epoch"] for d in done],
-                  "val_bucket_P@1": [round(d["val_bucket_P@1"], 2) for d in done], "load": os.getloadavg()[0]}
+                  "val_bucket_P@1": [round(d["val_bucket_P@1"], 2) for d in done if d["val_bucket_P@1"] is not None],
+                  "load": os.getloadavg()[0]}
         print(json.dumps(record), flush=True)
         if args.out:
             with args.out.open("a") as f:
