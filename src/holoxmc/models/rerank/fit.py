@@ -694,7 +694,7 @@ def fit_rerank(X: Any, Y: Any, config: RerankConfig = RerankConfig(), X_val: Any
     counts = np.asarray(Y.getnnz(axis=0))
     frequent = config.frequent_labels
     if frequent is None:
-        frequent = 0 if knn else frequent_labels_rule(counts, X.shape[0], min(shortlist, n_labels))
+        frequent = 0 if knn else frequent_labels_rule(counts, X.shape[0], shortlist)
     always = np.argsort(-counts, kind="stable")[:frequent]  # ties: the lower labels
     always = np.sort(always[counts[always] > 0])
     retriever = RerankModel(centroids, empty, np.zeros(n_labels, np.float32), shortlist, 0.0, **knn,
