@@ -64,12 +64,7 @@ def _step(network, optimizers, X, Y, rows, clock) -> float:
     with _timed(clock, "backbone_forward"):
         h = network.backbone(x)
     with _timed(clock, "output_forward_and_loss"):
-        if network.head.loss_kind == "sampled":
-            loss = network.head.sampled_loss(h, y)
-        elif network.head.loss_kind == "softmax":
-            loss = network.head.softmax_loss(h, y)
-        else:
-            loss = network.head.loss(network.head(h), y)
+        loss = network.head.training_loss(h, y)
     for optimizer in optimizers:
         optimizer.zero_grad(set_to_none=True)
     with _timed(clock, "backward"):

@@ -15,6 +15,8 @@ import torch
 from holoxmc.data import make_realistic
 from holoxmc.errors import InputError
 from holoxmc.models.rerank import model as rerank_model
+from holoxmc.models.rerank import topk
+from holoxmc.models.rerank.topk import product_top
 from holoxmc.models.rerank.model import RerankModel
 from holoxmc.sparse import in_threads, l2_rows, sparse_row_top, top_columns
 from holoxmc.models.rerank import fit as rerank_fit
@@ -155,6 +157,25 @@ def test_sparse_shortlists_agree_with_the_dense_path(data, monkeypatch, entries,
                                rtol=1e-5, atol=1e-6)
 
 
+def test_product_top_is_the_top_of_scipys_product_in_any_blocks():
+    """The compiled product-and-select equals scipy's product then :func:`sparse_row_top`,
+    scores bit for bit, ties (half-integer values) the lower column first, rows with fewer
+    scores than k filled with their lowest unscored columns, for any column blocks."""
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        n, D, L = int(rng.integers(1, 30)), int(rng.integers(1, 40)), int(rng.integers(1, 200))
+        X = sp.random(n, D, density=rng.uniform(0.01, 0.5), format="csr", dtype=np.float32, random_state=rng)
+        C = sp.random(D, L, density=rng.uniform(0.01, 0.5), format="csr", dtype=np.float32, random_state=rng)
+        if trial % 2:
+            X.data, C.data = np.round(X.data * 2) / 2 + 0.5, np.round(C.data * 2) / 2 + 0.5
+        k, width = int(rng.integers(1, L + 1)), int(rng.integers(1, L + 1))
+        blocks = [sp.csr_matrix(C[:, start:start + width]) for start in range(0, L, width)]
+        labels, scores = product_top(X, blocks, range(0, L, width), k)
+        expected = sparse_row_top(sp.csr_matrix(X @ C), k)
+        np.testing.assert_array_equal(labels, expected[0])
+        np.testing.assert_array_equal(scores, expected[1])
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_sparse_shortlists_on_threads_equal_one_thread(data, monkeypatch, threads):
     train, test = data
@@ -163,7 +184,7 @@ def test_sparse_shortlists_on_threads_equal_one_thread(data, monkeypatch, thread
     alone = sparse.shortlists(X, threads=1)
     monkeypatch.setattr(rerank_model, "SPARSE_CHUNK_ENTRIES", 40)  # many chunks
     chunks = []
-    monkeypatch.setattr(rerank_model, "sparse_row_top", lambda S, k: chunks.append(S.shape[0]) or sparse_row_top(S, k))
+    monkeypatch.setattr(topk, "product_top", lambda R, *rest: chunks.append(R.shape[0]) or product_top(R, *rest))
     torch.set_num_threads(threads)  # conftest's autouse fixture restores it
     labels, scores = sparse.shortlists(X)  # threads=None: torch's
     assert len(chunks) > 10 and sum(chunks) == X.shape[0]

@@ -139,7 +139,38 @@ def test_softmax_loss_over_every_bucket_is_the_softmax_cross_entropy():
     assert float(sampled.softmax_loss(h, LabelBatch.from_csr(Y))) != pytest.approx(float(expected))  # it samples
 
 
-@pytest.mark.parametrize("loss, sparse_updates", [("sampled", True), ("sampled", False), ("softmax", True)])
+def test_row_softmax_over_every_bucket_is_the_softmax_cross_entropy():
+    rows, every = _head("row-softmax", negatives=20), _head("softmax", negatives=20)
+    rows.load_state_dict(every.state_dict())
+    h = torch.randn(12, 6, generator=torch.Generator().manual_seed(0))
+    Y = _labels(12, 60, 0.05, seed=2)
+    Y[0] = 0  # a row without labels adds nothing
+    Y.eliminate_zeros()
+    torch.testing.assert_close(rows.row_softmax_loss(h, LabelBatch.from_csr(Y)),
+                               every.softmax_loss(h, LabelBatch.from_csr(Y)))
+
+
+def test_row_softmax_estimates_each_rows_partition_sum_without_bias():
+    """exp(loss_r + mean own logit) is the row's estimated partition sum Z_r: its mean over
+    draws is the full sum over the B buckets; the drawn rows' gradient reaches only the
+    drawn and own rows of the table."""
+    head = _head("row-softmax", negatives=4)
+    h = torch.randn(1, 6, generator=torch.Generator().manual_seed(0))
+    Y = sp.csr_matrix(([1.0, 1.0], ([0, 0], [3, 17])), shape=(1, 60))
+    labels = LabelBatch.from_csr(Y)
+    logits = F.linear(h, head.dense.linear.weight, head.dense.linear.bias)[0].detach()
+    own = head.bucket_of_label[torch.tensor([3, 17])].unique()
+    exact = float(torch.logsumexp(logits, 0))
+    torch.manual_seed(0)
+    shift = float(logits[own].mean())
+    z = torch.tensor([float(torch.exp(head.row_softmax_loss(h, labels).detach() + shift)) for _ in range(4000)],
+                     dtype=torch.float64)
+    assert abs(float(z.mean()) - np.exp(exact)) < 5 * float(z.std()) / 4000**0.5
+    assert float(z.std()) > 0  # it does sample
+
+
+@pytest.mark.parametrize("loss, sparse_updates", [("sampled", True), ("sampled", False), ("softmax", True),
+                                                  ("row-softmax", True), ("row-softmax", False)])
 def test_sampled_loss_trains_decodes_and_reloads(tmp_path, loss, sparse_updates):
     X, Y = _learnable_data()
     config = SolarConfig(n_chunks=3, n_buckets=15, hidden=(16,), top_buckets=3, min_freq=2, feature_dim=64, seed=5,
@@ -155,7 +186,7 @@ def test_sampled_loss_trains_decodes_and_reloads(tmp_path, loss, sparse_updates)
     saved = json.loads((tmp_path / "run" / "solar.json").read_text())["config"]
     assert (saved["loss"], saved["negatives"], saved["prior_bias"]) == (loss, 4, True)
     assert np.array_equal(SolarModel.load(tmp_path / "run").predict(X, k=5)[0], indices)
-    if loss == "softmax":  # it decodes the chunks' softmax probabilities
+    if loss in ("softmax", "row-softmax"):  # it decodes the chunks' softmax probabilities
         raw = model._stacked_chunks()(normalized_rows(X[:7]))
         torch.testing.assert_close(torch.sigmoid(model.chunk_logits(X[:7])), torch.softmax(raw, dim=-1))
 

@@ -200,8 +200,9 @@ SETTINGS: tuple[Setting, ...] = (
             "2,000 buckets a chunk, else full), full (the BCE over "
             "all B buckets) or sampled (each batch's positive buckets and --negatives shared random ones, "
             "reweighted to an unbiased estimate of the full loss) or softmax (a softmax over the buckets, its partition "
-            "sum estimated on the sampled loss's buckets)", ("hrr", "xr", "solar"), flag="--loss",
-            head_option=True, allowed=(Options(("cosine", "abs", "full", "sampled", "softmax", "auto")),)),
+            "sum estimated on the sampled loss's buckets) or row-softmax (that softmax, each row against its own "
+            "positive buckets and the drawn ones only)", ("hrr", "xr", "solar"), flag="--loss",
+            head_option=True, allowed=(Options(("cosine", "abs", "full", "sampled", "softmax", "row-softmax", "auto")),)),
     Setting("ranking", 0.0, "HRR: weight of the label-ranking term (0: the paper's J_p + J_n alone)", ("hrr", "xr"),
             flag="--ranking", head_option=True, allowed=(Real(0),), cli={"metavar": "WEIGHT"}),
     Setting("learn_pm", False, "HRR: learn the roles p and m", ("hrr", "xr"), flag="--learn-pm", head_option=True,

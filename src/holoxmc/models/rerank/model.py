@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from holoxmc.errors import InputError
 from holoxmc.sparse import (cost_chunks, csr_from_tensors, csr_tensors, default_threads, in_threads, index_blocks,
-                            l2_rows, sparse_row_top, top_columns)
+                            l2_rows, top_columns)
 from holoxmc.models.rerank.matcher import ClusterMatcher
 
 if TYPE_CHECKING:
@@ -272,9 +272,12 @@ class RerankModel:
         labels, scores = np.empty((n, self.shortlist), np.int64), np.empty((n, self.shortlist), np.float32)
         cost = np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)), weights=self._postings[X.indices], minlength=n)
 
+        from holoxmc.models.rerank.topk import product_top  # numba: loaded where the sparse path first runs
+        offsets = np.cumsum([0] + [block.shape[1] for block in self._index[:-1]]).tolist()
+
         def chunk(span: tuple[int, int]) -> None:
             start, stop = span
-            labels[start:stop], scores[start:stop] = sparse_row_top(self.index_product(X[start:stop]), self.shortlist)
+            labels[start:stop], scores[start:stop] = product_top(X[start:stop], self._index, offsets, self.shortlist)
         in_threads(chunk, list(cost_chunks(cost, SPARSE_CHUNK_ENTRIES)), threads)
         return labels, scores
 

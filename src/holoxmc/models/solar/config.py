@@ -27,7 +27,7 @@ from holoxmc.io import read_json as read_side_file
 from holoxmc.limits import SOLAR_HASH_ABOVE, check_allocation, check_size
 from holoxmc.models.solar.codes import CodeMethod, FeatureHash, SolarLabelCode, chunk_seed
 from holoxmc.data.batch import LabelBatch, SparseBatch
-from holoxmc.models.solar.head import LOSSES, Loss, MinFreqMode, Scoring, SolarChunkHead
+from holoxmc.models.solar.head import LOSSES, SAMPLED_LOSSES, Loss, MinFreqMode, Scoring, SolarChunkHead
 from holoxmc.constraints import check_params
 from holoxmc.settings import HEAD_OPTIONS, SETTING, option_default
 from holoxmc.train.trainer import TrainConfig
@@ -97,7 +97,10 @@ class SolarConfig:
             (:meth:`~holoxmc.models.solar.head.SolarChunkHead.sampled_loss`); a step then costs
             little more than its positives whatever B is; or ``"softmax"``, the cross-entropy
             of a softmax over the buckets against each row's positive buckets, scored on the
-            sampled loss's columns (:meth:`~holoxmc.models.solar.head.SolarChunkHead.softmax_loss`).
+            sampled loss's columns (:meth:`~holoxmc.models.solar.head.SolarChunkHead.softmax_loss`);
+            or ``"row-softmax"``, that softmax with each row scored against its own positive
+            buckets and the drawn ones only
+            (:meth:`~holoxmc.models.solar.head.SolarChunkHead.row_softmax_loss`).
         negatives: buckets the sampled and softmax losses draw per batch (``>= B``: all).
         prior_bias: start every bucket's output bias at the log-odds of its share of the
             training rows (the loss then starts near its priors' value instead of spending
@@ -227,17 +230,15 @@ def feature_hash(config: SolarConfig, n_features: int, chunk: int) -> FeatureHas
 
 
 class SolarNetwork(Network):
-    """A chunk's network: with the sampled loss, :meth:`loss` goes from the backbone output
-    straight to :meth:`SolarChunkHead.sampled_loss` (never the B-wide output); otherwise it
+    """A chunk's network: with a sampled loss, :meth:`loss` goes from the backbone output
+    straight to :meth:`SolarChunkHead.training_loss` (never the B-wide output); otherwise it
     is :class:`Network`'s."""
 
     head: SolarChunkHead
 
     def loss(self, x: SparseBatch | Tensor, labels: LabelBatch) -> Tensor:
-        if self.head.loss_kind == "sampled":
-            return self.head.sampled_loss(self.backbone(x), labels)
-        if self.head.loss_kind == "softmax":
-            return self.head.softmax_loss(self.backbone(x), labels)
+        if self.head.loss_kind in SAMPLED_LOSSES:
+            return self.head.training_loss(self.backbone(x), labels)
         return super().loss(x, labels)
 
 

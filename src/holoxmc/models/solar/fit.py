@@ -127,6 +127,8 @@ def prepare_chunk_network(network: SolarNetwork, config: SolarConfig, X: sp.csr_
     """
     if config.prior_bias:
         network.head.start_from_labels(Y)
+    if network.head.loss_kind == "row-softmax":
+        network.head.count_buckets(Y)
     if config.loss in SAMPLED_LOSSES and train_config.sparse_updates == "auto":
         device = torch.device(train_config.device)
         order = epoch_order(X, np.arange(X.shape[0]), train_config.seed, 0)

@@ -14,6 +14,7 @@ over candidates.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Literal
 
@@ -29,17 +30,22 @@ from holoxmc.codes.hrr import Stream, local_generator
 from holoxmc.heads.dense import DenseHead, reset_linear_
 
 __all__ = ["SolarChunkHead", "OutputRows", "bucket_label_batch", "sampled_columns", "solar_decode", "SCORINGS",
-           "SCORE_OF_LOGIT", "MIN_FREQ_MODES", "LOSSES", "SAMPLED_LOSSES", "softmax_as_logits"]
+           "SCORE_OF_LOGIT", "MIN_FREQ_MODES", "LOSSES", "SAMPLED_LOSSES", "SOFTMAX_LOSSES", "softmax_as_logits"]
 
-Loss = Literal["full", "sampled", "softmax"]
+Loss = Literal["full", "sampled", "softmax", "row-softmax"]
 #: A chunk's training loss: ``"full"`` is the BCE over all B buckets; ``"sampled"`` scores
 #: only the batch's positive buckets and a shared uniform sample of the others, reweighted so
 #: that its expectation is the full loss (:meth:`SolarChunkHead.sampled_loss`); ``"softmax"``
 #: is the cross-entropy of a softmax over the buckets against each row's positive buckets, its
-#: partition sum estimated on the same columns (:meth:`SolarChunkHead.softmax_loss`).
-LOSSES: tuple[str, ...] = ("full", "sampled", "softmax")
+#: partition sum estimated on the same columns (:meth:`SolarChunkHead.softmax_loss`);
+#: ``"row-softmax"`` is that softmax with each row scored against its own positive buckets and
+#: the shared drawn ones only (:meth:`SolarChunkHead.row_softmax_loss`: a step's output
+#: products no longer grow with the batch's positive buckets).
+LOSSES: tuple[str, ...] = ("full", "sampled", "softmax", "row-softmax")
 #: The losses that score only some buckets a step (the output layer is then a table of rows).
-SAMPLED_LOSSES: tuple[str, ...] = ("sampled", "softmax")
+SAMPLED_LOSSES: tuple[str, ...] = ("sampled", "softmax", "row-softmax")
+#: The losses whose chunks decode a softmax's probabilities (:func:`softmax_as_logits`).
+SOFTMAX_LOSSES: tuple[str, ...] = ("softmax", "row-softmax")
 
 Scoring = Literal["prob", "logprob", "logit"]
 #: A chunk's bucket logit → the score it adds to each of the bucket's labels, per ``Scoring``.
@@ -174,7 +180,7 @@ class SolarChunkHead(nn.Module):
         bucket_of_label: ``(L,)`` bucket ids of this chunk (a row of ``SolarLabelCode.buckets``).
         n_buckets: B.
         seed: seed of the weight initialisation (local generator).
-        loss: ``"full"``, ``"sampled"`` or ``"softmax"`` (:data:`LOSSES`).
+        loss: ``"full"``, ``"sampled"``, ``"softmax"`` or ``"row-softmax"`` (:data:`LOSSES`).
         negatives: buckets drawn per batch by the sampled loss (:func:`sampled_columns`).
         prior_bias: :meth:`start_from_labels` sets every bucket's bias to the log-odds of its
             share of the training rows.
@@ -203,6 +209,7 @@ class SolarChunkHead(nn.Module):
         self.negatives = int(negatives)
         layer = _RowsHead if loss in SAMPLED_LOSSES else DenseHead
         self.dense = layer(in_features, self.n_buckets, seed=seed, prior_bias=prior_bias)
+        self.bucket_share: Tensor | None = None  # row-softmax's draw (:meth:`count_buckets`); None: uniform
         self.register_buffer("bucket_of_label", bucket_of_label, persistent=False)
 
     def start_from_labels(self, Y: sp.spmatrix) -> None:
@@ -219,6 +226,17 @@ class SolarChunkHead(nn.Module):
         if Y.shape[1] != self.n_labels:
             raise InputError(f"labels have {Y.shape[1]} columns, the chunk code has {self.n_labels}")
         self.dense.start_from_labels(bucket_matrix(Y, self.bucket_of_label.cpu().numpy(), self.n_buckets))
+
+    def training_loss(self, h: Tensor, labels: LabelBatch) -> Tensor:
+        """The chunk's training loss (its ``loss``) from the backbone output ``h``: a sampled
+        loss without the B-wide output, the full BCE through :meth:`forward`."""
+        if self.loss_kind == "sampled":
+            return self.sampled_loss(h, labels)
+        if self.loss_kind == "softmax":
+            return self.softmax_loss(h, labels)
+        if self.loss_kind == "row-softmax":
+            return self.row_softmax_loss(h, labels)
+        return self.loss(self(h), labels)
 
     def sampled_loss(self, h: Tensor, labels: LabelBatch) -> Tensor:
         """The sampled estimate of :meth:`loss` from the backbone output ``h``: BCE over the
@@ -257,6 +275,88 @@ class SolarChunkHead(nn.Module):
             log_p = F.log_softmax(logits.float() + torch.log(weights), dim=1)  # log 1 = 0: positives as they are
             total = -(target * log_p).sum(1) / target.sum(1).clamp(min=1.0)
         return total.sum() / max(len(labels), 1)
+
+    def row_softmax_loss(self, h: Tensor, labels: LabelBatch) -> Tensor:
+        """:meth:`softmax_loss` with each row's partition sum estimated on its own positive
+        buckets and ``negatives`` shared draws only, not on the other rows' positive buckets:
+        a step's output products are ``n x negatives`` (plus one dot product per positive)
+        instead of ``n x (|P| + negatives)``, where ``|P|``, the batch's positive buckets,
+        grows with the batch (about 4,000 of them in 1,024 rows at 670K labels).
+
+        The draws are ``S = negatives`` buckets with replacement from ``q``, the buckets'
+        shares of the training rows (:meth:`count_buckets`, which the fit calls; uniform
+        without replacement before it): the other rows' positives that :meth:`softmax_loss`
+        scores are such draws, and uniform ones alone learned under half as much a step
+        (docs/results/solar.md). Row ``r`` with positive buckets ``P_r``: ``Z_r = sum_{b in
+        P_r} exp(l_b) + sum_{u drawn, u not in P_r} (c_u / (S q_u)) exp(l_u)`` (``c_u``: times
+        drawn), an unbiased estimate of the full partition sum; the loss is ``log Z_r -
+        mean_{b in P_r} l_b``, averaged over the rows with a label. With ``negatives >= B``
+        it is the full softmax, as :meth:`softmax_loss` then is.
+
+        Shapes:
+            h ``(n, in_features)`` → a scalar.
+
+        Example:
+            >>> head = SolarChunkHead(4, torch.tensor([0, 1, 2]), n_buckets=3, loss="row-softmax", negatives=3)
+            >>> y = LabelBatch(torch.tensor([0, 2, 1]), torch.tensor([0, 2, 3]), 3)
+            >>> h = torch.randn(2, 4)
+            >>> bool(torch.isclose(head.row_softmax_loss(h, y), head.softmax_loss(h, y)))
+            True
+        """
+        if labels.n_labels != self.n_labels:
+            raise InputError(f"labels have {labels.n_labels} classes, the chunk code has {self.n_labels}")
+        positives = bucket_label_batch(labels, self.bucket_of_label, self.n_buckets)
+        drawn, correction = self._row_draw(h.device)
+        columns = torch.unique(torch.cat([positives.indices, drawn]))  # one read of the table (its sparse hook)
+        layer = self.dense.linear
+        if isinstance(layer, OutputRows):
+            weight, bias = F.embedding(columns, layer.weight, sparse=layer.sparse), layer.bias[columns]
+        else:
+            weight, bias = layer.weight[columns], layer.bias[columns]
+        at_drawn, at_positive = torch.searchsorted(columns, drawn), torch.searchsorted(columns, positives.indices)
+        rows = positives.row_ids()
+        with torch.autocast(h.device.type, enabled=False):
+            h, weight, bias = h.float(), weight.float(), bias.float()
+            negative = torch.addmm(bias[at_drawn] + correction, h, weight[at_drawn].T)  # (n, S)
+            where = torch.full((self.n_buckets,), -1, dtype=torch.int64, device=h.device)
+            where[drawn] = torch.arange(len(drawn), device=h.device)
+            own = where[positives.indices]  # a row's positive bucket that was also drawn counts once, as a positive
+            hit = own >= 0
+            negative = negative.index_put((rows[hit], own[hit]), torch.tensor(-math.inf, device=h.device))
+            positive = (h[rows] * weight[at_positive]).sum(1) + bias[at_positive]  # (n_pos,)
+            counts = positives.counts()
+            width = int(counts.max()) if len(counts) else 0
+            slot = torch.arange(len(rows), device=h.device) - positives.indptr[rows]
+            padded = torch.full((len(labels), max(width, 1)), -math.inf, device=h.device)
+            padded = padded.index_put((rows, slot), positive)
+            log_z = torch.logsumexp(torch.cat([padded, negative], 1), 1)
+            own_mean = torch.zeros(len(labels), device=h.device).index_add(0, rows, positive)
+            labelled = counts > 0
+            total = (log_z - own_mean / counts.clamp(min=1))[labelled].sum()
+        return total / max(len(labels), 1)
+
+    def count_buckets(self, Y: sp.spmatrix) -> None:
+        """Keep the share of the rows of ``Y`` ``(n, L)`` with a label in each bucket,
+        ``(n_b + 0.5)``, normalised: the distribution :meth:`row_softmax_loss` draws its
+        negatives from (uniform until this is called)."""
+        if Y.shape[1] != self.n_labels:
+            raise InputError(f"labels have {Y.shape[1]} columns, the chunk code has {self.n_labels}")
+        counts = np.asarray(bucket_matrix(Y, self.bucket_of_label.cpu().numpy(), self.n_buckets).sum(axis=0)).ravel()
+        share = torch.as_tensor(counts + 0.5, dtype=torch.float32, device=self.bucket_of_label.device)
+        self.bucket_share = share / share.sum()
+
+    def _row_draw(self, device: torch.device) -> tuple[Tensor, Tensor]:
+        """The buckets :meth:`row_softmax_loss` draws for a step and each one's logit correction,
+        ``log(times drawn / (S q_b))`` (``q``: :meth:`count_buckets`' shares, or uniform without
+        replacement, ``log(B / S)``); every bucket, uncorrected, when ``negatives >= B``."""
+        if self.negatives >= self.n_buckets:
+            return torch.arange(self.n_buckets, device=device), torch.zeros(self.n_buckets, device=device)
+        if self.bucket_share is None:
+            drawn = torch.randperm(self.n_buckets, device=device)[:self.negatives]
+            return drawn, torch.full((len(drawn),), math.log(self.n_buckets / self.negatives), device=device)
+        q = self.bucket_share.to(device)
+        drawn, times = torch.unique(torch.multinomial(q, self.negatives, replacement=True), return_counts=True)
+        return drawn, torch.log(times.float() / (self.negatives * q[drawn]))
 
     def _sampled(self, h: Tensor, labels: LabelBatch) -> tuple[LabelBatch, Tensor, Tensor, Tensor, Tensor]:
         """The batch's positive buckets, the scored columns and their weights

@@ -21,8 +21,8 @@ from holoxmc.backbones.fc import FCBackbone
 from holoxmc.backbones.network import Network
 from holoxmc.models.solar.codes import FeatureHash, InvertedIndex, SolarLabelCode
 from holoxmc.errors import InputError
-from holoxmc.models.solar.head import (SCORE_OF_LOGIT, MinFreqMode, Scoring, SolarChunkHead, softmax_as_logits,
-                                       solar_decode)
+from holoxmc.models.solar.head import (SCORE_OF_LOGIT, SOFTMAX_LOSSES, MinFreqMode, Scoring, SolarChunkHead,
+                                       softmax_as_logits, solar_decode)
 from holoxmc.io import atomic_write_json
 from holoxmc.metrics import evaluate
 from holoxmc.train.checkpoint import load_state_dict_file, save_state_dict
@@ -246,7 +246,7 @@ class SolarModel:
         if self.config.normalize_rows:
             X = normalized_rows(X)
         logits = self._stacked_chunks()(sp.csr_matrix(X, dtype=np.float32))
-        softmax = chunk_loss(self.config.loss, resolved_size(self.config.n_buckets, "n_buckets")) == "softmax"
+        softmax = chunk_loss(self.config.loss, resolved_size(self.config.n_buckets, "n_buckets")) in SOFTMAX_LOSSES
         return softmax_as_logits(logits, in_place=True) if softmax else logits
 
     def _stacked_chunks(self) -> _StackedChunks:

@@ -1,0 +1,90 @@
+"""The re-rank model's sparse PIFA shortlists: scipy's product then a selection in Python
+(``sparse_row_top``, the path before 2026-11-30) against the compiled product-and-select
+(:mod:`holoxmc.models.rerank.topk`), side by side in one process.
+
+The retriever is built as :func:`~holoxmc.models.rerank.fit.fit_rerank` builds it (unit rows,
+the pruned PIFA index of ``RerankConfig().postings`` labels a feature, its column blocks, the
+shortlist of :func:`shortlist_rule`); the first ``--rows`` training rows are scored by both
+paths at each thread count, the repeats interleaved, and the medians reported with a check
+that both give the same labels and scores. One JSON line is appended to ``--out``.
+
+Usage:
+    python benchmarks/shortlist_speed.py realistic-670k --rows 8192 --repeats 3 \\
+        --out benchmarks/results/shortlist_speed.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from holoxmc.data import load
+from holoxmc.models.rerank import model as rerank_model
+from holoxmc.models.rerank.fit import RerankConfig, pifa_index, shortlist_rule
+from holoxmc.models.rerank.model import RerankModel
+from holoxmc.sparse import cost_chunks, in_threads, l2_rows, sparse_row_top
+
+
+def scipy_shortlists(model: RerankModel, X: sp.csr_matrix, threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """The path before the kernel: each chunk's CSR product, then ``sparse_row_top``."""
+    n, k = X.shape[0], model.shortlist
+    labels, scores = np.empty((n, k), np.int64), np.empty((n, k), np.float32)
+    cost = np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)), weights=model._postings[X.indices], minlength=n)
+
+    def chunk(span: tuple[int, int]) -> None:
+        start, stop = span
+        labels[start:stop], scores[start:stop] = sparse_row_top(model.index_product(X[start:stop]), k)
+    in_threads(chunk, list(cost_chunks(cost, rerank_model.SPARSE_CHUNK_ENTRIES)), threads)
+    return labels, scores
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data")
+    parser.add_argument("--rows", type=int, default=8192)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    train = load(args.data, "train")
+    X, Y = l2_rows(sp.csr_matrix(train.X, dtype=np.float32)), sp.csr_matrix(train.Y)
+    start = time.perf_counter()
+    config = RerankConfig()
+    shortlist = shortlist_rule(Y.shape[1], Y.nnz / Y.shape[0])
+    model = RerankModel(pifa_index(X, Y, config.postings).T, sp.csc_matrix((X.shape[1], Y.shape[1]), dtype=np.float32),
+                        np.zeros(Y.shape[1], np.float32), shortlist, 0.0)
+    index_s = time.perf_counter() - start
+    R = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape)[:args.rows]
+    model._sparse_shortlists(R[:16], 1)  # the kernel compiled (or read from numba's cache) before timing
+    paths = {"scipy": lambda t: scipy_shortlists(model, R, t), "kernel": lambda t: model._sparse_shortlists(R, t)}
+    seconds: dict[str, list[float]] = {f"{name}@{t}": [] for name in paths for t in args.threads}
+    results = {}
+    for _ in range(args.repeats):
+        for t in args.threads:
+            for name, run in paths.items():
+                begin = time.perf_counter()
+                results[name] = run(t)
+                seconds[f"{name}@{t}"].append(time.perf_counter() - begin)
+    same = all(np.array_equal(a, b) for a, b in zip(results["scipy"], results["kernel"]))
+    line = {"data": args.data, "rows": R.shape[0], "labels": Y.shape[1], "shortlist": shortlist,
+            "postings": config.postings, "index_blocks": len(model._index), "index_s": round(index_s, 1),
+            "ms_per_1000_rows": {key: round(1000 * statistics.median(v) / R.shape[0] * 1000, 1)
+                                 for key, v in seconds.items()},
+            "seconds": {key: [round(s, 2) for s in v] for key, v in seconds.items()},
+            "same_labels_and_scores": same, "load_avg": os.getloadavg(), "machine": platform.machine(),
+            "date": time.strftime("%Y-%m-%d")}
+    print(json.dumps(line, indent=1))
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+
+if __name__ == "__main__":
+    main()
