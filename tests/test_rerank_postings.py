@@ -15,8 +15,8 @@ import torch
 from holoxmc.data import make_realistic
 from holoxmc.errors import InputError
 from holoxmc.models.rerank import model as rerank_model
-from holoxmc.models.rerank import topk
-from holoxmc.models.rerank.topk import product_top
+from holoxmc.models.rerank import kernels
+from holoxmc.models.rerank.kernels import product_top
 from holoxmc.models.rerank.model import RerankModel
 from holoxmc.sparse import in_threads, l2_rows, sparse_row_top, top_columns
 from holoxmc.models.rerank import fit as rerank_fit
@@ -177,6 +177,21 @@ def test_product_top_is_the_top_of_scipys_product_in_any_blocks():
 
 
 @pytest.mark.parametrize("threads", [1, 3])
+def test_sparse_margins_are_the_dense_margins_at_any_thread_count(data, monkeypatch, threads):
+    """Past DENSE_UP_TO labels the margins are the compiled per-row dot products: the dense
+    path's values, and bit for bit the same on one thread and on several."""
+    train, test = data
+    model = fit_rerank(train.X, train.Y, RerankConfig(frequent_labels=0, shortlist=12, alpha=0.5))
+    X = l2_rows(sp.vstack([test.X] * 3, format="csr"))
+    labels = model.shortlists(X)[0]
+    dense = model.margins(X, labels)
+    sparse = sparse_copy(model, monkeypatch)
+    alone = sparse.margins(X, labels, threads=1)
+    np.testing.assert_allclose(alone, dense, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(sparse.margins(X, labels, threads=threads), alone)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
 def test_sparse_shortlists_on_threads_equal_one_thread(data, monkeypatch, threads):
     train, test = data
     sparse = sparse_copy(fit_rerank(train.X, train.Y, RerankConfig(frequent_labels=0, shortlist=12, alpha=0.5, postings=20)), monkeypatch, 16)
@@ -184,7 +199,7 @@ def test_sparse_shortlists_on_threads_equal_one_thread(data, monkeypatch, thread
     alone = sparse.shortlists(X, threads=1)
     monkeypatch.setattr(rerank_model, "SPARSE_CHUNK_ENTRIES", 40)  # many chunks
     chunks = []
-    monkeypatch.setattr(topk, "product_top", lambda R, *rest: chunks.append(R.shape[0]) or product_top(R, *rest))
+    monkeypatch.setattr(kernels, "product_top", lambda R, *rest: chunks.append(R.shape[0]) or product_top(R, *rest))
     torch.set_num_threads(threads)  # conftest's autouse fixture restores it
     labels, scores = sparse.shortlists(X)  # threads=None: torch's
     assert len(chunks) > 10 and sum(chunks) == X.shape[0]

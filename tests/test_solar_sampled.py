@@ -209,6 +209,23 @@ def test_the_sampled_output_rows_train_with_catch_up_adam(tmp_path):
     assert network.head.dense.linear.weight.grad.is_sparse
 
 
+@pytest.mark.parametrize("loss", ["softmax", "row-softmax"])
+def test_the_sampled_losses_read_the_output_rows_through_the_tables_call(loss):
+    """Sparse updates catch rows up in a forward pre-hook of the table: every row a sampled
+    loss reads (each row's positive buckets, the drawn ones) must pass through its call."""
+    head = _head(loss, negatives=3, n_buckets=20)
+    head.dense.linear.sparse = True
+    seen: list[torch.Tensor] = []
+    head.dense.linear.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+    labels = LabelBatch.from_csr(_labels(5, 60, 0.05, seed=4))
+    torch.manual_seed(0)
+    head.training_loss(torch.randn(5, 6), labels).backward()
+    read = torch.unique(head.dense.linear.weight.grad.coalesce().indices())
+    positives = torch.unique(head.bucket_of_label[labels.indices])
+    assert len(seen) == 1 and set(positives.tolist()) <= set(seen[0].tolist())
+    assert set(read.tolist()) <= set(seen[0].tolist())
+
+
 def test_new_settings_are_recorded_as_before_they_existed_and_checked():
     """A config at the settings' earlier values writes no new key, so older folders keep their
     fingerprints; an older folder's config (no such key) reads back at those values."""

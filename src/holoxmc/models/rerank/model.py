@@ -272,7 +272,7 @@ class RerankModel:
         labels, scores = np.empty((n, self.shortlist), np.int64), np.empty((n, self.shortlist), np.float32)
         cost = np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)), weights=self._postings[X.indices], minlength=n)
 
-        from holoxmc.models.rerank.topk import product_top  # numba: loaded where the sparse path first runs
+        from holoxmc.models.rerank.kernels import product_top  # numba: loaded where the sparse path first runs
         offsets = np.cumsum([0] + [block.shape[1] for block in self._index[:-1]]).tolist()
 
         def chunk(span: tuple[int, int]) -> None:
@@ -281,21 +281,26 @@ class RerankModel:
         in_threads(chunk, list(cost_chunks(cost, SPARSE_CHUNK_ENTRIES)), threads)
         return labels, scores
 
-    def margins(self, X: sp.csr_matrix, labels: np.ndarray) -> np.ndarray:
+    def margins(self, X: sp.csr_matrix, labels: np.ndarray, *, threads: int | None = None) -> np.ndarray:
         """``(n, s)`` margins ``x · w_l + b_l`` of the given labels of each row only. Up to
-        :data:`DENSE_UP_TO` labels, a dense ``rows x L`` product then a gather; past it,
-        sparse dot products of each row with its labels' weight rows, in chunks of rows
-        whose gathered weights hold at most :data:`BLOCK_ENTRIES` entries (a cost that does
-        not grow with L)."""
+        :data:`DENSE_UP_TO` labels, a dense ``rows x L`` product then a gather; past it, each
+        row's dot products with its labels' weight rows (:func:`~holoxmc.models.rerank.kernels.label_margins`,
+        a cost that does not grow with L), chunks of rows on ``threads`` threads (``None``:
+        :func:`~holoxmc.sparse.default_threads`)."""
         n, s = labels.shape
         if self.n_labels <= DENSE_UP_TO:
             return np.take_along_axis(self._dense_margins(X), labels, axis=1)
-        out = np.zeros((n, s), np.float32)
-        cost = np.diff(self.weight_rows.indptr)[labels].sum(axis=1) + s * np.diff(X.indptr)
-        for start, stop in cost_chunks(cost, BLOCK_ENTRIES):
-            W = self.weight_rows[labels[start:stop].ravel()]
-            R = X[np.repeat(np.arange(start, stop), s)]
-            out[start:stop] = np.asarray(W.multiply(R).sum(axis=1), dtype=np.float32).reshape(stop - start, s)
+        from holoxmc.models.rerank.kernels import label_margins  # numba: loaded where this path first runs
+        out = np.empty((n, s), np.float32)
+        cost = np.diff(self.weight_rows.indptr)[labels].sum(axis=1) + np.diff(X.indptr)
+
+        def chunk(span: tuple[int, int]) -> None:
+            start, stop = span
+            out[start:stop] = label_margins(X[start:stop], self.weight_rows, labels[start:stop])
+        threads = default_threads() if threads is None else threads
+        # about four chunks a thread (so a batch spreads over them), none over BLOCK_ENTRIES weights
+        limit = min(BLOCK_ENTRIES, max(1 << 16, int(cost.sum()) // (4 * threads) + 1))
+        in_threads(chunk, list(cost_chunks(cost, limit)), threads)
         return out + self.bias[labels]
 
     def rescore(self, X: sp.csr_matrix, labels: np.ndarray) -> np.ndarray:

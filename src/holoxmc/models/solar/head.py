@@ -136,7 +136,9 @@ class OutputRows(nn.Embedding):
         generator: initialisation source (``reset_linear_``'s distribution).
 
     Shapes:
-        ``forward(columns (C,), h (n, in_features))`` → ``(n, C)`` logits of those buckets.
+        ``forward(columns (C,), h (n, in_features))`` → ``(n, C)`` logits of those buckets;
+        ``forward(columns (C,))`` → their ``(C, in_features)`` weight rows (read through the
+        module call, so that the sparse updates' hook catches them up first).
     """
 
     def __init__(self, in_features: int, n_buckets: int, generator: torch.Generator) -> None:
@@ -144,10 +146,12 @@ class OutputRows(nn.Embedding):
         self.bias = nn.Parameter(torch.zeros(n_buckets))
         reset_linear_(self, generator)
 
-    def forward(self, columns: Tensor, h: Tensor) -> Tensor:  # type: ignore[override]
+    def forward(self, columns: Tensor, h: Tensor | None = None) -> Tensor:  # type: ignore[override]
         # the columns come first: the sparse-update optimiser's pre-forward hook catches up
         # the rows named by the first argument before they are read
         weight = F.embedding(columns, self.weight, sparse=self.sparse)
+        if h is None:  # the rows themselves, ``(C, in_features)``
+            return weight
         return torch.addmm(self.bias[columns].to(h.dtype), h, weight.T.to(h.dtype))
 
 
@@ -310,7 +314,7 @@ class SolarChunkHead(nn.Module):
         columns = torch.unique(torch.cat([positives.indices, drawn]))  # one read of the table (its sparse hook)
         layer = self.dense.linear
         if isinstance(layer, OutputRows):
-            weight, bias = F.embedding(columns, layer.weight, sparse=layer.sparse), layer.bias[columns]
+            weight, bias = layer(columns), layer.bias[columns]
         else:
             weight, bias = layer.weight[columns], layer.bias[columns]
         at_drawn, at_positive = torch.searchsorted(columns, drawn), torch.searchsorted(columns, positives.indices)

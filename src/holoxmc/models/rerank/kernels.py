@@ -1,19 +1,23 @@
-"""The PIFA shortlist's product and selection in one compiled pass: the ``k`` best labels of
-each row of ``X @ index`` without forming the product.
+"""The re-rank model's two sparse loops, compiled: the PIFA shortlist's product and selection
+in one pass (:func:`product_top`, the ``k`` best labels of each row of ``X @ index`` without
+forming the product), and each row's margins on its own shortlist (:func:`label_margins`).
 
-Why it is written here rather than left to scipy.sparse: at L = 670K a training row's product
-stores about 36,000 scores; scipy builds them as a CSR matrix (a symbolic pass, a numeric
-pass, the column blocks joined) and :func:`~holoxmc.sparse.sparse_row_top` then selects from
-it row by row in Python, under the GIL. A re-rank fit there spent 42 % of its time in these
-training shortlists (docs/results/speed.md, "At L = 670K"). This kernel accumulates each row's
-scores in a dense array of one index block's width, keeps the row's ``k`` best in a heap as it
-reads them back (a comparison per score, where a partition or sort of the row's tens of
-thousands of scores cost four times the accumulation), and runs without the GIL (numba,
-``nogil``), so threads share the index and each row's result depends on that row alone: the
-same at any thread count. The scores are summed in the
-order scipy sums them (the row's features in turn, each one's postings in turn, in float32),
-so they are scipy's, and the selection is :func:`~holoxmc.sparse.sparse_row_top`'s (best
-first, ties the lower column first, also at the ``k``-th place).
+Why they are written here rather than left to scipy.sparse: at L = 670K a training row's
+product stores about 36,000 scores; scipy builds them as a CSR matrix (a symbolic pass, a
+numeric pass, the column blocks joined) and :func:`~holoxmc.sparse.sparse_row_top` then
+selected from it row by row in Python. A re-rank fit there spent 42 % of its time in these
+training shortlists (docs/results/speed.md, "At L = 670K"). :func:`product_top` accumulates
+each row's scores in a dense array of one index block's width and keeps the row's ``k`` best
+in a heap as it reads them back (a comparison per score, where a partition or sort of the
+row's tens of thousands of scores cost four times the accumulation). The scores are summed in
+the order scipy sums them (the row's features in turn, each one's postings in turn, in
+float32), so they are scipy's, and the selection is :func:`~holoxmc.sparse.sparse_row_top`'s
+(best first, ties the lower column first, also at the ``k``-th place). The margins were a
+row-repeated copy of ``X`` multiplied element-wise with a gathered copy of the weight rows;
+:func:`label_margins` spreads a row into a dense array once and reads each shortlisted
+label's weights against it. Both run without the GIL (numba, ``nogil``), so threads share the
+index and the weights, and each row's result depends on that row alone: the same at any
+thread count.
 
 Example:
     >>> import numpy as np, scipy.sparse as sp
@@ -32,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-__all__ = ["product_top"]
+__all__ = ["product_top", "label_margins"]
 
 
 def product_top(X: sp.csr_matrix, blocks: Sequence[sp.csr_matrix], offsets: Sequence[int],
@@ -61,6 +65,45 @@ def product_top(X: sp.csr_matrix, blocks: Sequence[sp.csr_matrix], offsets: Sequ
                    block.shape[1], int(offset), labels, scores, held)
     _finish(labels, scores, held)
     return labels, scores
+
+
+def label_margins(X: sp.csr_matrix, weight_rows: sp.csr_matrix, labels: np.ndarray) -> np.ndarray:
+    """``(n, s)`` dot products of each row of ``X`` with the weight rows of its ``s`` labels,
+    summed in float64 and returned as float32 (the bias is not added).
+
+    Args:
+        X: ``(n, D)`` CSR rows; weight_rows: ``(L, D)`` CSR, one row of weights a label;
+        labels: ``(n, s)`` label ids of each row (nonnegative).
+
+    Example:
+        >>> W = sp.csr_matrix(np.array([[1, 0], [0, 2], [3, 3]], np.float32))
+        >>> label_margins(sp.csr_matrix(np.array([[1, 1]], np.float32)), W, np.array([[2, 0]])).tolist()
+        [[6.0, 1.0]]
+    """
+    X = sp.csr_matrix(X, dtype=np.float32)
+    out = np.empty(labels.shape, np.float32)
+    _margins(X.indptr, X.indices, X.data, weight_rows.indptr, weight_rows.indices,
+             weight_rows.data.astype(np.float32, copy=False), np.ascontiguousarray(labels, dtype=np.int64),
+             weight_rows.shape[1], out)
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _margins(x_indptr, x_indices, x_data, w_indptr, w_indices, w_data, labels, n_features,
+             out):  # pragma: no cover - compiled
+    """Each row spread into a dense array, its labels' weight rows read against it, cleared."""
+    dense = np.zeros(n_features, np.float32)
+    for i in range(labels.shape[0]):
+        for p in range(x_indptr[i], x_indptr[i + 1]):
+            dense[x_indices[p]] = x_data[p]
+        for j in range(labels.shape[1]):
+            label = labels[i, j]
+            total = 0.0
+            for q in range(w_indptr[label], w_indptr[label + 1]):
+                total += dense[w_indices[q]] * w_data[q]
+            out[i, j] = total
+        for p in range(x_indptr[i], x_indptr[i + 1]):
+            dense[x_indices[p]] = 0.0
 
 
 @njit(nogil=True, cache=True)
