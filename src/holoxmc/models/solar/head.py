@@ -146,7 +146,7 @@ class OutputRows(nn.Embedding):
         self.bias = nn.Parameter(torch.zeros(n_buckets))
         reset_linear_(self, generator)
 
-    def forward(self, columns: Tensor, h: Tensor | None = None) -> Tensor:  # type: ignore[override]
+    def forward(self, columns: Tensor, h: Tensor | None = None) -> Tensor:
         # the columns come first: the sparse-update optimiser's pre-forward hook catches up
         # the rows named by the first argument before they are read
         weight = F.embedding(columns, self.weight, sparse=self.sparse)
