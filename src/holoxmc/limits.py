@@ -163,13 +163,17 @@ def check_fit_memory(params: Mapping[str, Any], n_features: int, *, where: str |
 # ---------------------------------------------------------------------------- the default fit's cost
 #: Seconds per unit of each term of :func:`estimate_fit`'s time model (how they were
 #: calibrated: :func:`estimate_fit`). ``retrieval``: a training or validation row scored
-#: against one label by the PIFA retriever; ``label_fits``: a stored feature of a row in one
+#: against one label by the PIFA retriever's dense product (up to 30,000 labels);
+#: ``retrieval_postings``: one posting its sparse shortlist reads past that (set from
+#: ``benchmarks/shortlist_speed.py`` at L = 670K: 0.433 s per 1000 rows of 39,809 postings on
+#: two threads, quiet machine, 2026-11-30; not fitted); ``label_fits``: a stored feature of a row in one
 #: label's problem; ``per_label``: a label's own fit; ``rule``: one entry (row x label) of
 #: the confidences that ``predict``'s rule reads, ``rule_pairs`` one of those its calibration fits
 #: on (at most ``_RULE_PAIRS``); ``fc_epoch``: a row x (its features +
 #: hidden width + L) of one FC epoch; ``fixed``: what every re-rank fit costs.
-FIT_SECONDS: dict[str, float] = {"fixed": 1.1, "retrieval": 6.8e-8, "label_fits": 2.4e-8, "per_label": 1.0e-3,
-                                 "rule": 4.5e-7, "rule_pairs": 3.3e-6, "fc_epoch": 6.2e-7}
+FIT_SECONDS: dict[str, float] = {"fixed": 1.1, "retrieval": 6.8e-8, "retrieval_postings": 1.1e-8,
+                                 "label_fits": 2.4e-8, "per_label": 1.0e-3, "rule": 4.5e-7, "rule_pairs": 3.3e-6,
+                                 "fc_epoch": 6.2e-7}
 #: Bytes of the peak resident memory: ``base`` (the interpreter, NumPy, SciPy and torch
 #: loaded) and ``labels`` x L ** :data:`LABEL_BYTES_EXPONENT` (the retriever's index, the
 #: weights and the scoring blocks, bounded in size, grow slower than L), both fitted; and, set
@@ -329,12 +333,19 @@ def _finish_seconds(shape: _Shape, held: int) -> float:
     share = held / shape.rows
     _, train_shortlist = rerank_shortlists(shape.rows, shape.labels, shape.label_nnz)
     per_row = shape.nnz / shape.rows
-    scored = shape.labels if shape.labels <= _DENSE_UP_TO else min(shape.labels, _POSTINGS * per_row)
     retrained = 1.0 - (1.0 - share) ** (shape.label_nnz / shape.labels)
     problems = (shape.rows * train_shortlist + shape.label_nnz + _NEGATIVES * shape.labels) * retrained
     c = FIT_SECONDS
-    return (c["fixed"] + c["retrieval"] * held * scored + c["label_fits"] * per_row * problems
+    return (c["fixed"] + _retrieval_seconds(shape, held) + c["label_fits"] * per_row * problems
             + c["per_label"] * shape.labels * retrained)
+
+
+def _retrieval_seconds(shape: _Shape, rows: int) -> float:
+    """The PIFA retriever's shortlists of ``rows`` rows: each row against every label (the
+    dense product, up to ``_DENSE_UP_TO`` labels) or the postings of its features."""
+    if shape.labels <= _DENSE_UP_TO:
+        return FIT_SECONDS["retrieval"] * rows * shape.labels
+    return FIT_SECONDS["retrieval_postings"] * rows * min(shape.labels, _POSTINGS * shape.nnz / shape.rows)
 
 
 def _rerank_seconds(shape: _Shape, rows: int, alpha_rows: int) -> float:
@@ -343,10 +354,9 @@ def _rerank_seconds(shape: _Shape, rows: int, alpha_rows: int) -> float:
     share = rows / shape.rows
     _, train_shortlist = rerank_shortlists(rows, shape.labels, int(shape.label_nnz * share))
     per_row = shape.nnz / shape.rows
-    scored = shape.labels if shape.labels <= _DENSE_UP_TO else min(shape.labels, _POSTINGS * per_row)
     problems = rows * train_shortlist + shape.label_nnz * share + _NEGATIVES * shape.labels
     c = FIT_SECONDS
-    return (c["fixed"] + c["retrieval"] * (rows + alpha_rows) * scored + c["label_fits"] * per_row * problems
+    return (c["fixed"] + _retrieval_seconds(shape, rows + alpha_rows) + c["label_fits"] * per_row * problems
             + c["per_label"] * shape.labels)
 
 

@@ -42,19 +42,19 @@ __all__ = ["RerankModel", "csr_from_tensors", "csr_tensors", "l2_rows", "top_col
 #: Entries of the dense ``(rows, labels)`` / ``(rows, neighbours)`` blocks one scoring batch
 #: holds at most (float32: 64 MiB); batches of rows are cut to fit.
 BLOCK_ENTRIES = 1 << 24
-#: Products a chunk of rows of the sparse PIFA shortlist computes at most (the sum over its
-#: rows' features of their postings): its ``rows x L`` product holds at most this many entries
-#: (32 MiB), so each of the fit's worker processes holds one such chunk at a time.
+#: Postings a chunk of rows of the sparse PIFA shortlist reads at most (the sum over its rows'
+#: features of their postings): the unit of work handed to a thread. (With scipy's products,
+#: before the kernel, it also bounded a chunk's ``rows x L`` product, 32 MiB.)
 SPARSE_CHUNK_ENTRIES = 1 << 22
 
 
-#: Labels per column block of the PIFA index on the sparse shortlist path. A sparse product
-#: accumulates a row's scores in arrays as long as the labels it covers; over all of 670K
-#: labels a row's tens of thousands of scattered updates miss the core's cache more often
-#: than over a block of 65,536 (256 KiB an array): at L = 670K the shortlists took 0.63 s per
-#: 1000 rows in such blocks against 0.70 in one (two threads, medians of 4; docs/results/rerank.md,
-#: "Index blocks and threads"): a small gain on an idle machine, larger where another process
-#: shares the cache.
+#: Labels per column block of the PIFA index on the sparse shortlist path. The shortlist kernel
+#: (:func:`~holoxmc.models.rerank.kernels.product_top`) accumulates a row's scores in an array
+#: one block wide; over all of 670K labels a row's tens of thousands of scattered updates miss
+#: the core's cache more often than over a block of 65,536 (256 KiB): at L = 670K, 2,000
+#: training rows took 0.80 ms a row in such blocks against 1.08 in one (one thread, one run;
+#: scipy's products, before the kernel, 0.63 against 0.70 s per 1000 rows on two threads,
+#: docs/results/rerank.md, "Index blocks and threads").
 INDEX_BLOCK_LABELS = 1 << 16
 
 
@@ -243,8 +243,7 @@ class RerankModel:
         first; the sparse PIFA shortlist's chunks of rows run on ``threads`` threads
         (``None``: :func:`~holoxmc.sparse.default_threads`, torch's thread count where torch is
         loaded, without importing it), the other paths on one. Each thread holds one
-        chunk's product (at most :data:`SPARSE_CHUNK_ENTRIES` entries, about 64 MB with its
-        joined copy): set torch's thread count lower to bound that on a machine of many cores."""
+        accumulator an index block wide (256 KiB) and its chunk's ``(rows, s)`` results."""
         if self.matcher is not None:
             assert self.sorted_centroids is not None
             candidates, S = self.matcher.candidates(X, self.sorted_centroids)
@@ -263,9 +262,9 @@ class RerankModel:
         return labels, np.take_along_axis(S, labels, axis=1)
 
     def _sparse_shortlists(self, X: sp.csr_matrix, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """The PIFA shortlists from the stored entries of ``X @ centroids`` (no dense
-        ``rows x L`` block), in chunks of rows whose postings sum to at most
-        :data:`SPARSE_CHUNK_ENTRIES`: the same labels and scores as the dense path, up to ties, when
+        """The PIFA shortlists from the nonzero entries of ``X @ centroids``, never formed
+        (:func:`~holoxmc.models.rerank.kernels.product_top`), in chunks of rows whose postings
+        sum to at most :data:`SPARSE_CHUNK_ENTRIES`: the same labels and scores as the dense path, up to ties, when
         no feature or centroid value is negative (unstored labels score 0, the least) and the
         prior is zero."""
         n = X.shape[0]
