@@ -95,6 +95,7 @@ def main() -> None:
     margins_close = bool(np.allclose(results["margins_scipy"], results["margins_kernel"], rtol=1e-5, atol=1e-6))
     line = {"data": args.data, "rows": R.shape[0], "labels": Y.shape[1], "shortlist": shortlist,
             "postings": config.postings, "index_blocks": len(model._index), "index_s": round(index_s, 1),
+            "postings_read_per_row": round(float(model._postings[R.indices].sum()) / R.shape[0], 1),
             "ms_per_1000_rows": {key: round(1000 * statistics.median(v) / R.shape[0] * 1000, 1)
                                  for key, v in seconds.items()},
             "seconds": {key: [round(s, 2) for s in v] for key, v in seconds.items()},

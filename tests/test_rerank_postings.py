@@ -16,7 +16,7 @@ from holoxmc.data import make_realistic
 from holoxmc.errors import InputError
 from holoxmc.models.rerank import model as rerank_model
 from holoxmc.models.rerank import kernels
-from holoxmc.models.rerank.kernels import product_top
+from holoxmc.models.rerank.kernels import label_margins, product_top
 from holoxmc.models.rerank.model import RerankModel
 from holoxmc.sparse import in_threads, l2_rows, sparse_row_top, top_columns
 from holoxmc.models.rerank import fit as rerank_fit
@@ -158,8 +158,8 @@ def test_sparse_shortlists_agree_with_the_dense_path(data, monkeypatch, entries,
 
 
 def test_product_top_is_the_top_of_scipys_product_in_any_blocks():
-    """The compiled product-and-select equals scipy's product then :func:`sparse_row_top`,
-    scores bit for bit, ties (half-integer values) the lower column first, rows with fewer
+    """The compiled product-and-select equals scipy's product then :func:`sparse_row_top`
+    (the scores summed in scipy's order), ties (half-integer values) the lower column first, rows with fewer
     scores than k filled with their lowest unscored columns, for any column blocks."""
     rng = np.random.default_rng(0)
     for trial in range(60):
@@ -173,7 +173,7 @@ def test_product_top_is_the_top_of_scipys_product_in_any_blocks():
         labels, scores = product_top(X, blocks, range(0, L, width), k)
         expected = sparse_row_top(sp.csr_matrix(X @ C), k)
         np.testing.assert_array_equal(labels, expected[0])
-        np.testing.assert_array_equal(scores, expected[1])
+        np.testing.assert_allclose(scores, expected[1], rtol=1e-6, atol=0)  # equal where scipy sums without FMA
 
 
 @pytest.mark.parametrize("threads", [1, 3])
@@ -188,7 +188,23 @@ def test_sparse_margins_are_the_dense_margins_at_any_thread_count(data, monkeypa
     sparse = sparse_copy(model, monkeypatch)
     alone = sparse.margins(X, labels, threads=1)
     np.testing.assert_allclose(alone, dense, rtol=1e-5, atol=1e-6)
+    chunks = []
+    monkeypatch.setattr(kernels, "label_margins", lambda R, *rest: chunks.append(R.shape[0]) or label_margins(R, *rest))
     np.testing.assert_array_equal(sparse.margins(X, labels, threads=threads), alone)
+    assert len(chunks) > 1 and sum(chunks) == X.shape[0]  # the rows spread over several chunks
+
+
+def test_kernels_refuse_disagreeing_shapes_and_add_repeated_columns():
+    X = sp.csr_matrix((np.array([1.0, 2.0], np.float32), np.array([1, 1]), np.array([0, 2])), shape=(1, 3))
+    W = sp.csr_matrix(np.array([[0, 1, 0], [0, 0, 1]], np.float32))
+    assert label_margins(X, W, np.array([[0, 1]])).tolist() == [[3.0, 0.0]]  # 1 + 2 in column 1
+    labels, scores = product_top(X, [sp.csr_matrix(W.T)], [0], 2)
+    assert labels.tolist() == [[0, 1]] and scores.tolist() == [[3.0, 0.0]]
+    assert product_top(X, [sp.csr_matrix(W.T)], [0], 0)[0].shape == (1, 0)
+    with pytest.raises(InputError, match="features"):
+        product_top(X, [sp.csr_matrix(W)], [0], 2)
+    with pytest.raises(InputError, match="labels must lie"):
+        label_margins(X, W, np.array([[2, 0]]))
 
 
 @pytest.mark.parametrize("threads", [1, 3])

@@ -36,6 +36,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from holoxmc.errors import InputError
+
 __all__ = ["product_top", "label_margins"]
 
 
@@ -58,7 +60,11 @@ def product_top(X: sp.csr_matrix, blocks: Sequence[sp.csr_matrix], offsets: Sequ
     """
     n = X.shape[0]
     k = min(int(k), sum(block.shape[1] for block in blocks))
-    X = sp.csr_matrix(X, dtype=np.float32)
+    if any(block.shape[0] != X.shape[1] for block in blocks):
+        raise InputError(f"X has {X.shape[1]} features, the index blocks {[block.shape[0] for block in blocks]}")
+    if k < 1:
+        return np.zeros((n, 0), np.int64), np.zeros((n, 0), np.float32)
+    X = sp.csr_matrix(X, dtype=np.float32)  # a repeated column adds its terms, as in scipy's product
     labels, scores, held = np.full((n, k), -1, np.int64), np.zeros((n, k), np.float32), np.zeros(n, np.int64)
     for block, offset in zip(blocks, offsets):
         _block_top(X.indptr, X.indices, X.data, block.indptr, block.indices, block.data.astype(np.float32, copy=False),
@@ -80,6 +86,10 @@ def label_margins(X: sp.csr_matrix, weight_rows: sp.csr_matrix, labels: np.ndarr
         >>> label_margins(sp.csr_matrix(np.array([[1, 1]], np.float32)), W, np.array([[2, 0]])).tolist()
         [[6.0, 1.0]]
     """
+    if X.shape[1] != weight_rows.shape[1] or labels.ndim != 2 or labels.shape[0] != X.shape[0]:
+        raise InputError(f"rows {X.shape}, weight rows {weight_rows.shape} and labels {labels.shape} disagree")
+    if labels.size and (labels.min() < 0 or labels.max() >= weight_rows.shape[0]):
+        raise InputError(f"labels must lie in [0, {weight_rows.shape[0]})")
     X = sp.csr_matrix(X, dtype=np.float32)
     out = np.empty(labels.shape, np.float32)
     _margins(X.indptr, X.indices, X.data, weight_rows.indptr, weight_rows.indices,
@@ -95,7 +105,7 @@ def _margins(x_indptr, x_indices, x_data, w_indptr, w_indices, w_data, labels, n
     dense = np.zeros(n_features, np.float32)
     for i in range(labels.shape[0]):
         for p in range(x_indptr[i], x_indptr[i + 1]):
-            dense[x_indices[p]] = x_data[p]
+            dense[x_indices[p]] += x_data[p]  # a repeated column adds up, as in scipy
         for j in range(labels.shape[1]):
             label = labels[i, j]
             total = 0.0

@@ -296,7 +296,7 @@ class RerankModel:
         def chunk(span: tuple[int, int]) -> None:
             start, stop = span
             out[start:stop] = label_margins(X[start:stop], self.weight_rows, labels[start:stop])
-        threads = default_threads() if threads is None else threads
+        threads = max(1, default_threads() if threads is None else threads)
         # about four chunks a thread (so a batch spreads over them), none over BLOCK_ENTRIES weights
         limit = min(BLOCK_ENTRIES, max(1 << 16, int(cost.sum()) // (4 * threads) + 1))
         in_threads(chunk, list(cost_chunks(cost, limit)), threads)

@@ -174,10 +174,10 @@ class SolarChunkHead(nn.Module):
     maps them to this chunk's buckets per batch; ``topk`` ranks buckets (used for per-chunk
     model selection on bucket-space validation targets).
 
-    With ``loss="sampled"`` or ``"softmax"`` a training step scores only some buckets
-    (:meth:`sampled_loss`, :meth:`softmax_loss`, which :class:`SolarNetwork` calls from the
-    backbone output) and the layer is an :class:`OutputRows` table (a softmax chunk decodes
-    through :func:`softmax_as_logits`).
+    With ``loss="sampled"``, ``"softmax"`` or ``"row-softmax"`` a training step scores only
+    some buckets (:meth:`training_loss`, which :class:`SolarNetwork` calls from the backbone
+    output) and the layer is an :class:`OutputRows` table (a softmax chunk decodes through
+    :func:`softmax_as_logits`).
 
     Args:
         in_features: width of the backbone output.
@@ -185,7 +185,8 @@ class SolarChunkHead(nn.Module):
         n_buckets: B.
         seed: seed of the weight initialisation (local generator).
         loss: ``"full"``, ``"sampled"``, ``"softmax"`` or ``"row-softmax"`` (:data:`LOSSES`).
-        negatives: buckets drawn per batch by the sampled loss (:func:`sampled_columns`).
+        negatives: buckets drawn per batch by the sampled losses (:func:`sampled_columns`,
+            :meth:`row_softmax_loss`).
         prior_bias: :meth:`start_from_labels` sets every bucket's bias to the log-odds of its
             share of the training rows.
 
@@ -195,7 +196,8 @@ class SolarChunkHead(nn.Module):
         torch.Size([2, 3])
     """
 
-    bucket_of_label: Tensor  # a buffer: declared for type checkers
+    bucket_of_label: Tensor  # buffers: declared for type checkers
+    bucket_share: Tensor | None
 
     def __init__(self, in_features: int, bucket_of_label: Tensor, n_buckets: int, *, seed: int = 0,
                  loss: Loss = "full", negatives: int = 1024, prior_bias: bool = False) -> None:
@@ -213,7 +215,8 @@ class SolarChunkHead(nn.Module):
         self.negatives = int(negatives)
         layer = _RowsHead if loss in SAMPLED_LOSSES else DenseHead
         self.dense = layer(in_features, self.n_buckets, seed=seed, prior_bias=prior_bias)
-        self.bucket_share: Tensor | None = None  # row-softmax's draw (:meth:`count_buckets`); None: uniform
+        # row-softmax's draw (:meth:`count_buckets`; None: uniform), moved with the network, not saved
+        self.register_buffer("bucket_share", None, persistent=False)
         self.register_buffer("bucket_of_label", bucket_of_label, persistent=False)
 
     def start_from_labels(self, Y: sp.spmatrix) -> None:
