@@ -83,6 +83,8 @@ def main() -> None:
     paths = {"scipy": lambda t: scipy_shortlists(model, R, t), "kernel": lambda t: model._sparse_shortlists(R, t),
              "margins_scipy": lambda t: scipy_margins(model, R, listed),
              "margins_kernel": lambda t: model.margins(R, listed, threads=t)}
+    if Y.shape[1] <= rerank_model.DENSE_UP_TO:  # the path the model takes there: dense rows x L blocks, one thread
+        paths["dense"] = lambda t: model.shortlists(R, threads=t)
     seconds: dict[str, list[float]] = {f"{name}@{t}": [] for name in paths for t in args.threads}
     results = {}
     for _ in range(args.repeats):
@@ -92,6 +94,8 @@ def main() -> None:
                 results[name] = run(t)
                 seconds[f"{name}@{t}"].append(time.perf_counter() - begin)
     same = all(np.array_equal(a, b) for a, b in zip(results["scipy"], results["kernel"]))
+    dense_scores_close = bool(np.allclose(results["dense"][1], results["kernel"][1], rtol=1e-5, atol=1e-6)) \
+        if "dense" in results else None
     margins_close = bool(np.allclose(results["margins_scipy"], results["margins_kernel"], rtol=1e-5, atol=1e-6))
     line = {"data": args.data, "rows": R.shape[0], "labels": Y.shape[1], "shortlist": shortlist,
             "postings": config.postings, "index_blocks": len(model._index), "index_s": round(index_s, 1),
@@ -100,6 +104,9 @@ def main() -> None:
                                  for key, v in seconds.items()},
             "seconds": {key: [round(s, 2) for s in v] for key, v in seconds.items()},
             "same_labels_and_scores": same, "margins_within_float32_rounding": margins_close,
+            "dense_path_scores_within_rounding": dense_scores_close,
+            "margins_kernel_path": "kernel" if Y.shape[1] > rerank_model.DENSE_UP_TO
+            else "the model's dense rows x L margins (L <= DENSE_UP_TO)",
             "margins_scipy_path": "one thread at every thread count (as before the kernel)", "load_avg": os.getloadavg(), "machine": platform.machine(),
             "date": time.strftime("%Y-%m-%d")}
     print(json.dumps(line, indent=1))
