@@ -11,6 +11,7 @@ from sklearn.svm import LinearSVC
 from holoxmc.data import make_realistic
 from holoxmc.models.linear.dcd import fit_label_dcd, fit_labels_dcd, label_seed
 from holoxmc.models.rerank import fit as rerank_fit
+from holoxmc.models.rerank import model as rerank_model
 from holoxmc.models.rerank.fit import RerankConfig, fit_rerank
 
 
@@ -96,17 +97,26 @@ def data():
     return make_realistic(600, 40, 300, seed=0)
 
 
-@pytest.mark.parametrize("retriever", [{}, {"retriever": "clusters", "clusters": 4, "beam": 2}])
+@pytest.mark.parametrize("retriever", [{}, {"retriever": "clusters", "clusters": 4, "beam": 2}, "sparse"])
 def test_a_rerank_fit_is_the_same_model_at_one_two_and_three_threads(data, monkeypatch, retriever):
-    train, _ = data
+    """Also on the path past DENSE_UP_TO labels ("sparse": the compiled shortlists and margins)."""
+    train, test = data
+    if retriever == "sparse":
+        monkeypatch.setattr(rerank_model, "DENSE_UP_TO", 0)
+        retriever = {"frequent_labels": 0}
     config = RerankConfig(shortlist=8, alpha=0.5, label_block=16, **retriever)
-    models = []
+    models, scores = [], []
     for threads in (1, 2, 3):
         monkeypatch.setattr(rerank_fit, "default_threads", lambda t=threads: t)
+        monkeypatch.setattr(rerank_model, "default_threads", lambda t=threads: t)
         models.append(fit_rerank(train.X, train.Y, config))
-    for model in models[1:]:
+        scores.append(models[-1].shortlist_scores(test.X))
+    assert all(model._sparse_retrieval == (rerank_model.DENSE_UP_TO == 0) for model in models)
+    for model, (labels, mixed) in zip(models[1:], scores[1:]):
         assert (models[0].weights != model.weights).nnz == 0
         np.testing.assert_array_equal(models[0].bias, model.bias)
+        np.testing.assert_array_equal(scores[0][0], labels)
+        np.testing.assert_array_equal(scores[0][1], mixed)
         if model.matcher is not None:
             assert (models[0].matcher.weights != model.matcher.weights).nnz == 0
 
