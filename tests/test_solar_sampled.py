@@ -163,18 +163,18 @@ def test_row_softmax_estimates_each_rows_partition_sum_without_bias():
     exact = float(torch.logsumexp(logits, 0))
     torch.manual_seed(0)
     shift = float(logits[own].mean())
-    z = torch.tensor([float(torch.exp(head.row_softmax_loss(h, labels).detach() + shift)) for _ in range(4000)],
+    z = torch.tensor([float(torch.exp(head.row_softmax_loss(h, labels).detach() + shift)) for _ in range(1500)],
                      dtype=torch.float64)
-    assert abs(float(z.mean()) - np.exp(exact)) < 5 * float(z.std()) / 4000**0.5
+    assert abs(float(z.mean()) - np.exp(exact)) < 5 * float(z.std()) / 1500**0.5
     assert float(z.std()) > 0  # it does sample
     # the fit's draw: with replacement from the buckets' shares (skewed here), corrected by log(c / (S q))
     skewed = sp.csr_matrix(([1.0] * 30, (np.arange(30), [3] * 20 + list(range(10, 20)))), shape=(30, 60))
     head.count_buckets(skewed)
     assert head.bucket_share is not None and float(head.bucket_share.max()) > 5 * float(head.bucket_share.min())
     torch.manual_seed(1)
-    z = torch.tensor([float(torch.exp(head.row_softmax_loss(h, labels).detach() + shift)) for _ in range(4000)],
+    z = torch.tensor([float(torch.exp(head.row_softmax_loss(h, labels).detach() + shift)) for _ in range(1500)],
                      dtype=torch.float64)
-    assert abs(float(z.mean()) - np.exp(exact)) < 5 * float(z.std()) / 4000**0.5
+    assert abs(float(z.mean()) - np.exp(exact)) < 5 * float(z.std()) / 1500**0.5
 
 
 @pytest.mark.parametrize("loss, sparse_updates", [("sampled", True), ("sampled", False), ("softmax", True),
