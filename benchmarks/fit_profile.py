@@ -132,13 +132,12 @@ def _units(record: dict[str, Any]) -> dict[str, list[tuple[list[float], float]]]
     held = max(1, int(round(n * 0.1))) if record["head"] == "auto" else 0
     rerank = [laps for name, laps in record["rerank_fits"] if name == "rerank"]
     fits = [(name, laps) for name, laps in record["rerank_fits"] if name.startswith("fit ")]
-    out: dict[str, list[tuple[list[float], float]]] = {"retrieval": [], "retrieval_postings": [], "label_fits": [],
-                                                       "rule": [], "fc_epoch": []}
+    out: dict[str, list[tuple[list[float], float]]] = {"retrieval": [], "label_fits": [], "rule": [], "fc_epoch": []}
     sizes = [n - held, n] if len(rerank) == 2 else [n]
     for laps, rows in zip(rerank, sizes):
         alpha_rows = min(held, 10_000) if rows < n else 0
-        key, scored = ("retrieval", labels) if labels <= 30_000 else ("retrieval_postings", min(labels, 1_000 * per_row))
-        out[key].append(([(rows + alpha_rows) * scored], laps["training_shortlists"] + laps["alpha"]))
+        if labels <= 30_000:  # past it the sparse shortlist's coefficient is measured, not fitted (limits.py)
+            out["retrieval"].append(([(rows + alpha_rows) * labels], laps["training_shortlists"] + laps["alpha"]))
         _, train_shortlist = rerank_shortlists(rows, labels, int(label_nnz * rows / n))
         problems = rows * train_shortlist + label_nnz * rows / n + 30 * labels
         rest = sum(v for k, v in laps.items() if k not in ("training_shortlists", "alpha"))
@@ -177,8 +176,7 @@ def calibrate(path: Path, held_out: list[str]) -> None:
     from holoxmc.limits import FIT_BYTES, estimate_fit
 
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    names = {"retrieval": ["retrieval"], "retrieval_postings": ["retrieval_postings"],
-             "label_fits": ["fixed", "label_fits", "per_label"],
+    names = {"retrieval": ["retrieval"], "label_fits": ["fixed", "label_fits", "per_label"],
              "rule": ["rule", "rule_pairs"], "fc_epoch": ["fc_epoch"]}
     points: dict[str, list[tuple[list[float], float]]] = {key: [] for key in names}
     for record in records:
@@ -186,8 +184,6 @@ def calibrate(path: Path, held_out: list[str]) -> None:
             for key, values in _units(record).items():
                 points[key] += values
     for key, values in points.items():
-        if key == "retrieval_postings":  # set from benchmarks/shortlist_speed.py, not fitted (the records predate the kernel)
-            continue
         if values:
             A = np.array([u for u, _ in values]) / np.array([[t] for _, t in values])
             coefficients, _ = nnls(A, np.ones(len(values)))

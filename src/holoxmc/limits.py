@@ -164,9 +164,9 @@ def check_fit_memory(params: Mapping[str, Any], n_features: int, *, where: str |
 #: Seconds per unit of each term of :func:`estimate_fit`'s time model (how they were
 #: calibrated: :func:`estimate_fit`). ``retrieval``: a training or validation row scored
 #: against one label by the PIFA retriever's dense product (up to 30,000 labels);
-#: ``retrieval_postings``: one posting its sparse shortlist reads past that (set from
-#: ``benchmarks/shortlist_speed.py`` at L = 670K: 0.433 s per 1000 rows of 39,809 postings on
-#: two threads, quiet machine, 2026-11-30; not fitted); ``label_fits``: a stored feature of a row in one
+#: ``retrieval_postings``: one posting its sparse shortlist reads past that (set from the
+#: compiled shortlist's time in ``benchmarks/shortlist_speed.py`` at L = 670K, two threads;
+#: not fitted; docs/results/speed.md); ``label_fits``: a stored feature of a row in one
 #: label's problem; ``per_label``: a label's own fit; ``rule``: one entry (row x label) of
 #: the confidences that ``predict``'s rule reads, ``rule_pairs`` one of those its calibration fits
 #: on (at most ``_RULE_PAIRS``); ``fc_epoch``: a row x (its features +

@@ -193,6 +193,8 @@ def _finish(cols, vals, held):  # pragma: no cover - compiled
         c, v = c[order], v[order]
         order = np.argsort(-v, kind="mergesort")
         cols[i, :m], vals[i, :m] = c[order], v[order]
+        if m == k:
+            continue
         taken = np.sort(c)
         column, at, j = 0, 0, m
         while j < k:  # every scored column is held when fewer than k were scored

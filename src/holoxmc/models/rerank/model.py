@@ -50,11 +50,10 @@ SPARSE_CHUNK_ENTRIES = 1 << 22
 
 #: Labels per column block of the PIFA index on the sparse shortlist path. The shortlist kernel
 #: (:func:`~holoxmc.models.rerank.kernels.product_top`) accumulates a row's scores in an array
-#: one block wide; over all of 670K labels a row's tens of thousands of scattered updates miss
-#: the core's cache more often than over a block of 65,536 (256 KiB): at L = 670K, 2,000
-#: training rows took 0.80 ms a row in such blocks against 1.08 in one (one thread, one run;
-#: scipy's products, before the kernel, 0.63 against 0.70 s per 1000 rows on two threads,
-#: docs/results/rerank.md, "Index blocks and threads").
+#: one block wide: over all of 670K labels (2.7 MB) a row's tens of thousands of scattered
+#: updates miss the core's cache more often than over a block of 65,536 (256 KiB). The width
+#: was measured with scipy's products, before the kernel: 0.63 against 0.70 s per 1000 rows at
+#: L = 670K on two threads (docs/results/rerank.md, "Index blocks and threads").
 INDEX_BLOCK_LABELS = 1 << 16
 
 

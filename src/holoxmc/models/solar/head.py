@@ -136,7 +136,6 @@ class OutputRows(nn.Embedding):
         generator: initialisation source (``reset_linear_``'s distribution).
 
     Shapes:
-        ``forward(columns (C,), h (n, in_features))`` → ``(n, C)`` logits of those buckets;
         ``forward(columns (C,))`` → their ``(C, in_features)`` weight rows (read through the
         module call, so that the sparse updates' hook catches them up first).
     """
@@ -146,13 +145,10 @@ class OutputRows(nn.Embedding):
         self.bias = nn.Parameter(torch.zeros(n_buckets))
         reset_linear_(self, generator)
 
-    def forward(self, columns: Tensor, h: Tensor | None = None) -> Tensor:
-        # the columns come first: the sparse-update optimiser's pre-forward hook catches up
-        # the rows named by the first argument before they are read
-        weight = F.embedding(columns, self.weight, sparse=self.sparse)
-        if h is None:  # the rows themselves, ``(C, in_features)``
-            return weight
-        return torch.addmm(self.bias[columns].to(h.dtype), h, weight.T.to(h.dtype))
+    def forward(self, columns: Tensor) -> Tensor:
+        # the sparse-update optimiser's pre-forward hook catches up the rows named by the
+        # first argument before they are read
+        return F.embedding(columns, self.weight, sparse=self.sparse)
 
 
 class _RowsHead(DenseHead):
@@ -315,11 +311,7 @@ class SolarChunkHead(nn.Module):
         positives = bucket_label_batch(labels, self.bucket_of_label, self.n_buckets)
         drawn, correction = self._row_draw(h.device)
         columns = torch.unique(torch.cat([positives.indices, drawn]))  # one read of the table (its sparse hook)
-        layer = self.dense.linear
-        if isinstance(layer, OutputRows):
-            weight, bias = layer(columns), layer.bias[columns]
-        else:
-            weight, bias = layer.weight[columns], layer.bias[columns]
+        weight, bias = self._bucket_rows(columns)
         at_drawn, at_positive = torch.searchsorted(columns, drawn), torch.searchsorted(columns, positives.indices)
         rows = positives.row_ids()
         with torch.autocast(h.device.type, enabled=False):
@@ -365,6 +357,14 @@ class SolarChunkHead(nn.Module):
         drawn, times = torch.unique(torch.multinomial(q, self.negatives, replacement=True), return_counts=True)
         return drawn, torch.log(times.float() / (self.negatives * q[drawn]))
 
+    def _bucket_rows(self, columns: Tensor) -> tuple[Tensor, Tensor]:
+        """The output layer's weight rows ``(C, in_features)`` and biases ``(C,)`` of the
+        buckets ``columns``; an :class:`OutputRows` table's through its call (its sparse
+        updates' hook), a full-loss layer's by indexing (the same estimate from its columns)."""
+        layer = self.dense.linear
+        weight = layer(columns) if isinstance(layer, OutputRows) else layer.weight[columns]
+        return weight, layer.bias[columns]
+
     def _sampled(self, h: Tensor, labels: LabelBatch) -> tuple[LabelBatch, Tensor, Tensor, Tensor, Tensor]:
         """The batch's positive buckets, the scored columns and their weights
         (:func:`sampled_columns`), their logits ``(n, C)`` and the 0/1 targets ``(n, C)``."""
@@ -372,10 +372,8 @@ class SolarChunkHead(nn.Module):
             raise InputError(f"labels have {labels.n_labels} classes, the chunk code has {self.n_labels}")
         positives = bucket_label_batch(labels, self.bucket_of_label, self.n_buckets)
         columns, weights = sampled_columns(positives.indices, self.n_buckets, self.negatives)
-        if isinstance(self.dense.linear, OutputRows):
-            logits = self.dense.linear(columns, h)
-        else:  # a full-loss layer: the same estimate from its columns
-            logits = F.linear(h, self.dense.linear.weight[columns], self.dense.linear.bias[columns])
+        weight, bias = self._bucket_rows(columns)
+        logits = torch.addmm(bias.to(h.dtype), h, weight.T.to(h.dtype))
         target = torch.zeros(logits.shape, dtype=torch.float32, device=logits.device)
         slots = torch.searchsorted(columns, positives.indices)
         target.view(-1).index_fill_(0, positives.row_ids() * len(columns) + slots, 1.0)
