@@ -243,8 +243,14 @@ def table(path: Path) -> None:
         print(f"| {r['set']} | {r['rows']:,} | {r['features']:,} | {r['labels']:,} | {r['fit_s']:.1f} "
               f"| {retrieval:.1f} / {candidate['label_fits']:.1f} / {rest:.1f} / {first['label_rule']:.1f} "
               f"| {fc_text} | {winner} | {other:.1f} "
-              f"| {r['first_cached_s']:.2f} | {r['second_cached_s']:.3f} | {r['peak_rss_bytes'] / 2**30:.2f} "
+              f"| {_seconds(r, 'first_cached_s', 2)} | {_seconds(r, 'second_cached_s', 3)} "
+              f"| {r['peak_rss_bytes'] / 2**30:.2f} "
               f"| {r['load_avg_before']:.1f}-{r['load_avg_after']:.1f} |")
+
+
+def _seconds(record: dict[str, Any], key: str, digits: int) -> str:
+    """A load's seconds, or ``-`` for a record run with ``--no-loads``."""
+    return f"{record[key]:.{digits}f}" if key in record else "-"
 
 
 def main() -> None:

@@ -20,10 +20,41 @@ from holoxmc.auto import CANDIDATES
 DATA = make_synthetic(300, 10, 40, n_test=80, seed=5)
 
 
+@pytest.fixture(autouse=True)
+def fc_on_any_rows(monkeypatch):
+    """DATA's rows carry few labels, where the FC candidate does not train
+    (``holoxmc.auto.skipped_by_rule``); these tests run the selection with both candidates."""
+    from holoxmc.presets import FC_CANDIDATE
+
+    monkeypatch.setitem(FC_CANDIDATE, "min_labels_per_row", 0.0)
+
+
 @pytest.fixture(scope="module")
 def chosen() -> XMCClassifier:
+    """A selection in which every candidate trains (the FC candidate's labels-a-row rule off)."""
+    from holoxmc.presets import FC_CANDIDATE
+
     train = DATA[0]
-    return XMCClassifier(head="auto", time_budget=1e6, progress=False).fit(train.X, train.Y)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(FC_CANDIDATE, "min_labels_per_row", 0.0)
+        return XMCClassifier(head="auto", time_budget=1e6, progress=False).fit(train.X, train.Y)
+
+
+def test_the_fc_candidate_trains_only_where_rows_carry_many_labels(monkeypatch):
+    """Below FC_CANDIDATE's labels a row the FC network is skipped with the rule in its note
+    (whatever the budget), and the re-rank model is kept; at or above it, FC trains."""
+    from holoxmc.presets import FC_CANDIDATE
+
+    train = DATA[0]
+    per_row = train.Y.nnz / train.Y.shape[0]
+    monkeypatch.setitem(FC_CANDIDATE, "min_labels_per_row", per_row + 1.0)
+    few = XMCClassifier(head="auto", time_budget=1e6, progress=False).fit(train.X, train.Y)
+    fc = next(trial for trial in few.selection_ if trial.model == "fc")
+    assert fc.val_p1 is None and fc.note.startswith("skipped (") and "labels a row" in fc.note
+    assert few.head_ == "rerank"
+    monkeypatch.setitem(FC_CANDIDATE, "min_labels_per_row", per_row / 2)
+    many = XMCClassifier(head="auto", time_budget=1e6, progress=False).fit(train.X, train.Y)
+    assert next(trial for trial in many.selection_ if trial.model == "fc").val_p1 is not None
 
 
 def test_every_candidate_is_tried_and_the_best_on_validation_is_kept(chosen):

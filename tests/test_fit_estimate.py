@@ -129,3 +129,15 @@ def test_an_unwritable_cache_folder_warns_and_parses(toy, tmp_path, capsys, monk
     parsed = _count_parses(monkeypatch)
     assert main(["data", "info", str(toy), "--cache-dir", str(blocker / "cache")]) == 0
     assert "cannot keep prepared data in" in capsys.readouterr().err and len(parsed) == 2
+
+
+def test_the_estimate_trains_the_fc_candidate_only_where_auto_does():
+    """The FC candidate's terms enter the estimate only at FC_CANDIDATE's labels a row or more
+    (``holoxmc.auto.skipped_by_rule``): below it the FC-wins figure is the same as the other."""
+    from holoxmc.presets import FC_CANDIDATE
+
+    rows, least = BASE[0], FC_CANDIDATE["min_labels_per_row"]
+    few = estimate_fit(*BASE[:4], int(rows * least) - 1)
+    many = estimate_fit(*BASE[:4], int(rows * least) + 1)
+    assert few is not None and many is not None
+    assert few.high_seconds == few.seconds and many.high_seconds > many.seconds

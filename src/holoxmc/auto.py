@@ -3,8 +3,8 @@
 The candidates train in :data:`CANDIDATES` order, each at its library defaults, on the
 training rows less a seeded validation share (or on a given validation set): the
 shortlist-and-re-rank model first (fast at any label count: each label trains on its
-shortlist's rows only), then the FC network while the time budget lasts. A candidate starts
-only when the seconds spent plus its expected cost (:func:`expected_seconds`: the longest
+shortlist's rows only), then the FC network while the time budget lasts, on data whose rows
+carry many labels only (:func:`skipped_by_rule`). A candidate starts only when the seconds spent plus its expected cost (:func:`expected_seconds`: the longest
 candidate measured so far) stay within the budget; the first candidate always runs. A
 network candidate trains with what is left of the budget as its ``time_limit`` (it stops
 after the epoch that crosses it and keeps its best epoch, so it overruns the budget by at
@@ -41,7 +41,7 @@ from holoxmc.errors import InputError
 from holoxmc.models.registry import family
 from holoxmc.settings import untaken_defaults
 
-__all__ = ["AUTO", "expected_seconds", "Selector", "SELECTORS", "CANDIDATES", "Trial", "SHARED_SETTINGS",
+__all__ = ["AUTO", "expected_seconds", "skipped_by_rule", "Selector", "SELECTORS", "CANDIDATES", "Trial", "SHARED_SETTINGS",
            "check_auto_params", "fit_auto", "read_trials", "refit_settings", "selection_table"]
 
 #: The head name that selects a model.
@@ -125,6 +125,28 @@ def _held_rows(clf: Any, X: Any, groups: np.ndarray | None = None) -> np.ndarray
     return held
 
 
+def skipped_by_rule(name: str, Y: sp.csr_matrix) -> str:
+    """Why candidate ``name`` does not train on labels ``Y`` (the fitting rows'), or ``""``:
+    the FC network only where the rows carry at least
+    :data:`holoxmc.presets.FC_CANDIDATE` ``["min_labels_per_row"]`` labels on average, the
+    only data on which it led a selection's validation rows.
+
+    Example:
+        >>> Y = sp.csr_matrix(np.eye(4, dtype=np.float32))
+        >>> skipped_by_rule("fc", Y)
+        'skipped (1.0 labels a row: FC led selections only where rows carry 8.6 or more)'
+        >>> skipped_by_rule("rerank", Y)
+        ''
+    """
+    from holoxmc.presets import FC_CANDIDATE
+
+    least = FC_CANDIDATE["min_labels_per_row"]
+    per_row = Y.nnz / max(Y.shape[0], 1)
+    if name != "fc" or per_row >= least:
+        return ""
+    return f"skipped ({per_row:.1f} labels a row: FC led selections only where rows carry {least:g} or more)"
+
+
 def expected_seconds(measured: list[float]) -> float:
     """The cost expected of the next candidate from the ``measured`` seconds of those
     trained so far: the longest of them (each candidate after the first is a
@@ -163,6 +185,10 @@ def fit_auto(clf: Any, X: Any, Y: sp.csr_matrix, X_val: Any = None, Y_val: Any =
     best: Trial | None = None
     chosen: Any = None  # only the leader's model is held, one candidate's at a time
     for name, keywords in CANDIDATES:
+        rule = skipped_by_rule(name, Y_fit) if best is not None else ""  # the first candidate always runs
+        if rule:
+            trials.append(Trial(name, None, 0.0, rule))
+            continue
         spent = time.perf_counter() - started
         expected = expected_seconds([trial.seconds for trial in trials if trial.val_p1 is not None])
         if trials and spent + expected > clf.time_budget:

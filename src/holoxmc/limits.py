@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from holoxmc.errors import InputError
-from holoxmc.presets import HEAD_DEFAULTS, RERANK_BUDGETS, RERANK_SHORTLIST
+from holoxmc.presets import FC_CANDIDATE, HEAD_DEFAULTS, RERANK_BUDGETS, RERANK_SHORTLIST
 from holoxmc.settings import DEFAULTS
 
 __all__ = ["MAX_SIZE", "check_size", "physical_memory_bytes", "address_space_left", "check_allocation",
@@ -171,9 +171,9 @@ def check_fit_memory(params: Mapping[str, Any], n_features: int, *, where: str |
 #: the confidences that ``predict``'s rule reads, ``rule_pairs`` one of those its calibration fits
 #: on (at most ``_RULE_PAIRS``); ``fc_epoch``: a row x (its features +
 #: hidden width + L) of one FC epoch; ``fixed``: what every re-rank fit costs.
-FIT_SECONDS: dict[str, float] = {"fixed": 1.1, "retrieval": 6.8e-8, "retrieval_postings": 1.1e-8,
-                                 "label_fits": 2.4e-8, "per_label": 1.0e-3, "rule": 4.5e-7, "rule_pairs": 3.3e-6,
-                                 "fc_epoch": 6.2e-7}
+FIT_SECONDS: dict[str, float] = {"fixed": 0.17, "retrieval": 1.9e-8, "retrieval_postings": 1.1e-8,
+                                 "label_fits": 3.8e-8, "per_label": 5.1e-6, "rule": 4.5e-8, "rule_pairs": 1.0e-6,
+                                 "fc_epoch": 5.6e-8}
 #: Bytes of the peak resident memory: ``base`` (the interpreter, NumPy, SciPy and torch
 #: loaded) and ``labels`` x L ** :data:`LABEL_BYTES_EXPONENT` (the retriever's index, the
 #: weights and the scoring blocks, bounded in size, grow slower than L), both fitted; and, set
@@ -229,15 +229,16 @@ def estimate_fit(rows: int, features: int, nnz: int, labels: int, label_nnz: int
     :data:`FIT_SECONDS`: the retriever's rows x labels scored (the labels a row's features
     post to past 30,000 labels), the label problems' stored features (rows x the training
     shortlist, plus positives and random negatives), a cost per label, the confidences that
-    ``predict``'s rule reads, and FC epochs. The coefficients were fitted (non-negative least
-    squares on relative error, one stage at a time; memory: :data:`FIT_BYTES`) to the stage
-    seconds and peak memory that ``benchmarks/fit_profile.py`` measured on four variants of the
-    realistic generator at L = 1K to 30K, on this project's 2-core machine shared with other
-    jobs (load average 5-10). Held out, the estimate was 0.81x Bibtex's measured fit,
-    0.73x Delicious' (1.26x with the FC network winning, as it did) and 0.68x an L = 100K
-    variant's; its memory 0.81x, 0.82x and 1.00x (docs/results/speed.md). Machines, load and
-    the data's difficulty (liblinear's iterations) move the real time: it is an order of
-    magnitude, not a promise.
+    ``predict``'s rule reads, and FC epochs (only where ``head="auto"`` trains that candidate:
+    :func:`holoxmc.auto.skipped_by_rule`). The time coefficients were fitted (non-negative least
+    squares on relative error, one stage at a time) to the stage seconds that
+    ``benchmarks/fit_profile.py`` measured on four variants of the realistic generator at L = 1K
+    to 30K on this project's 2-core machine, quiet; the memory ones (:data:`FIT_BYTES`) on the
+    same variants on a busier day. Held out, the estimate was 0.98x Bibtex's measured fit,
+    0.85x Delicious' (the FC network winning, as it did), 1.14x an L = 100K variant's, 0.87x
+    at 100K labels and 73,000 rows, and 0.64x at two L = 670K variants (docs/results/speed.md).
+    Machines, load and the data's difficulty (the solver's iterations) move the real time: it
+    is an order of magnitude, not a promise.
 
     Args:
         rows, features: ``n`` and ``D`` of the training rows; nnz: X's stored entries.
@@ -273,7 +274,8 @@ def _auto_estimate(shape: _Shape) -> FitEstimate:
     candidate = _rerank_seconds(shape, fit_rows, min(held, _ALPHA_ROWS)) + _rule_seconds(held, labels)
     budget, epochs = float(DEFAULTS["time_budget"]), int(HEAD_DEFAULTS["dense"]["epochs"])
     finish = _finish_seconds(shape, held)
-    if 2 * candidate > budget:  # the FC candidate does not start
+    few_labels = shape.label_nnz / shape.rows < FC_CANDIDATE["min_labels_per_row"]  # holoxmc.auto.skipped_by_rule
+    if few_labels or 2 * candidate > budget:  # the FC candidate does not start
         return FitEstimate(candidate + finish, candidate + finish, _peak_bytes(shape, fc=False))
     epoch = _fc_epoch_seconds(shape, fit_rows)
     trained = min(float(epochs), max(budget - candidate, 0.0) / epoch + 1.0)  # it stops past the budget
