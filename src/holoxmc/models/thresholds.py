@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
+from holoxmc.calibration import platt_scaling
 from holoxmc.errors import InputError
 from holoxmc.metrics import label_set_f1
 from holoxmc.validation import check_batch_size, check_Y
@@ -312,34 +313,53 @@ def samples_f1(predicted: sp.csr_matrix, Y: sp.csr_matrix) -> float:
 
 
 def _platt(pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[float, float] | None:
-    """``(a, b)`` of a weighted logistic fit of labels on confidences; ``None`` with one class."""
-    from sklearn.linear_model import LogisticRegression
-
-    x = np.concatenate([p[0] for p in pairs]) if pairs else np.zeros(0)
-    y = np.concatenate([p[1] for p in pairs]) if pairs else np.zeros(0)
-    w = np.concatenate([p[2] for p in pairs]) if pairs else np.zeros(0)
-    if x.size == 0 or y.min() == y.max():
+    """:func:`platt_scaling` of the (confidence, label, weight) pairs of :func:`_calibration_pairs`."""
+    if not pairs:
         return None
-    fit = LogisticRegression(C=1e6).fit(x[:, None], y, sample_weight=w)
-    a, b = float(fit.coef_[0, 0]), float(fit.intercept_[0])
-    return (a, b) if math.isfinite(a) and math.isfinite(b) else None
+    x, y, w = (np.concatenate([p[i] for p in pairs]) for i in range(3))
+    return platt_scaling(x, y, w)
 
 
-def _calibration_pairs(model: Any, X: Any, Y: sp.csr_matrix, n_labels: int, seed: int,
-                       batch_size: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _calibration_pairs(model: Any, X: Any, Y: sp.csr_matrix, n_labels: int, seed: int, batch_size: int
+                       ) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], list[tuple[np.ndarray, Any]]]:
     """Every positive (confidence, 1) pair of the validation rows and a uniform sample of the
-    negatives, weighted by ``1 / sampling rate``: at most about :data:`RULE_PAIRS`."""
+    negatives, weighted by ``1 / sampling rate`` (at most about :data:`RULE_PAIRS`); and from
+    the same pass each block's rows with their :data:`RULE_MAX_SET` highest confidences (a
+    ``torch.topk``), so that the cuts need not score the rows again (:func:`_ranked_candidates`)."""
+    import torch
+
     rng = np.random.default_rng([seed, 0xCA1])
     negatives = max(X.shape[0] * n_labels - Y.nnz, 1)
     rate = min(1.0, max(RULE_PAIRS - Y.nnz, RULE_PAIRS // 10) / negatives)
-    pairs = []
+    pairs, tops = [], []
     for start in range(0, X.shape[0], batch_size):
         rows = np.arange(start, min(start + batch_size, X.shape[0]))
         values, truth = _raw_block(model, X[rows], n_labels), Y[rows].toarray() > 0
         take = truth | (rng.random(truth.shape) < rate)
         pairs.append((values[take].astype(np.float64), truth[take].astype(np.int64),
                       np.where(truth, 1.0, 1.0 / rate)[take]))
-    return pairs
+        tops.append((rows, torch.topk(torch.from_numpy(values), min(RULE_MAX_SET, n_labels), dim=1)))
+    return pairs, tops
+
+
+def _ranked_candidates(tops: list[tuple[np.ndarray, Any]], rule: LabelRule
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(rows, columns, probabilities, ranks)`` of each row's :data:`RULE_MAX_SET` most
+    probable labels (best first), and each row's largest probability: what the cuts keep (the
+    top-k sets read ``predict_topk``'s ranking, as ``predict`` does). Read from each row's
+    highest raw confidences (``tops`` of :func:`_calibration_pairs`) mapped by ``rule``: the
+    same labels as ranking the probabilities, as the map never falls (:func:`platt_scaling`;
+    among labels whose probabilities tie, the higher confidence ranks first)."""
+    rows, cols, values, ranks, best = [], [], [], [], []
+    for block_rows, top in tops:
+        p = _probabilities(rule, top.values)
+        shape = p.shape
+        rows.append(np.repeat(block_rows, shape[1]))
+        cols.append(top.indices.reshape(-1).numpy())
+        values.append(p.reshape(-1).numpy())
+        ranks.append(np.tile(np.arange(shape[1]), shape[0]))
+        best.append(p[:, 0].numpy())
+    return tuple(np.concatenate(parts) for parts in (rows, cols, values, ranks, best))  # type: ignore[return-value]
 
 
 def _raw_block(model: Any, X_rows: Any, n_labels: int) -> np.ndarray:
@@ -351,25 +371,6 @@ def _raw_block(model: Any, X_rows: Any, n_labels: int) -> np.ndarray:
         values = torch.nan_to_num(chunk.float().cpu(), nan=0.0, posinf=SCORE_CEILING, neginf=SCORE_FLOOR)
         out[:, first:first + chunk.shape[1]] = values.numpy()
     return out
-
-
-def _candidates(model: Any, X: Any, rule: LabelRule, n_labels: int,
-                step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(rows, columns, probabilities, ranks)`` of each row's :data:`RULE_MAX_SET` most
-    probable labels (best first), and each row's largest probability: what the cuts keep
-    (the top-k sets read ``predict_topk``'s ranking, as ``predict`` does)."""
-    import torch
-
-    rows, cols, values, ranks, best = [], [], [], [], []
-    for block_rows, block in probability_blocks(model, X, rule, n_labels, step):
-        top = torch.topk(block, min(RULE_MAX_SET, n_labels), dim=1)
-        shape = top.values.shape
-        rows.append(np.repeat(block_rows, shape[1]))
-        cols.append(top.indices.reshape(-1).numpy())
-        values.append(top.values.reshape(-1).numpy())
-        ranks.append(np.tile(np.arange(shape[1]), shape[0]))
-        best.append(top.values[:, 0].numpy())
-    return tuple(np.concatenate(parts) for parts in (rows, cols, values, ranks, best))  # type: ignore[return-value]
 
 
 def fit_label_rule(model: Any, X_val: Any, Y_val: sp.csr_matrix, n_labels: int, *, seed: int, source: str,
@@ -395,9 +396,10 @@ def fit_label_rule(model: Any, X_val: Any, Y_val: sp.csr_matrix, n_labels: int, 
         X_val, Y_val = X_val[keep], Y_val[keep]
     Y_val = sp.csr_matrix(Y_val != 0, dtype=np.int64)
     step = max(1, min(int(batch_size), RULE_BLOCK // max(n_labels, 1)))
-    platt = _platt(_calibration_pairs(model, X_val, Y_val, n_labels, seed, step))
+    pairs, tops = _calibration_pairs(model, X_val, Y_val, n_labels, seed, step)
+    platt = _platt(pairs)
     rule = LabelRule(calibrated=False) if platt is None else LabelRule(a=platt[0], b=platt[1], calibrated=True)
-    r, c, p, rank, row_best = _candidates(model, X_val, rule, n_labels, step)
+    r, c, p, rank, row_best = _ranked_candidates(tops, rule)
     n = X_val.shape[0]
     top_rows, top_cols = r[rank == 0], c[rank == 0]
     candidates: list[tuple[LabelRule, Any]] = [(LabelRule(threshold=t, top1_fallback=fallback), p >= t)

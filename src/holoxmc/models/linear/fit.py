@@ -37,7 +37,6 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import normalize
-from sklearn.linear_model import LogisticRegression
 from sklearn.svm import LinearSVC
 
 try:  # scikit-learn's liblinear binding (private; checked against LinearSVC before use)
@@ -45,6 +44,7 @@ try:  # scikit-learn's liblinear binding (private; checked against LinearSVC bef
 except ImportError:  # pragma: no cover
     _liblinear = None
 
+from holoxmc.calibration import platt_scaling
 from holoxmc.distributed import run_jobs
 from holoxmc.errors import InputError
 from holoxmc.metrics import evaluate, pad_predictions
@@ -335,16 +335,14 @@ CALIBRATION_PAIRS = 2_000_000
 
 def _platt(model: LinearModel, X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[float, float]:
     """``(a, b)`` maximising the likelihood of ``sigmoid(a · margin + b)`` for "label present"
-    over the validation rows' (margin, label) pairs (Platt, 1999); ``(1, 0)`` when those pairs
+    over the validation rows' (margin, label) pairs (Platt, 1999;
+    :func:`holoxmc.calibration.platt_scaling`: never falling); ``(1, 0)`` when those pairs
     hold only one class. Labels with a constant score (``±inf`` margins) are left out."""
     rows = max(1, CALIBRATION_PAIRS // model.n_labels)
     margins, present = model.margins(X[:rows]), Y[:rows].toarray() > 0
     finite = np.isfinite(margins)
     x, y = margins[finite].astype(np.float64), present[finite]
-    if y.all() or not y.any():
-        return 1.0, 0.0
-    fit = LogisticRegression(C=1e6).fit(x[:, None], y)  # all but unregularised, as Platt's fit
-    return float(fit.coef_[0, 0]), float(fit.intercept_[0])
+    return platt_scaling(x, y.astype(np.int64), np.ones_like(x)) or (1.0, 0.0)
 
 
 def training_rows(X: Any, Y: Any, x_name: str = "X", y_name: str = "Y",
