@@ -40,6 +40,19 @@ def chosen() -> XMCClassifier:
         return XMCClassifier(head="auto", time_budget=1e6, progress=False).fit(train.X, train.Y)
 
 
+def test_the_rule_reads_the_rows_fc_would_fit_on_not_the_validation_rows(monkeypatch):
+    """With X_val given, the labels a row are the training rows' (those FC would fit on): a
+    validation set of many labels a row does not make FC train on a training set of few."""
+    from holoxmc.presets import FC_CANDIDATE
+
+    train = DATA[0]
+    X_fit, Y_fit = train.X[:240], sp.csr_matrix(train.Y[:240])
+    Y_val = sp.csr_matrix(np.ones((60, train.Y.shape[1]), np.float32))  # every label on every row
+    monkeypatch.setitem(FC_CANDIDATE, "min_labels_per_row", Y_fit.nnz / 240 + 1.0)
+    clf = XMCClassifier(head="auto", time_budget=1e6, progress=False).fit(X_fit, Y_fit, train.X[240:], Y_val)
+    assert next(trial for trial in clf.selection_ if trial.model == "fc").note.startswith("skipped (")
+
+
 def test_the_fc_candidate_trains_only_where_rows_carry_many_labels(monkeypatch):
     """Below FC_CANDIDATE's labels a row the FC network is skipped with the rule in its note
     (whatever the budget), and the re-rank model is kept; at or above it, FC trains."""

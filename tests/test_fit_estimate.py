@@ -132,12 +132,15 @@ def test_an_unwritable_cache_folder_warns_and_parses(toy, tmp_path, capsys, monk
 
 
 def test_the_estimate_trains_the_fc_candidate_only_where_auto_does():
-    """The FC candidate's terms enter the estimate only at FC_CANDIDATE's labels a row or more
-    (``holoxmc.auto.skipped_by_rule``): below it the FC-wins figure is the same as the other."""
+    """The FC candidate's epochs enter the estimate only at FC_CANDIDATE's labels a row or more
+    (``holoxmc.presets.fc_candidate_runs``, as ``head="auto"`` asks), and then in its main
+    figure (FC led every recorded selection where it trains)."""
     from holoxmc.presets import FC_CANDIDATE
 
     rows, least = BASE[0], FC_CANDIDATE["min_labels_per_row"]
     few = estimate_fit(*BASE[:4], int(rows * least) - 1)
     many = estimate_fit(*BASE[:4], int(rows * least) + 1)
     assert few is not None and many is not None
-    assert few.high_seconds == few.seconds and many.high_seconds > many.seconds
+    fc_epochs = 20 * limits._fc_epoch_seconds(limits._Shape(*BASE[:4], int(rows * least) + 1), rows - rows // 10)
+    assert few.high_seconds == few.seconds and many.high_seconds == many.seconds
+    assert many.seconds > few.seconds and many.seconds > fc_epochs  # its 20 epochs are in the figure

@@ -45,10 +45,10 @@ def test_a_fit_that_held_rows_out_chooses_its_rule_there(data) -> None:
                                     {"head": "linear", "head_options": {"C": 0.3}}])
 @pytest.mark.parametrize("a", [2.5, 0.0, None])
 def test_the_cuts_read_the_calibration_pass_as_a_second_pass_would(data, params, a) -> None:
-    """fit_label_rule scores the validation rows once: each row's best labels come from the
-    calibration pass's highest confidences mapped by the rule (a rising map, a flat one, none),
-    the same probabilities as ranking the rows' probabilities again, and the same labels where
-    no probability ties."""
+    """The cuts' candidates come from the calibration pass: each row's highest confidences
+    mapped by the rule (a rising map, a flat one, none), the same probabilities as ranking the
+    rows' probabilities again, and the same labels where no probability ties (at a flat map
+    every label ties: the probabilities alone are compared)."""
     import scipy.sparse as sp
     import torch
 
@@ -104,3 +104,26 @@ def test_platt_scaling_never_falls() -> None:
     a, b = platt_scaling(x, y, w)
     share = np.average(y, weights=w)
     assert a == 0.0 and b == pytest.approx(np.log(share / (1 - share)))
+
+
+def test_platt_scaling_leaves_out_pairs_without_weight_or_value() -> None:
+    """Pairs of zero weight or a NaN score do not count: one class left gives ``None``."""
+    from holoxmc.calibration import platt_scaling
+
+    x, y = np.array([0.1, 0.2, 0.8, np.nan]), np.array([0, 0, 1, 1])
+    assert platt_scaling(x, y, np.array([1.0, 1.0, 0.0, 1.0])) is None
+    assert platt_scaling(x, y, np.zeros(4)) is None
+    a, _ = platt_scaling(x, y, np.ones(4))
+    assert a > 0
+
+
+def test_a_flat_platt_map_leaves_the_rule_to_a_top_k(data, monkeypatch) -> None:
+    """Where the Platt map is flat every label has one probability, so a cut keeps all or none:
+    the rule is then one of the top-k sets."""
+    from holoxmc.models import thresholds
+
+    X, Y = data
+    monkeypatch.setattr(thresholds, "_platt", lambda pairs: (0.0, -1.0))
+    clf = XMCClassifier(head="rerank", progress=False).fit(X[:500], Y[:500], X[500:], Y[500:])
+    assert clf.label_rule_.calibrated and clf.label_rule_.a == 0.0
+    assert clf.label_rule_.threshold is None and clf.label_rule_.top_k is not None

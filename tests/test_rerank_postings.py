@@ -16,7 +16,7 @@ from holoxmc.data import make_realistic
 from holoxmc.errors import InputError
 from holoxmc.models.rerank import model as rerank_model
 from holoxmc.models.rerank import kernels
-from holoxmc.models.rerank.kernels import label_margins, product_top
+from holoxmc.models.rerank.kernels import dense_product, label_margins, product_top
 from holoxmc.models.rerank.model import RerankModel
 from holoxmc.sparse import in_threads, l2_rows, sparse_row_top, top_columns
 from holoxmc.models.rerank import fit as rerank_fit
@@ -174,6 +174,40 @@ def test_product_top_is_the_top_of_scipys_product_in_any_blocks():
         expected = sparse_row_top(sp.csr_matrix(X @ C), k)
         np.testing.assert_array_equal(labels, expected[0])
         np.testing.assert_allclose(scores, expected[1], rtol=1e-6, atol=0)  # equal where scipy sums without FMA
+
+
+def test_dense_product_is_scipys_product_in_any_blocks():
+    """The compiled dense product equals scipy's ``(X @ M).toarray()`` (its sums, in its order),
+    for any column blocks, with empty rows and a row's repeated column added up."""
+    rng = np.random.default_rng(1)
+    for _ in range(40):
+        n, D, L = int(rng.integers(1, 30)), int(rng.integers(1, 40)), int(rng.integers(1, 200))
+        X = sp.random(n, D, density=rng.uniform(0.0, 0.5), format="csr", dtype=np.float32, random_state=rng)
+        M = sp.random(D, L, density=rng.uniform(0.01, 0.5), format="csr", dtype=np.float32, random_state=rng)
+        width = int(rng.integers(1, L + 1))
+        blocks = [sp.csr_matrix(M[:, start:start + width]) for start in range(0, L, width)]
+        np.testing.assert_allclose(dense_product(X, blocks, range(0, L, width), L), (X @ M).toarray(),
+                                   rtol=1e-6, atol=0)  # equal where scipy sums without FMA
+    X = sp.csr_matrix((np.array([1.0, 2.0], np.float32), np.array([1, 1]), np.array([0, 2])), shape=(1, 3))
+    M = sp.csr_matrix(np.array([[0, 1], [1, 0], [0, 0]], np.float32))
+    assert dense_product(X, [M], [0], 2).tolist() == [[3.0, 0.0]]  # 1 + 2 in column 1
+    with pytest.raises(InputError, match="features"):
+        dense_product(X, [sp.csr_matrix(M.T)], [0], 3)
+
+
+def test_the_models_dense_scores_are_the_same_compiled_or_by_scipy(data, monkeypatch):
+    """Every label's retriever scores, margins and mixed scores (the rule's and
+    ``decision_function``'s input), and the shortlists, do not depend on which of the two
+    computes the dense products (COMPILED_PRODUCT_ENTRIES)."""
+    train, test = data
+    model = fit_rerank(train.X, train.Y, RerankConfig(frequent_labels=0, shortlist=12))
+    X = l2_rows(sp.csr_matrix(test.X))
+    outputs = []
+    for entries in (0, 1 << 40):
+        monkeypatch.setattr(rerank_model, "COMPILED_PRODUCT_ENTRIES", entries)
+        outputs.append((model.full_scores(X), model.retriever_scores(X), *model.shortlists(X)))
+    for compiled, scipy_made in zip(*outputs):
+        np.testing.assert_allclose(compiled, scipy_made, rtol=1e-6, atol=0)
 
 
 @pytest.mark.parametrize("threads", [1, 3])

@@ -3,9 +3,10 @@
 The candidates train in :data:`CANDIDATES` order, each at its library defaults, on the
 training rows less a seeded validation share (or on a given validation set): the
 shortlist-and-re-rank model first (fast at any label count: each label trains on its
-shortlist's rows only), then the FC network while the time budget lasts, on data whose rows
-carry many labels only (:func:`skipped_by_rule`). A candidate starts only when the seconds spent plus its expected cost (:func:`expected_seconds`: the longest
-candidate measured so far) stay within the budget; the first candidate always runs. A
+shortlist's rows only), then the FC network while the time budget lasts, on data whose
+rows carry many labels only (:func:`skipped_by_rule`). A candidate starts only when the
+seconds spent plus its expected cost (:func:`expected_seconds`: the longest candidate measured
+so far) stay within the budget; the first candidate always runs. A
 network candidate trains with what is left of the budget as its ``time_limit`` (it stops
 after the epoch that crosses it and keeps its best epoch, so it overruns the budget by at
 most one epoch) and the leader's validation P@1 as its ``abandon_below`` (it stops as soon as
@@ -39,6 +40,7 @@ import scipy.sparse as sp
 
 from holoxmc.errors import InputError
 from holoxmc.models.registry import family
+from holoxmc.presets import FC_CANDIDATE, fc_candidate_runs
 from holoxmc.settings import untaken_defaults
 
 __all__ = ["AUTO", "expected_seconds", "skipped_by_rule", "Selector", "SELECTORS", "CANDIDATES", "Trial", "SHARED_SETTINGS",
@@ -126,10 +128,13 @@ def _held_rows(clf: Any, X: Any, groups: np.ndarray | None = None) -> np.ndarray
 
 
 def skipped_by_rule(name: str, Y: sp.csr_matrix) -> str:
-    """Why candidate ``name`` does not train on labels ``Y`` (the fitting rows'), or ``""``:
-    the FC network only where the rows carry at least
-    :data:`holoxmc.presets.FC_CANDIDATE` ``["min_labels_per_row"]`` labels on average, the
-    only data on which it led a selection's validation rows.
+    """Why candidate ``name`` does not train, or ``""``: the FC network only where the rows
+    carry at least :data:`holoxmc.presets.FC_CANDIDATE` ``["min_labels_per_row"]`` labels on
+    average (:func:`holoxmc.presets.fc_candidate_runs`), the only data on which it led a
+    selection's validation rows.
+
+    Args:
+        name: the candidate (:data:`CANDIDATES`); Y: the labels of the rows it would fit on.
 
     Example:
         >>> Y = sp.csr_matrix(np.eye(4, dtype=np.float32))
@@ -138,13 +143,10 @@ def skipped_by_rule(name: str, Y: sp.csr_matrix) -> str:
         >>> skipped_by_rule("rerank", Y)
         ''
     """
-    from holoxmc.presets import FC_CANDIDATE
-
-    least = FC_CANDIDATE["min_labels_per_row"]
-    per_row = Y.nnz / max(Y.shape[0], 1)
-    if name != "fc" or per_row >= least:
+    if name != "fc" or fc_candidate_runs(Y.nnz, Y.shape[0]):
         return ""
-    return f"skipped ({per_row:.1f} labels a row: FC led selections only where rows carry {least:g} or more)"
+    return (f"skipped ({Y.nnz / max(Y.shape[0], 1):.1f} labels a row: FC led selections only where rows carry "
+            f"{FC_CANDIDATE['min_labels_per_row']:g} or more)")
 
 
 def expected_seconds(measured: list[float]) -> float:

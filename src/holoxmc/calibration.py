@@ -21,15 +21,19 @@ __all__ = ["platt_scaling"]
 
 def platt_scaling(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float] | None:
     """``(a, b)`` of ``sigmoid(a · x + b)`` fitted to labels ``y`` (0/1) of scores ``x`` with
-    weights ``w`` (Platt, 1999), never falling (``a >= 0``); ``None`` with one class.
+    weights ``w`` (Platt, 1999), never falling (``a >= 0``); ``None`` where the pairs of
+    positive weight and finite values hold one class only.
+
+    Args:
+        x: ``(m,)`` scores; y: ``(m,)`` 0/1 labels; w: ``(m,)`` nonnegative weights.
 
     The fit reads the scores standardised and the weights over their mean, to a tight
     tolerance, then maps ``(a, b)`` back: on raw confidences spread over a tenth of a unit,
-    with a million pairs weighted up to 20, scikit-learn's lbfgs at its defaults stopped after
-    11 iterations at a falling map (``a < 0`` although positives scored higher), without a
-    warning. A map is a calibration, not a ranking: where the best fit falls (scores that
-    carry no sign of the label, as on a handful of validation rows), the flat map of the
-    weighted positive share is returned instead.
+    with a million pairs weighted up to 20, scikit-learn's lbfgs at its defaults stopped early
+    at a falling map (``a < 0`` although positives scored higher), without a warning. A map is
+    a calibration, not a ranking: where the best fit falls (scores that carry no sign of the
+    label, as on a handful of validation rows), the flat map of the weighted positive share
+    is returned instead.
 
     Example:
         >>> x = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
@@ -41,6 +45,8 @@ def platt_scaling(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, f
     """
     from sklearn.linear_model import LogisticRegression
 
+    kept = np.isfinite(x) & np.isfinite(w) & (w > 0)
+    x, y, w = x[kept], y[kept], w[kept]
     if x.size == 0 or y.min() == y.max():
         return None
     center, scale = float(x.mean()), float(x.std())

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from holoxmc.errors import InputError
-from holoxmc.presets import FC_CANDIDATE, HEAD_DEFAULTS, RERANK_BUDGETS, RERANK_SHORTLIST
+from holoxmc.presets import HEAD_DEFAULTS, RERANK_BUDGETS, RERANK_SHORTLIST, fc_candidate_runs
 from holoxmc.settings import DEFAULTS
 
 __all__ = ["MAX_SIZE", "check_size", "physical_memory_bytes", "address_space_left", "check_allocation",
@@ -193,8 +193,11 @@ class FitEstimate:
     """What :func:`estimate_fit` expects of a fit.
 
     Attributes:
-        seconds: wall seconds when the re-rank model wins (the usual case at large L).
-        high_seconds: when the FC network candidate runs and wins (its finishing epoch on every row on top).
+        seconds: the expected wall seconds: the re-rank model alone where ``head="auto"``
+            does not train its FC candidate, else the FC network trained within the budget and
+            winning (its finishing epoch on every row on top), as it led every recorded
+            selection where it trains (:func:`holoxmc.presets.fc_candidate_runs`).
+        high_seconds: the longest expected; since the FC rule, the same figure.
         peak_bytes: the process's peak resident memory.
     """
 
@@ -222,8 +225,9 @@ def estimate_fit(rows: int, features: int, nnz: int, labels: int, label_nnz: int
                  head: str = "auto") -> FitEstimate | None:
     """The fit time and peak memory expected of model ``head`` from the shape of the training
     data alone: ``auto`` (the library default: the re-rank candidate on the rows less the
-    validation share, the FC candidate while the time budget lasts, the winner finished on every
-    row: :func:`_finish_seconds`, or a network's one epoch more) and ``rerank``; ``None`` for other models.
+    validation share, the FC candidate while the time budget lasts where it trains, the winner
+    finished on every row: :func:`_finish_seconds`, or a network's one epoch more) and
+    ``rerank``; ``None`` for other models.
 
     The time is a sum of terms, each a count of work units times a coefficient of
     :data:`FIT_SECONDS`: the retriever's rows x labels scored (the labels a row's features
@@ -274,20 +278,12 @@ def _auto_estimate(shape: _Shape) -> FitEstimate:
     candidate = _rerank_seconds(shape, fit_rows, min(held, _ALPHA_ROWS)) + _rule_seconds(held, labels)
     budget, epochs = float(DEFAULTS["time_budget"]), int(HEAD_DEFAULTS["dense"]["epochs"])
     finish = _finish_seconds(shape, held)
-    few_labels = shape.label_nnz / shape.rows < FC_CANDIDATE["min_labels_per_row"]  # holoxmc.auto.skipped_by_rule
-    if few_labels or 2 * candidate > budget:  # the FC candidate does not start
+    if not fc_candidate_runs(shape.label_nnz, shape.rows) or 2 * candidate > budget:  # FC does not start
         return FitEstimate(candidate + finish, candidate + finish, _peak_bytes(shape, fc=False))
     epoch = _fc_epoch_seconds(shape, fit_rows)
     trained = min(float(epochs), max(budget - candidate, 0.0) / epoch + 1.0)  # it stops past the budget
-    behind = min(trained, _ABANDONED_AFTER) * epoch + _rule_seconds(held, labels)  # it cannot reach the leader
-    network = trained * epoch + _rule_seconds(held, labels)
-    network_finish = _fc_epoch_seconds(shape, rows)  # one epoch more on every row
-    return FitEstimate(candidate + behind + finish, candidate + network + network_finish, _peak_bytes(shape, fc=True))
-
-
-#: Epochs after which an FC candidate that cannot reach the re-rank model's validation P@1
-#: usually stops (``abandon_below``: after 3 to 9 on the panel's sets, docs/tuning.md).
-_ABANDONED_AFTER = 5.0
+    network = candidate + trained * epoch + _rule_seconds(held, labels) + _fc_epoch_seconds(shape, rows)  # + 1 epoch
+    return FitEstimate(network, network, _peak_bytes(shape, fc=True))
 
 
 @dataclass(frozen=True)

@@ -379,7 +379,8 @@ def fit_label_rule(model: Any, X_val: Any, Y_val: sp.csr_matrix, n_labels: int, 
     model's confidences, then the label sets of the best samples-F1 on those rows among one
     global cut of :data:`RULE_THRESHOLDS` (with or without a top-1 fallback for rows left
     empty), one cut of :data:`RULE_FRACTIONS` of each row's largest probability, and each
-    row's top k of :data:`RULE_TOP_K` (ties: the first in that order).
+    row's top k of :data:`RULE_TOP_K` (ties: the first in that order); where the Platt map is
+    flat (scores that carry no sign of the label), the top-k sets only.
 
     Args:
         model: a fitted model (its ``confidence_chunks``).
@@ -402,10 +403,12 @@ def fit_label_rule(model: Any, X_val: Any, Y_val: sp.csr_matrix, n_labels: int, 
     r, c, p, rank, row_best = _ranked_candidates(tops, rule)
     n = X_val.shape[0]
     top_rows, top_cols = r[rank == 0], c[rank == 0]
-    candidates: list[tuple[LabelRule, Any]] = [(LabelRule(threshold=t, top1_fallback=fallback), p >= t)
-                  for t in RULE_THRESHOLDS for fallback in (False, True)]
-    candidates += [(LabelRule(threshold=t, relative=True, top1_fallback=False), p >= t * row_best[r])
-                   for t in RULE_FRACTIONS]
+    candidates: list[tuple[LabelRule, Any]] = []
+    if not (rule.calibrated and rule.a == 0.0):  # a flat map cuts every label or none: top k only
+        candidates += [(LabelRule(threshold=t, top1_fallback=fallback), p >= t)
+                       for t in RULE_THRESHOLDS for fallback in (False, True)]
+        candidates += [(LabelRule(threshold=t, relative=True, top1_fallback=False), p >= t * row_best[r])
+                       for t in RULE_FRACTIONS]
     sizes = [k for k in RULE_TOP_K if k <= min(n_labels, RULE_MAX_SET)]
     ranked, _ = model.predict_topk(X_val, max(sizes), batch_size=step)  # the ranking predict's top k reads
     top_r = np.repeat(np.arange(n), ranked.shape[1]).reshape(ranked.shape)

@@ -38,7 +38,7 @@ from numba import njit
 
 from holoxmc.errors import InputError
 
-__all__ = ["product_top", "label_margins"]
+__all__ = ["product_top", "label_margins", "dense_product"]
 
 
 def product_top(X: sp.csr_matrix, blocks: Sequence[sp.csr_matrix], offsets: Sequence[int],
@@ -96,6 +96,45 @@ def label_margins(X: sp.csr_matrix, weight_rows: sp.csr_matrix, labels: np.ndarr
              weight_rows.data.astype(np.float32, copy=False), np.ascontiguousarray(labels, dtype=np.int64),
              weight_rows.shape[1], out)
     return out
+
+
+def dense_product(X: sp.csr_matrix, blocks: Sequence[sp.csr_matrix], offsets: Sequence[int],
+                  n_columns: int) -> np.ndarray:
+    """``X @ M`` as a dense ``(n, n_columns)`` float32 array, the ``(D, n_columns)`` CSR ``M``
+    given as column ``blocks`` starting at ``offsets``: scipy's sums (the row's features in turn,
+    each one's entries in turn, in float32), written where they land instead of built as a CSR
+    matrix (a symbolic pass, a numeric pass) and then copied into a dense one.
+
+    Args:
+        X: ``(n, D)`` CSR rows.
+        blocks: ``M``'s ``(D, width)`` CSR column blocks, in column order; offsets: each block's
+            first column; n_columns: ``M``'s columns.
+
+    Example:
+        >>> X = sp.csr_matrix(np.array([[1, 0], [0, 2]], np.float32))
+        >>> M = sp.csr_matrix(np.array([[0, 3, 1], [0, 0, 2]], np.float32))
+        >>> dense_product(X, [M], [0], 3).tolist()
+        [[0.0, 3.0, 1.0], [0.0, 0.0, 4.0]]
+    """
+    if any(block.shape[0] != X.shape[1] for block in blocks):
+        raise InputError(f"X has {X.shape[1]} features, the blocks {[block.shape[0] for block in blocks]}")
+    X = sp.csr_matrix(X, dtype=np.float32)
+    out = np.zeros((X.shape[0], int(n_columns)), np.float32)
+    for block, offset in zip(blocks, offsets):
+        _add_product(X.indptr, X.indices, X.data, block.indptr, block.indices,
+                     block.data.astype(np.float32, copy=False), int(offset), out)
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _add_product(x_indptr, x_indices, x_data, m_indptr, m_indices, m_data, offset, out):  # pragma: no cover
+    """Each row's products with one block's entries added into its row of ``out``."""
+    for i in range(len(x_indptr) - 1):
+        row = out[i]
+        for p in range(x_indptr[i], x_indptr[i + 1]):
+            f, v = x_indices[p], x_data[p]
+            for q in range(m_indptr[f], m_indptr[f + 1]):
+                row[m_indices[q] + offset] += v * m_data[q]
 
 
 @njit(nogil=True, cache=True)

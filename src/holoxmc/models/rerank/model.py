@@ -62,6 +62,13 @@ INDEX_BLOCK_LABELS = 1 << 16
 #: entries and the margins are row-by-row dot products, costs that do not grow with L
 #: (docs/results/rerank.md, "Margins" and "Pruned postings").
 DENSE_UP_TO = 30_000
+#: Dense ``rows x L`` products of at least this many entries (the retriever's scores, every
+#: label's margins) are written by the compiled loop
+#: (:func:`~holoxmc.models.rerank.kernels.dense_product`: scipy's sums, without scipy's CSR
+#: result and its copy into a dense one; ``benchmarks/dense_cutoff.py --compare products``);
+#: smaller ones by scipy, where loading the compiled loop (about half a second, once a
+#: process) costs more than it saves.
+COMPILED_PRODUCT_ENTRIES = 1 << 22
 
 
 class RerankModel:
@@ -229,7 +236,7 @@ class RerankModel:
         clustered retriever, labels outside the beam scored by the same formula)."""
         if self.matcher is not None:
             return self.matcher.label_scores(X, self.centroids_t) + self.prior
-        S = np.asarray(self.index_product(X).toarray(), dtype=np.float32)
+        S = self._dense_product(X, self._index)
         S += self.prior
         if self.knn:
             votes = self.knn_votes(X, exclude).tocoo()
@@ -323,8 +330,20 @@ class RerankModel:
 
     def _dense_margins(self, X: sp.csr_matrix) -> np.ndarray:
         """``(n, L)`` margins of every label (one batch), from whichever weight orientation is kept."""
-        W = (self.weight_rows @ X.T).T if self._weights is None else X @ self._weights
-        return np.asarray(W.toarray(), dtype=np.float32) + self.bias
+        if self._weights is None:
+            return np.asarray((self.weight_rows @ X.T).T.toarray(), dtype=np.float32) + self.bias
+        return self._dense_product(X, [self._weights]) + self.bias
+
+    def _dense_product(self, X: sp.csr_matrix, blocks: list[sp.csr_matrix]) -> np.ndarray:
+        """``X @`` the ``(D, L)`` matrix of column ``blocks`` as a dense float32 array: the
+        compiled loop from :data:`COMPILED_PRODUCT_ENTRIES` entries, scipy below (the same sums)."""
+        if X.shape[0] * self.n_labels < COMPILED_PRODUCT_ENTRIES:
+            parts = [X @ block for block in blocks]
+            product = parts[0] if len(parts) == 1 else sp.hstack(parts, format="csr")
+            return np.asarray(product.toarray(), dtype=np.float32)
+        from holoxmc.models.rerank.kernels import dense_product  # numba: loaded where a large product first runs
+        offsets = np.cumsum([0] + [block.shape[1] for block in blocks[:-1]]).tolist()
+        return dense_product(X, blocks, offsets, self.n_labels)
 
     def scored_shortlists(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(labels, re-rank scores, retriever scores)``, each ``(n, s)``, of each row's
