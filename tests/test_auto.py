@@ -40,6 +40,18 @@ def chosen() -> XMCClassifier:
         return XMCClassifier(head="auto", time_budget=1e6, progress=False).fit(train.X, train.Y)
 
 
+def test_at_the_shipped_rule_fc_trains_where_rows_carry_many_labels(monkeypatch):
+    """Without the fixture's override: rows of about 12 labels each are above FC_CANDIDATE's
+    cut, so the FC candidate trains and is scored."""
+    from holoxmc.presets import FC_CANDIDATE, fc_candidate_runs
+
+    monkeypatch.undo()  # the shipped rule
+    train, _ = make_synthetic(200, 40, 40, n_test=10, labels_per_point=12.0, seed=2)
+    assert fc_candidate_runs(train.Y.nnz, train.Y.shape[0]) and FC_CANDIDATE["min_labels_per_row"] == 8.6
+    clf = XMCClassifier(head="auto", time_budget=1e6, progress=False).fit(train.X, train.Y)
+    assert next(trial for trial in clf.selection_ if trial.model == "fc").val_p1 is not None
+
+
 def test_the_rule_reads_the_rows_fc_would_fit_on_not_the_validation_rows(monkeypatch):
     """With X_val given, the labels a row are the training rows' (those FC would fit on): a
     validation set of many labels a row does not make FC train on a training set of few."""

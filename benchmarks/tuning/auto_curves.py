@@ -92,7 +92,7 @@ def curves(name: str, candidates: list[str], ks: list[float] = [], sizes: list[i
     for _ in range(repeats):
         for model, keywords in runs.items():
             started = time.perf_counter()
-            leader = max((run["val_p1"] for key, run in out.items() if key != "_shape"), default=None)
+            leader = max((run["val_p1"] for key, run in out.items() if key not in ("_shape", model)), default=None)
             if abandon and leader is not None and keywords["head"] in ("dense", "hrr"):
                 keywords = keywords | {"abandon_below": leader}  # as fit_auto gives a network (no budget)
             clf = XMCClassifier(progress=False, **keywords).fit(X_fit, Y_fit, X_val, Y_val)

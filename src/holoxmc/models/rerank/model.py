@@ -68,7 +68,7 @@ DENSE_UP_TO = 30_000
 #: result and its copy into a dense one; ``benchmarks/dense_cutoff.py --compare products``);
 #: smaller ones by scipy, where loading the compiled loop (about half a second, once a
 #: process) costs more than it saves.
-COMPILED_PRODUCT_ENTRIES = 1 << 22
+COMPILED_PRODUCT_ENTRIES = 1 << 20
 
 
 class RerankModel:
