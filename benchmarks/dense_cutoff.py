@@ -7,7 +7,7 @@ top-5 milliseconds per row:
   compiled shortlists and margins, ``product_top`` and ``label_margins``, the per-label
   weights kept as rows only);
 * ``--compare products``: its dense ``rows x L`` products (every label's retriever scores and
-  margins) by the compiled loop (``dense_product``, from ``COMPILED_PRODUCT_ENTRIES``) against
+  margins) by the compiled loop (``dense_product``, where ``COMPILED_PRODUCT`` says) against
   scipy's products at every size.
 
 Run: HOLOXMC_DATA=/work/shared/data python benchmarks/dense_cutoff.py --sets bibtex delicious realistic-10k
@@ -34,15 +34,16 @@ from holoxmc.models.rerank import model as rerank_model  # noqa: E402
 
 #: ``--compare`` choice: (the module constant, its other value, the names of the two paths).
 COMPARED = {"cutoff": ("DENSE_UP_TO", 0, ("dense", "compiled")),
-            "products": ("COMPILED_PRODUCT_ENTRIES", 1 << 62, ("compiled", "scipy"))}
+            "products": ("COMPILED_PRODUCT", {"entries": 1 << 62, "labels": 1 << 62}, ("compiled", "scipy"))}
 
 
-def run(train, test, name: str, value: int) -> dict:  # noqa: ANN001
+def run(train, test, name: str, value: object) -> dict:  # noqa: ANN001
     default = getattr(rerank_model, name)
     setattr(rerank_model, name, value)
     try:
         started = time.perf_counter()
-        clf = XMCClassifier(progress=False).fit(train.X, train.Y)
+        groups = getattr(train, "groups", None)  # as panel.py and `holoxmc train` fit
+        clf = XMCClassifier(progress=False).fit(train.X, train.Y, **({} if groups is None else {"groups": groups}))
         fit_s = time.perf_counter() - started
         started = time.perf_counter()
         top = clf.predict_topk(test.X, 5)
@@ -65,7 +66,7 @@ def main() -> None:
     tiny_train, tiny_test = load_set("mlc-tiny")
     for value in (0, 1 << 62):  # the kernels compiled (or read from numba's cache) before timing
         run(tiny_train, tiny_test, "DENSE_UP_TO", value)
-        run(tiny_train, tiny_test, "COMPILED_PRODUCT_ENTRIES", value)
+        run(tiny_train, tiny_test, "COMPILED_PRODUCT", {"entries": value, "labels": value})
     for name in args.sets:
         train, test = load_set(name)
         runs: dict[str, list[dict]] = {first: [], second: []}

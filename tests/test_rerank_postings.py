@@ -5,6 +5,7 @@ shortlist-restricted scores still equal full scoring."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -193,21 +194,25 @@ def test_dense_product_is_scipys_product_in_any_blocks():
     assert dense_product(X, [M], [0], 2).tolist() == [[3.0, 0.0]]  # 1 + 2 in column 1
     with pytest.raises(InputError, match="features"):
         dense_product(X, [sp.csr_matrix(M.T)], [0], 3)
+    with pytest.raises(InputError, match="do not fit"):
+        dense_product(X, [M], [1], 2)
+    assert dense_product(X[:0], [M], [0], 2).shape == (0, 2)
 
 
 def test_the_models_dense_scores_are_the_same_compiled_or_by_scipy(data, monkeypatch):
     """Every label's retriever scores, margins and mixed scores (the rule's and
     ``decision_function``'s input), and the shortlists, do not depend on which of the two
-    computes the dense products (COMPILED_PRODUCT_ENTRIES)."""
+    computes the dense products (COMPILED_PRODUCT), for float32 or float64 rows."""
     train, test = data
     model = fit_rerank(train.X, train.Y, RerankConfig(frequent_labels=0, shortlist=12))
     X = l2_rows(sp.csr_matrix(test.X))
     outputs = []
-    for entries in (0, 1 << 40):
-        monkeypatch.setattr(rerank_model, "COMPILED_PRODUCT_ENTRIES", entries)
-        outputs.append((model.full_scores(X), model.retriever_scores(X), *model.shortlists(X)))
-    for compiled, scipy_made in zip(*outputs):
-        np.testing.assert_allclose(compiled, scipy_made, rtol=1e-6, atol=0)
+    for entries, rows in itertools.product((0, 1 << 40), (X, sp.csr_matrix(X, dtype=np.float64))):
+        monkeypatch.setattr(rerank_model, "COMPILED_PRODUCT", {"entries": entries, "labels": entries})
+        outputs.append((model.full_scores(rows), model.retriever_scores(rows), *model.shortlists(rows)))
+    for values in zip(*outputs):
+        for other in values[1:]:
+            np.testing.assert_allclose(other, values[0], rtol=1e-6, atol=0)
 
 
 @pytest.mark.parametrize("threads", [1, 3])

@@ -24,9 +24,6 @@ def platt_scaling(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, f
     weights ``w`` (Platt, 1999), never falling (``a >= 0``); ``None`` where the pairs of
     positive weight and finite values hold one class only.
 
-    Args:
-        x: ``(m,)`` scores; y: ``(m,)`` 0/1 labels; w: ``(m,)`` nonnegative weights.
-
     The fit reads the scores standardised and the weights over their mean, to a tight
     tolerance, then maps ``(a, b)`` back: on raw confidences spread over a tenth of a unit,
     with a million pairs weighted up to 20, scikit-learn's lbfgs at its defaults stopped early
@@ -34,6 +31,9 @@ def platt_scaling(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, f
     a calibration, not a ranking: where the best fit falls (scores that carry no sign of the
     label, as on a handful of validation rows), the flat map of the weighted positive share
     is returned instead.
+
+    Args:
+        x: ``(m,)`` scores; y: ``(m,)`` 0/1 labels; w: ``(m,)`` nonnegative weights.
 
     Example:
         >>> x = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])

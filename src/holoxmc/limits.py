@@ -209,11 +209,10 @@ class FitEstimate:
         """One line for the command line.
 
         Example:
-            >>> FitEstimate(95.0, 200.0, 1.5 * 2**30).summary()
-            'about 1.6 min (3.3 min if the FC network wins), peak memory about 1.5 GiB'
+            >>> FitEstimate(95.0, 95.0, 1.5 * 2**30).summary()
+            'about 1.6 min, peak memory about 1.5 GiB'
         """
-        high = f" ({_duration(self.high_seconds)} if the FC network wins)" if self.high_seconds > self.seconds else ""
-        return f"about {_duration(self.seconds)}{high}, peak memory about {self.peak_bytes / 2**30:.1f} GiB"
+        return f"about {_duration(self.seconds)}, peak memory about {self.peak_bytes / 2**30:.1f} GiB"
 
 
 def _duration(seconds: float) -> str:

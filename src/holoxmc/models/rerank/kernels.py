@@ -118,6 +118,10 @@ def dense_product(X: sp.csr_matrix, blocks: Sequence[sp.csr_matrix], offsets: Se
     """
     if any(block.shape[0] != X.shape[1] for block in blocks):
         raise InputError(f"X has {X.shape[1]} features, the blocks {[block.shape[0] for block in blocks]}")
+    if len(offsets) != len(blocks) or any(offset < 0 or offset + block.shape[1] > n_columns
+                                          for block, offset in zip(blocks, offsets)):
+        raise InputError(f"blocks of widths {[block.shape[1] for block in blocks]} at offsets {list(offsets)} "
+                         f"do not fit in {n_columns} columns")
     X = sp.csr_matrix(X, dtype=np.float32)
     out = np.zeros((X.shape[0], int(n_columns)), np.float32)
     for block, offset in zip(blocks, offsets):

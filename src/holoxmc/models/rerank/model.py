@@ -62,13 +62,13 @@ INDEX_BLOCK_LABELS = 1 << 16
 #: entries and the margins are row-by-row dot products, costs that do not grow with L
 #: (docs/results/rerank.md, "Margins" and "Pruned postings").
 DENSE_UP_TO = 30_000
-#: Dense ``rows x L`` products of at least this many entries (the retriever's scores, every
-#: label's margins) are written by the compiled loop
+#: Dense ``rows x L`` products of at least ``entries`` entries, at ``labels`` labels or more
+#: (the retriever's scores, every label's margins), are written by the compiled loop
 #: (:func:`~holoxmc.models.rerank.kernels.dense_product`: scipy's sums, without scipy's CSR
-#: result and its copy into a dense one; ``benchmarks/dense_cutoff.py --compare products``);
-#: smaller ones by scipy, where loading the compiled loop (about half a second, once a
-#: process) costs more than it saves.
-COMPILED_PRODUCT_ENTRIES = 1 << 20
+#: result and its copy into a dense one; ``benchmarks/dense_cutoff.py --compare products``:
+#: 0.62x the default fit at L = 10,000, nothing gained at L <= 1,000); other products by
+#: scipy, where the compiled loop's first call in a process (about 0.6 s) costs more than it saves.
+COMPILED_PRODUCT = {"entries": 1 << 20, "labels": 4_096}
 
 
 class RerankModel:
@@ -336,8 +336,9 @@ class RerankModel:
 
     def _dense_product(self, X: sp.csr_matrix, blocks: list[sp.csr_matrix]) -> np.ndarray:
         """``X @`` the ``(D, L)`` matrix of column ``blocks`` as a dense float32 array: the
-        compiled loop from :data:`COMPILED_PRODUCT_ENTRIES` entries, scipy below (the same sums)."""
-        if X.shape[0] * self.n_labels < COMPILED_PRODUCT_ENTRIES:
+        compiled loop where :data:`COMPILED_PRODUCT` says, scipy elsewhere (the same float32 sums)."""
+        X = sp.csr_matrix(X, dtype=np.float32)
+        if self.n_labels < COMPILED_PRODUCT["labels"] or X.shape[0] * self.n_labels < COMPILED_PRODUCT["entries"]:
             parts = [X @ block for block in blocks]
             product = parts[0] if len(parts) == 1 else sp.hstack(parts, format="csr")
             return np.asarray(product.toarray(), dtype=np.float32)
