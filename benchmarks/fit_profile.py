@@ -198,7 +198,7 @@ def calibrate(path: Path, held_out: list[str]) -> None:
         estimate = estimate_fit(**shape, head=record["head"])
         assert estimate is not None
         print(f"{record['set']:<10} {'held out' if record['set'] in held_out else 'fitted':<9} measured "
-              f"{record['fit_s']:7.1f} s  estimate {estimate.seconds:7.1f} s (FC wins: {estimate.high_seconds:7.1f}) "
+              f"{record['fit_s']:7.1f} s  estimate {estimate.seconds:7.1f} s "
               f"ratio {estimate.seconds / record['fit_s']:.2f}  peak {record['peak_rss_bytes'] / 2**30:.2f} GiB, "
               f"estimate {estimate.peak_bytes / 2**30:.2f}  winner {record['head_']}")
 

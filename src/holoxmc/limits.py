@@ -197,19 +197,17 @@ class FitEstimate:
             does not train its FC candidate, else the FC network trained within the budget and
             winning (its finishing epoch on every row on top), as it led every recorded
             selection where it trains (:func:`holoxmc.presets.fc_candidate_runs`).
-        high_seconds: the longest expected; since the FC rule, the same figure.
         peak_bytes: the process's peak resident memory.
     """
 
     seconds: float
-    high_seconds: float
     peak_bytes: float
 
     def summary(self) -> str:
         """One line for the command line.
 
         Example:
-            >>> FitEstimate(95.0, 95.0, 1.5 * 2**30).summary()
+            >>> FitEstimate(95.0, 1.5 * 2**30).summary()
             'about 1.6 min, peak memory about 1.5 GiB'
         """
         return f"about {_duration(self.seconds)}, peak memory about {self.peak_bytes / 2**30:.1f} GiB"
@@ -266,7 +264,7 @@ def estimate_fit(rows: int, features: int, nnz: int, labels: int, label_nnz: int
 def _rerank_estimate(shape: _Shape) -> FitEstimate:
     """One re-rank fit on every row, then ``predict``'s rule on them."""
     seconds = _rerank_seconds(shape, shape.rows, 0) + _rule_seconds(shape.rows, shape.labels)
-    return FitEstimate(seconds, seconds, _peak_bytes(shape, fc=False))
+    return FitEstimate(seconds, _peak_bytes(shape, fc=False))
 
 
 def _auto_estimate(shape: _Shape) -> FitEstimate:
@@ -278,11 +276,11 @@ def _auto_estimate(shape: _Shape) -> FitEstimate:
     budget, epochs = float(DEFAULTS["time_budget"]), int(HEAD_DEFAULTS["dense"]["epochs"])
     finish = _finish_seconds(shape, held)
     if not fc_candidate_runs(shape.label_nnz, shape.rows) or 2 * candidate > budget:  # FC does not start
-        return FitEstimate(candidate + finish, candidate + finish, _peak_bytes(shape, fc=False))
+        return FitEstimate(candidate + finish, _peak_bytes(shape, fc=False))
     epoch = _fc_epoch_seconds(shape, fit_rows)
     trained = min(float(epochs), max(budget - candidate, 0.0) / epoch + 1.0)  # it stops past the budget
     network = candidate + trained * epoch + _rule_seconds(held, labels) + _fc_epoch_seconds(shape, rows)  # + 1 epoch
-    return FitEstimate(network, network, _peak_bytes(shape, fc=True))
+    return FitEstimate(network, _peak_bytes(shape, fc=True))
 
 
 @dataclass(frozen=True)

@@ -190,9 +190,7 @@ class RerankModel:
 
     def index_product(self, X: sp.csr_matrix) -> sp.csr_matrix:
         """``X @ centroids_t`` as CSR (``(n, L)``, one batch), computed block by block."""
-        if len(self._index) == 1:
-            return sp.csr_matrix(X @ self._index[0])
-        return sp.csr_matrix(sp.hstack([X @ block for block in self._index], format="csr"))
+        return _block_product(X, self._index)
 
     @property
     def weights(self) -> sp.spmatrix:
@@ -278,7 +276,7 @@ class RerankModel:
         cost = np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)), weights=self._postings[X.indices], minlength=n)
 
         from holoxmc.models.rerank.kernels import product_top  # numba: loaded where the sparse path first runs
-        offsets = np.cumsum([0] + [block.shape[1] for block in self._index[:-1]]).tolist()
+        offsets = _block_offsets(self._index)
 
         def chunk(span: tuple[int, int]) -> None:
             start, stop = span
@@ -339,12 +337,9 @@ class RerankModel:
         compiled loop where :data:`COMPILED_PRODUCT` says, scipy elsewhere (the same float32 sums)."""
         X = sp.csr_matrix(X, dtype=np.float32)
         if self.n_labels < COMPILED_PRODUCT["labels"] or X.shape[0] * self.n_labels < COMPILED_PRODUCT["entries"]:
-            parts = [X @ block for block in blocks]
-            product = parts[0] if len(parts) == 1 else sp.hstack(parts, format="csr")
-            return np.asarray(product.toarray(), dtype=np.float32)
+            return np.asarray(_block_product(X, blocks).toarray(), dtype=np.float32)
         from holoxmc.models.rerank.kernels import dense_product  # numba: loaded where a large product first runs
-        offsets = np.cumsum([0] + [block.shape[1] for block in blocks[:-1]]).tolist()
-        return dense_product(X, blocks, offsets, self.n_labels)
+        return dense_product(X, blocks, _block_offsets(blocks), self.n_labels)
 
     def scored_shortlists(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(labels, re-rank scores, retriever scores)``, each ``(n, s)``, of each row's
@@ -472,3 +467,15 @@ class RerankModel:
         if self.matcher is not None:
             stored += self.matcher.parameter_count()
         return {"total": weights + stored, "output_layer": weights}
+
+
+def _block_product(X: sp.csr_matrix, blocks: list[sp.csr_matrix]) -> sp.csr_matrix:
+    """``X @`` the matrix of column ``blocks`` as CSR, by scipy, block by block."""
+    if len(blocks) == 1:
+        return sp.csr_matrix(X @ blocks[0])
+    return sp.csr_matrix(sp.hstack([X @ block for block in blocks], format="csr"))
+
+
+def _block_offsets(blocks: list[sp.csr_matrix]) -> list[int]:
+    """Each column block's first column in the whole matrix."""
+    return np.cumsum([0] + [block.shape[1] for block in blocks[:-1]]).tolist()
